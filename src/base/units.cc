@@ -1,0 +1,130 @@
+#include "base/units.h"
+
+#include <charconv>
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace stallscope {
+
+Result<int64_t> ParseDurationNs(std::string_view text) {
+  std::string_view s = text;
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  size_t split = 0;
+  while (split < s.size() && (std::isdigit(static_cast<unsigned char>(s[split])) || s[split] == '.'))
+    ++split;
+  std::string_view number = s.substr(0, split);
+  std::string_view unit = s.substr(split);
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (number.empty() || ec != std::errc() || ptr != number.data() + number.size()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "invalid duration '{}': expected a number and a unit (us, ms, s, m, h)", text);
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1e9;
+  } else if (unit == "ms") {
+    scale = 1e6;
+  } else if (unit == "us") {
+    scale = 1e3;
+  } else if (unit == "ns") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60e9;
+  } else if (unit == "h") {
+    scale = 3600e9;
+  } else {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "invalid duration '{}': unknown unit '{}' (use us, ms, s, m or h)", text, unit);
+  }
+  double ns = value * scale;
+  if (!std::isfinite(ns) || ns > 9.2e18) {
+    return MakeError(ErrorCode::kInvalidArgument, "invalid duration '{}': too large", text);
+  }
+  return static_cast<int64_t>(std::llround(ns));
+}
+
+std::string FormatIsoUtc(int64_t wall_ns) {
+  time_t secs = static_cast<time_t>(wall_ns / 1'000'000'000);
+  int64_t ms = (wall_ns % 1'000'000'000) / 1'000'000;
+  if (ms < 0) {
+    ms += 1000;
+    --secs;
+  }
+  tm parts{};
+  gmtime_r(&secs, &parts);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900,
+                     parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, ms);
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid.
+size_t Utf8Length(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  out.push_back('"');
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+      ++i;
+    } else if (c == '\n') {
+      out += "\\n";
+      ++i;
+    } else if (c == '\t') {
+      out += "\\t";
+      ++i;
+    } else if (c < 0x20 || c == 0x7F) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+      ++i;
+    } else if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+    } else if (size_t len = Utf8Length(text, i); len > 0) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      // Not UTF-8 (e.g. a Latin-1 argv): keep the byte's value readable, keep the JSON valid.
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+      ++i;
+    }
+  }
+  out.push_back('"');
+}
+
+std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1000.0 && u < 5) {
+    bytes /= 1000.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+std::string FormatDurationNs(int64_t ns) {
+  double s = static_cast<double>(ns) / 1e9;
+  if (ns < 1'000'000) return fmt::format("{:.0f} us", static_cast<double>(ns) / 1e3);
+  if (ns < 1'000'000'000) return fmt::format("{:.0f} ms", static_cast<double>(ns) / 1e6);
+  if (s < 60) return fmt::format("{:.2f} s", s);
+  auto total = static_cast<int64_t>(s);
+  if (total < 3600) return fmt::format("{}m{:02}s", total / 60, total % 60);
+  return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+}
+
+}  // namespace stallscope

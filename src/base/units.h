@@ -1,0 +1,29 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace stallscope {
+
+/// Parses a duration such as "500ms", "1s", "2.5s", "10m", "1h", "250us" into ns.
+/// A bare number is seconds. Errors name the text and the accepted units.
+[[nodiscard]] Result<int64_t> ParseDurationNs(std::string_view text);
+
+/// Formats a wall time (ns since epoch) as RFC 3339 UTC with milliseconds:
+/// "2026-11-21T18:30:00.123Z".
+[[nodiscard]] std::string FormatIsoUtc(int64_t wall_ns);
+
+/// Appends `text` to `out` as a JSON string literal (with quotes), escaping control characters,
+/// quotes, backslashes and invalid UTF-8 bytes (as \u00XX), so any process name stays valid JSON.
+void AppendJsonString(std::string& out, std::string_view text);
+
+/// Formats a byte count for people: "12.3 GB" (decimal units, one decimal).
+[[nodiscard]] std::string FormatBytes(double bytes);
+
+/// Formats a duration in ns for people: "850 ms", "2.40 s", "3m12s".
+[[nodiscard]] std::string FormatDurationNs(int64_t ns);
+
+}  // namespace stallscope

@@ -1,0 +1,134 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace stallscope::gpu {
+
+/// Clock-event (throttle) reasons, as named flags. Bit values are NVML's
+/// nvmlClocksEventReason* / nvmlClocksThrottleReason* constants, so the raw mask passes through.
+enum ClockEventReason : uint64_t {
+  kClockEventGpuIdle = 0x1,
+  kClockEventAppClocksSetting = 0x2,
+  kClockEventSwPowerCap = 0x4,
+  kClockEventHwSlowdown = 0x8,
+  kClockEventSyncBoost = 0x10,
+  kClockEventSwThermal = 0x20,
+  kClockEventHwThermal = 0x40,
+  kClockEventHwPowerBrake = 0x80,
+  kClockEventDisplayClockSetting = 0x100,
+};
+
+/// Names of the set flags in `mask`, e.g. {"sw_power_cap", "hw_thermal"}; unknown bits are
+/// reported as "0x...".
+[[nodiscard]] std::vector<std::string> ClockEventReasonNames(uint64_t mask);
+
+/// MIG state of a GPU.
+enum class MigMode { kUnsupported, kDisabled, kEnabled };
+
+/// What does not change while a GPU is sampled. Read once at open.
+struct GpuStatic {
+  uint32_t index = 0;
+  std::string name;        ///< "NVIDIA H100 80GB HBM3"
+  std::string uuid;        ///< "GPU-..."
+  std::string pci_bus_id;  ///< "00000000:17:00.0"
+  std::optional<uint64_t> mem_total_bytes;
+  std::optional<uint32_t> power_limit_mw;      ///< enforced power limit
+  std::optional<uint32_t> sm_clock_max_mhz;
+  std::optional<uint32_t> mem_clock_max_mhz;
+  std::optional<uint32_t> pcie_gen_max;
+  std::optional<uint32_t> pcie_width_max;
+  std::optional<bool> persistence_mode;
+  MigMode mig_mode = MigMode::kUnsupported;
+};
+
+/// One point of the driver's sub-second utilization buffer (nvmlDeviceGetSamples).
+struct UtilSample {
+  int64_t ts_us = 0;  ///< driver timestamp, µs since the Unix epoch (CPU wall clock)
+  uint32_t util_pct = 0;
+};
+
+/// Per-process GPU use (compute and graphics processes; utilization when the driver gives it).
+struct GpuProcess {
+  uint32_t pid = 0;
+  bool graphics = false;                     ///< from the graphics list, else compute
+  std::optional<uint64_t> mem_used_bytes;    ///< absent when the driver hides it (NVML_VALUE_NOT_AVAILABLE)
+  std::optional<uint32_t> sm_util_pct;       ///< from nvmlDeviceGetProcessUtilization
+  std::optional<uint32_t> mem_util_pct;
+};
+
+/// Capacity of the sub-second buffer kept per sample: NVML keeps about 100 entries; at 1 s
+/// polling and a ~1/6 s driver period we see ~6 new ones; longer intervals keep the newest.
+inline constexpr size_t kMaxUtilSamples = 128;
+
+/// One reading of one GPU. Fields the GPU does not support stay empty (never 0 or -1).
+/// Reused across samples: containers are cleared, not freed, so steady state does not allocate.
+struct GpuSample {
+  bool lost = false;  ///< GPU stopped answering (GPU_IS_LOST or repeated errors); all else empty
+  std::optional<uint32_t> util_gpu_pct;
+  std::optional<uint32_t> util_mem_pct;
+  std::optional<uint64_t> mem_used_bytes;
+  std::optional<uint64_t> mem_total_bytes;
+  std::optional<uint32_t> power_mw;
+  std::optional<uint32_t> power_limit_mw;
+  std::optional<uint64_t> energy_mj;  ///< total energy since driver load, millijoules
+  std::optional<uint32_t> temperature_c;
+  std::optional<uint32_t> sm_clock_mhz;
+  std::optional<uint32_t> mem_clock_mhz;
+  std::optional<uint64_t> clock_event_reasons;  ///< ClockEventReason mask
+  std::optional<uint32_t> pcie_tx_kbps;         ///< KB/s, as NVML reports
+  std::optional<uint32_t> pcie_rx_kbps;
+  std::optional<uint32_t> pcie_gen;
+  std::optional<uint32_t> pcie_width;
+  std::optional<uint64_t> ecc_volatile_corrected;
+  std::optional<uint64_t> ecc_volatile_uncorrected;
+  /// New entries of the driver's utilization buffer since the previous sample, oldest first.
+  std::array<UtilSample, kMaxUtilSamples> util_samples{};
+  size_t util_sample_count = 0;
+  std::vector<GpuProcess> processes;
+
+  /// Empties every field, keeping container capacity.
+  void Clear();
+};
+
+/// A source of GPU readings. Implementations: NVML (dlopen), and fakes for tests.
+/// Not thread-safe: one sampling thread owns it.
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  /// Number of GPUs found at open. Fixed for the backend's life (a lost GPU stays, marked lost).
+  virtual size_t DeviceCount() const = 0;
+  /// Static info of GPU `i` (< DeviceCount()).
+  virtual const GpuStatic& Static(size_t i) const = 0;
+  /// Reads GPU `i` into `out` (cleared first). Never fails: an error marks the GPU lost or leaves
+  /// the metric empty. Must not allocate once `out`'s containers have grown.
+  virtual void Sample(size_t i, GpuSample& out) = 0;
+  /// Driver version ("550.54.15") or empty; NVML version likewise.
+  virtual std::string DriverVersion() const = 0;
+  /// Human name of the backend ("nvml", "none", "fake").
+  virtual std::string_view Name() const = 0;
+};
+
+/// Where to look for NVML.
+struct NvmlOptions {
+  /// Explicit library path (--nvml-lib or STALLSCOPE_NVML_LIB); empty → the default search:
+  /// libnvidia-ml.so.1, then libnvidia-ml.so.
+  std::string library_path;
+};
+
+/// Loads NVML with dlopen, initialises it, probes every metric of every GPU once.
+/// Errors: kNotFound when the library cannot be loaded (message: "libnvidia-ml.so.1 not found"),
+/// kUnsupported/kInternal when nvmlInit fails (message includes nvmlErrorString).
+[[nodiscard]] Result<std::unique_ptr<GpuBackend>> OpenNvml(const NvmlOptions& options);
+
+/// A backend with no GPUs (when NVML is absent): every command keeps working on host data.
+[[nodiscard]] std::unique_ptr<GpuBackend> MakeNoGpuBackend();
+
+}  // namespace stallscope::gpu

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace stallscope::host {
+
+/// Where /proc, /sys/fs/cgroup and /dev/shm are. Tests point these at fixtures
+/// (tests/data/proc/...); production uses the real paths.
+struct ProcFs {
+  std::string proc_root = "/proc";
+  std::string cgroup_root = "/sys/fs/cgroup";  ///< cgroup v2 unified mount
+  std::string shm_path = "/dev/shm";
+};
+
+/// CPU time shares over the interval since the previous sample, in percent of that CPU's time
+/// (0..100). For the total, percent of all CPUs together.
+struct CpuShares {
+  double busy_pct = 0;  ///< 100 - idle - iowait
+  double user_pct = 0;  ///< user + nice
+  double system_pct = 0;  ///< system + irq + softirq
+  double iowait_pct = 0;
+  double steal_pct = 0;
+};
+
+/// Pressure stall information (/proc/pressure/*): "some" avg10 and the total stall delta.
+struct Pressure {
+  double some_avg10_pct = 0;
+  std::optional<double> full_avg10_pct;  ///< cpu has no "full" line on older kernels
+  uint64_t some_stall_us_delta = 0;      ///< growth of some total= since the previous sample
+};
+
+/// Whole-host reading. Fields that could not be read are empty.
+struct HostSample {
+  uint32_t cpu_count = 0;  ///< online CPUs seen in /proc/stat
+  std::optional<CpuShares> cpu;             ///< empty on the first sample (needs a delta)
+  std::vector<CpuShares> per_cpu;           ///< empty on the first sample
+  std::optional<uint64_t> mem_total_bytes;
+  std::optional<uint64_t> mem_available_bytes;
+  std::optional<uint64_t> mem_used_bytes;   ///< total - available
+  std::optional<double> load1, load5, load15;
+  std::optional<uint32_t> procs_running;    ///< runnable tasks, from /proc/loadavg
+  std::optional<Pressure> psi_cpu, psi_io, psi_memory;
+  std::optional<uint64_t> disk_read_bps;    ///< bytes/s summed over whole disks (not partitions)
+  std::optional<uint64_t> disk_write_bps;
+  std::optional<double> cgroup_cpu_quota_cpus;      ///< cpu.max quota/period; empty = "max"
+  std::optional<uint64_t> cgroup_nr_throttled_delta;  ///< cpu.stat since previous sample
+  std::optional<uint64_t> cgroup_throttled_us_delta;
+  std::optional<uint64_t> cgroup_mem_limit_bytes;   ///< memory.max; empty = "max"
+  std::optional<uint64_t> shm_total_bytes;          ///< /dev/shm (statvfs)
+  std::optional<uint64_t> shm_used_bytes;
+
+  /// Empties every field, keeping container capacity.
+  void Clear();
+};
+
+/// One process of the followed tree.
+struct ProcessSample {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  std::string comm;     ///< from /proc/PID/stat, between the first '(' and the LAST ')'
+  std::string cmdline;  ///< argv joined with spaces; empty for kernel threads / zombies
+  char state = '?';     ///< R, S, D, Z, T, I, ...
+  std::optional<double> cpu_pct;  ///< (utime+stime) delta / interval; 100 = one core; empty first time
+  uint64_t rss_bytes = 0;
+  uint32_t threads = 0;
+  std::optional<uint64_t> read_bytes;   ///< /proc/PID/io; empty on permission error
+  std::optional<uint64_t> write_bytes;
+  std::optional<uint64_t> voluntary_ctxt_switches;    ///< /proc/PID/status
+  std::optional<uint64_t> nonvoluntary_ctxt_switches;
+  /// Threads of this process by state at sample time (from /proc/PID/task/*/stat).
+  uint32_t threads_running = 0;
+  uint32_t threads_blocked = 0;  ///< state D
+};
+
+/// Samples whole-host metrics. Keeps previous counters to compute rates; the first call gives
+/// levels only (rates empty). Not thread-safe.
+class HostSampler {
+ public:
+  explicit HostSampler(ProcFs fs);
+  /// Reads everything readable into `out` (cleared first). `now_ns`: monotonic time, for rates.
+  void Sample(int64_t now_ns, HostSample& out);
+
+ private:
+  struct State;
+  ProcFs fs_;
+  std::shared_ptr<State> state_;
+};
+
+/// Follows the process tree under a root PID (the training job): root, children, grandchildren.
+/// Processes appear and vanish between samples without errors. Not thread-safe.
+class ProcessTracker {
+ public:
+  ProcessTracker(ProcFs fs, int32_t root_pid);
+  /// Reads the tree into `out` (resized; entries reused). Order: root first, then by pid.
+  /// A root that has exited gives an empty tree.
+  void Sample(int64_t now_ns, std::vector<ProcessSample>& out);
+  int32_t root_pid() const { return root_pid_; }
+
+ private:
+  struct State;
+  ProcFs fs_;
+  int32_t root_pid_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace stallscope::host
