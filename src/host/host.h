@@ -11,19 +11,22 @@
 
 namespace stallscope::host {
 
-/// Where /proc, /sys/fs/cgroup and /dev/shm are. Tests point these at fixtures
+/// Where /proc, /sys/fs/cgroup, /dev/shm and /sys are. Tests point these at fixtures
 /// (tests/data/proc/...); production uses the real paths.
 struct ProcFs {
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";  ///< cgroup v2 unified mount
   std::string shm_path = "/dev/shm";
+  /// sysfs: a disk in <sys_root>/block is a whole disk (partitions are not listed there). When
+  /// <sys_root>/block does not exist, partitions are told apart by name (nvme0n1p1, sda1, ...).
+  std::string sys_root = "/sys";
 };
 
 /// CPU time shares over the interval since the previous sample, in percent of that CPU's time
 /// (0..100). For the total, percent of all CPUs together.
 struct CpuShares {
-  double busy_pct = 0;  ///< 100 - idle - iowait
-  double user_pct = 0;  ///< user + nice
+  double busy_pct = 0;    ///< 100 - idle - iowait
+  double user_pct = 0;    ///< user + nice
   double system_pct = 0;  ///< system + irq + softirq
   double iowait_pct = 0;
   double steal_pct = 0;
@@ -33,28 +36,31 @@ struct CpuShares {
 struct Pressure {
   double some_avg10_pct = 0;
   std::optional<double> full_avg10_pct;  ///< cpu has no "full" line on older kernels
-  uint64_t some_stall_us_delta = 0;      ///< growth of some total= since the previous sample
+  uint64_t some_stall_us_delta =
+      0;  ///< growth of some total= since the previous sample (0 the first time)
 };
 
 /// Whole-host reading. Fields that could not be read are empty.
 struct HostSample {
-  uint32_t cpu_count = 0;  ///< online CPUs seen in /proc/stat
-  std::optional<CpuShares> cpu;             ///< empty on the first sample (needs a delta)
-  std::vector<CpuShares> per_cpu;           ///< empty on the first sample
+  uint32_t cpu_count = 0;          ///< online CPUs seen in /proc/stat
+  std::optional<CpuShares> cpu;    ///< empty on the first sample (needs a delta)
+  std::vector<CpuShares> per_cpu;  ///< empty on the first sample
   std::optional<uint64_t> mem_total_bytes;
   std::optional<uint64_t> mem_available_bytes;
-  std::optional<uint64_t> mem_used_bytes;   ///< total - available
+  std::optional<uint64_t> mem_used_bytes;  ///< total - available
   std::optional<double> load1, load5, load15;
-  std::optional<uint32_t> procs_running;    ///< runnable tasks, from /proc/loadavg
+  std::optional<uint32_t> procs_running;  ///< runnable tasks, from /proc/loadavg
   std::optional<Pressure> psi_cpu, psi_io, psi_memory;
-  std::optional<uint64_t> disk_read_bps;    ///< bytes/s summed over whole disks (not partitions)
+  std::optional<uint64_t> disk_read_bps;  ///< bytes/s summed over whole disks (not partitions)
   std::optional<uint64_t> disk_write_bps;
-  std::optional<double> cgroup_cpu_quota_cpus;      ///< cpu.max quota/period; empty = "max"
+  std::optional<double> cgroup_cpu_quota_cpus;        ///< cpu.max quota/period; empty = "max"
   std::optional<uint64_t> cgroup_nr_throttled_delta;  ///< cpu.stat since previous sample
   std::optional<uint64_t> cgroup_throttled_us_delta;
-  std::optional<uint64_t> cgroup_mem_limit_bytes;   ///< memory.max; empty = "max"
-  std::optional<uint64_t> shm_total_bytes;          ///< /dev/shm (statvfs)
+  std::optional<uint64_t> cgroup_mem_limit_bytes;  ///< memory.max; empty = "max"
+  std::optional<uint64_t> shm_total_bytes;         ///< /dev/shm (statvfs)
   std::optional<uint64_t> shm_used_bytes;
+  /// Lines or files that exist but could not be parsed in this sample (skipped, not fatal).
+  uint32_t malformed_records = 0;
 
   /// Empties every field, keeping container capacity.
   void Clear();
@@ -67,12 +73,13 @@ struct ProcessSample {
   std::string comm;     ///< from /proc/PID/stat, between the first '(' and the LAST ')'
   std::string cmdline;  ///< argv joined with spaces; empty for kernel threads / zombies
   char state = '?';     ///< R, S, D, Z, T, I, ...
-  std::optional<double> cpu_pct;  ///< (utime+stime) delta / interval; 100 = one core; empty first time
+  std::optional<double>
+      cpu_pct;  ///< (utime+stime) delta / interval; 100 = one core; empty first time
   uint64_t rss_bytes = 0;
   uint32_t threads = 0;
-  std::optional<uint64_t> read_bytes;   ///< /proc/PID/io; empty on permission error
+  std::optional<uint64_t> read_bytes;  ///< /proc/PID/io; empty on permission error
   std::optional<uint64_t> write_bytes;
-  std::optional<uint64_t> voluntary_ctxt_switches;    ///< /proc/PID/status
+  std::optional<uint64_t> voluntary_ctxt_switches;  ///< /proc/PID/status
   std::optional<uint64_t> nonvoluntary_ctxt_switches;
   /// Threads of this process by state at sample time (from /proc/PID/task/*/stat).
   uint32_t threads_running = 0;
@@ -102,6 +109,9 @@ class ProcessTracker {
   /// A root that has exited gives an empty tree.
   void Sample(int64_t now_ns, std::vector<ProcessSample>& out);
   int32_t root_pid() const { return root_pid_; }
+  /// Processes skipped so far (since construction) because their /proc/PID/stat could not be
+  /// parsed. Always 0 on a sane kernel; counts bad fixtures and kernel surprises.
+  uint64_t malformed_records() const;
 
  private:
   struct State;

@@ -1,0 +1,69 @@
+# stallscope: the two commands a fresh Debian 12 machine needs are `make demo` and `make test`.
+# Both install missing Debian packages first (apt-get; root or sudo).
+
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+JOBS        ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PY          := /usr/bin/python3
+
+DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
+  libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev zlib1g-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev \
+  python3 python3-dev pybind11-dev python3-torch python3-numpy procps time
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build build-asan demo test test-unit test-asan bench overhead format clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD_ASAN)/build.ninja:
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=ON \
+	  -DSTALLSCOPE_BUILD_PYTHON=OFF -DSTALLSCOPE_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+
+build-asan: deps $(BUILD_ASAN)/build.ninja
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+# The main job on a built-in default: a snapshot, a 10 s recording, its summary.
+demo: build
+	./$(BUILD)/stallscope top --once
+	./$(BUILD)/stallscope record -i 500ms --duration 10s -o $(BUILD)/demo.jsonl
+	./$(BUILD)/stallscope summary $(BUILD)/demo.jsonl
+
+# The whole suite: optimized build, then the ASan+UBSan build (C++ tests; the Python
+# extension cannot load a sanitized runtime into Debian's python3).
+test: test-unit test-asan
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE python
+
+bench: build
+	./$(BUILD)/src/gpu/gpu_bench || true
+	./$(BUILD)/src/host/host_bench || true
+
+overhead: build
+	bench/overhead.sh $(BUILD)
+
+format:
+	find src tests bench -name '*.cc' -o -name '*.h' -o -name '*.c' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

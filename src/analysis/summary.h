@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/stats.h"
+#include "sample/recording.h"
+
+namespace stallscope::analysis {
+
+/// Per-GPU statistics over a recording (lost samples excluded).
+struct GpuSummary {
+  uint32_t index = 0;
+  std::string name;
+  RunningStats memory_used_mib;
+  RunningStats util_pct;         ///< polled utilization (nvmlDeviceGetUtilizationRates)
+  RunningStats util_fine_pct;    ///< the driver's sub-second buffer, when recorded
+  RunningStats power_w;
+  RunningStats temperature_c;
+  RunningStats sm_clock_mhz;
+  std::optional<double> memory_total_mib;
+  int64_t samples = 0;
+  int64_t lost_samples = 0;
+  int64_t throttled_samples = 0;  ///< any clock-event reason other than idle/app-clocks
+};
+
+/// Seed 002 load balance across GPUs: CV of the per-GPU means.
+struct Balance {
+  std::optional<double> cv_pct;  ///< empty with < 2 GPUs or a zero mean
+  std::optional<BalanceClass> quality;
+};
+
+/// Summary of one recording: what `stallscope summary` prints.
+struct RecordingSummary {
+  std::string hostname;
+  std::string gpu_note;
+  int64_t samples = 0;
+  int64_t duration_ns = 0;
+  std::vector<GpuSummary> gpus;
+  double total_memory_used_mib = 0;  ///< sum of per-GPU means
+  Balance memory_balance;
+  Balance util_balance;
+  RunningStats cpu_busy_pct;
+  RunningStats cpu_iowait_pct;
+  RunningStats mem_used_bytes;
+  std::optional<int> exit_code;
+  std::vector<std::string> warnings;  ///< from reading the file
+};
+
+/// Statistics of `rec`. Never fails: an empty recording gives zero samples.
+[[nodiscard]] RecordingSummary Summarize(const sample::Recording& rec);
+
+/// Balance of `per_gpu_means` (seed 002: CV = std/mean × 100%, classes at 5/10/20%).
+[[nodiscard]] Balance ComputeBalance(const std::vector<double>& per_gpu_means);
+
+/// Seed 004: warn when GPU utilization stayed low. Feed one average utilization per sample;
+/// Low() is true once the mean of the last `window` samples is under `threshold_pct`.
+class LowUtilWatch {
+ public:
+  /// Seed 004: "Automatic warnings if GPU util < 30%"; the issue: over the last 10 samples.
+  static constexpr double kDefaultThresholdPct = 30.0;
+  static constexpr size_t kDefaultWindow = 10;
+
+  explicit LowUtilWatch(double threshold_pct = kDefaultThresholdPct,
+                        size_t window = kDefaultWindow);
+  void Add(double util_pct);
+  bool Low() const;
+  /// Mean over the window (nan before any value).
+  double WindowMean() const;
+
+ private:
+  double threshold_pct_;
+  std::vector<double> ring_;
+  size_t next_ = 0;
+  size_t filled_ = 0;
+};
+
+}  // namespace stallscope::analysis

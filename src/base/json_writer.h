@@ -1,0 +1,121 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "base/units.h"
+
+namespace stallscope {
+
+/// Appends JSON to a caller-owned string: keys in the order written (stable output), floats with
+/// a fixed number of decimals (stable golden files), std::nullopt as null. No allocation beyond
+/// the string's growth, so a reused buffer makes the per-sample path allocation-free.
+/// Not validating: callers pair Begin/End themselves.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : out_(out) {}
+
+  JsonWriter& BeginObject() { return Open('{'); }
+  JsonWriter& EndObject() { return Close('}'); }
+  JsonWriter& BeginArray() { return Open('['); }
+  JsonWriter& EndArray() { return Close(']'); }
+
+  /// Writes `"key":` (the next value follows).
+  JsonWriter& Key(std::string_view key) {
+    Separate();
+    AppendJsonString(out_, key);
+    out_.push_back(':');
+    after_key_ = true;
+    return *this;
+  }
+
+  JsonWriter& String(std::string_view v) {
+    Separate();
+    AppendJsonString(out_, v);
+    return *this;
+  }
+  JsonWriter& Bool(bool v) {
+    Separate();
+    out_ += v ? "true" : "false";
+    return *this;
+  }
+  JsonWriter& Null() {
+    Separate();
+    out_ += "null";
+    return *this;
+  }
+  template <typename T>
+    requires std::is_integral_v<T>
+  JsonWriter& Int(T v) {
+    Separate();
+    fmt::format_to(std::back_inserter(out_), "{}", v);
+    return *this;
+  }
+  /// A float with `decimals` digits after the point; NaN/inf become null (JSON has neither).
+  JsonWriter& Double(double v, int decimals = 3) {
+    Separate();
+    if (v != v || v > 1e300 || v < -1e300) {
+      out_ += "null";
+    } else {
+      fmt::format_to(std::back_inserter(out_), "{:.{}f}", v, decimals);
+    }
+    return *this;
+  }
+
+  // Key + value shorthands; optional values write null when empty.
+  JsonWriter& Field(std::string_view key, std::string_view v) { return Key(key).String(v); }
+  JsonWriter& Field(std::string_view key, const char* v) { return Key(key).String(v); }
+  JsonWriter& FieldBool(std::string_view key, bool v) { return Key(key).Bool(v); }
+  template <typename T>
+    requires std::is_integral_v<T>
+  JsonWriter& Field(std::string_view key, T v) { return Key(key).Int(v); }
+  JsonWriter& Field(std::string_view key, double v, int decimals = 3) {
+    return Key(key).Double(v, decimals);
+  }
+  template <typename T>
+    requires std::is_integral_v<T>
+  JsonWriter& Field(std::string_view key, const std::optional<T>& v) {
+    Key(key);
+    return v ? Int(*v) : Null();
+  }
+  JsonWriter& Field(std::string_view key, const std::optional<double>& v, int decimals = 3) {
+    Key(key);
+    return v ? Double(*v, decimals) : Null();
+  }
+  JsonWriter& Field(std::string_view key, const std::optional<bool>& v) {
+    Key(key);
+    return v ? Bool(*v) : Null();
+  }
+
+ private:
+  JsonWriter& Open(char c) {
+    Separate();
+    out_.push_back(c);
+    first_ = true;
+    return *this;
+  }
+  JsonWriter& Close(char c) {
+    out_.push_back(c);
+    first_ = false;
+    return *this;
+  }
+  void Separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_) out_.push_back(',');
+    first_ = false;
+  }
+
+  std::string& out_;
+  bool first_ = true;
+  bool after_key_ = false;
+};
+
+}  // namespace stallscope

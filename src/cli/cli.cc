@@ -1,0 +1,68 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+
+namespace stallscope::cli {
+namespace {
+
+void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
+  cmd->add_option("--nvml-lib", o.nvml_lib,
+                  "Path of libnvidia-ml.so to load (default: $STALLSCOPE_NVML_LIB, then "
+                  "libnvidia-ml.so.1, then libnvidia-ml.so)");
+  cmd->add_option("--proc-root", o.proc_root, "Root of the proc filesystem (for tests)")
+      ->default_val("/proc");
+}
+
+}  // namespace
+
+int Run(int argc, char** argv) {
+  CLI::App app{"stallscope: why is my GPU training slow, and what do I change?"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", ToolVersion());
+  app.footer("Run `stallscope COMMAND --help` for a command's options.");
+
+  RecordOptions rec;
+  auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
+  record->add_option("-i,--interval", rec.interval, "Sampling interval, 50ms or more")->default_val("1s");
+  record->add_option("-o,--output", rec.output, "Output file ('-' for stdout; default stallscope-record-<time>.jsonl)");
+  record->add_option("--duration", rec.duration, "Stop recording after this long (e.g. 60s, 10m)");
+  record->add_flag("--csv", rec.csv, "Write CSV (one row per sample) instead of JSON Lines");
+  record->add_option("--pid", rec.pid, "Follow the process tree of this PID");
+  record->add_option("command", rec.command, "Command to start and follow (after --)");
+  record->footer(
+      "Examples:\n  stallscope record --duration 60s -o run.jsonl\n"
+      "  stallscope record -i 500ms -- python train.py --epochs 1\n"
+      "With a command, the recording ends when it exits and its exit code is returned.");
+  AddSamplingFlags(record, rec.sampling);
+
+  TopOptions top;
+  auto* top_cmd = app.add_subcommand("top", "Show GPUs and host now");
+  top_cmd->add_flag("--once", top.once, "Print one snapshot and exit");
+  top_cmd->add_flag("--json", top.json, "JSON output (numbers as numbers, units in key names)");
+  top_cmd->add_flag("--status", top.status,
+                    "One status line per interval, with a warning when GPU utilization stays "
+                    "under 30% for 10 samples");
+  top_cmd->add_option("-i,--interval", top.interval, "Refresh interval")->default_val("1s");
+  top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)");
+  AddSamplingFlags(top_cmd, top.sampling);
+
+  SummaryOptions sum;
+  auto* summary = app.add_subcommand("summary", "Summarize a recording: per-GPU stats, load balance");
+  summary->add_option("recording", sum.path, "A file written by `stallscope record`")->required();
+  summary->add_flag("--json", sum.json, "JSON output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (record->parsed()) return RunRecord(rec);
+  if (top_cmd->parsed()) return RunTop(top);
+  if (summary->parsed()) return RunSummary(sum);
+  return 2;
+}
+
+}  // namespace stallscope::cli

@@ -1,0 +1,109 @@
+#include "report/render.h"
+
+#include <gtest/gtest.h>
+
+#include "golden.h"
+
+namespace stallscope::report {
+namespace {
+
+sample::RecordingHeader Header(size_t gpus) {
+  sample::RecordingHeader h;
+  h.hostname = "node-1";
+  h.cpu_count = 16;
+  for (uint32_t i = 0; i < gpus; ++i) {
+    gpu::GpuStatic g;
+    g.index = i;
+    g.name = "NVIDIA H100 80GB HBM3";
+    h.gpus.push_back(g);
+  }
+  return h;
+}
+
+sample::Sample Snapshot(size_t gpus) {
+  sample::Sample s;
+  s.wall_ns = 1'763'750'000'000'000'000;
+  s.gpus.resize(gpus);
+  for (size_t i = 0; i < gpus; ++i) {
+    auto& g = s.gpus[i];
+    g.util_gpu_pct = static_cast<uint32_t>(85 - 30 * i);
+    g.util_mem_pct = 40;
+    g.mem_used_bytes = (12ull << 30) + (i << 29);
+    g.mem_total_bytes = 80ull << 30;
+    g.power_mw = 350'000;
+    g.power_limit_mw = 700'000;
+    g.temperature_c = 65;
+    g.sm_clock_mhz = 1980;
+    g.clock_event_reasons = i == 1 ? uint64_t{gpu::kClockEventSwPowerCap} : uint64_t{0};
+  }
+  if (gpus > 2) {
+    s.gpus[2] = gpu::GpuSample{};
+    s.gpus[2].lost = true;
+  }
+  s.host.cpu_count = 16;
+  s.host.cpu = host::CpuShares{45.2, 40.1, 5.1, 0.0, 0.0};
+  s.host.mem_total_bytes = 64ull << 30;
+  s.host.mem_used_bytes = static_cast<uint64_t>(18.4 * (1ull << 30));
+  s.host.load1 = 1.2;
+  s.host.load5 = 0.9;
+  s.host.load15 = 0.8;
+  s.host.psi_io = host::Pressure{2.5, 1.0, 0};
+  s.host.cgroup_cpu_quota_cpus = 8.0;
+  s.host.shm_total_bytes = 32'000'000'000;
+  s.host.shm_used_bytes = 1'000'000;
+  return s;
+}
+
+TEST(StatusLine, SeedFourFormForOneGpu) {
+  auto s = Snapshot(1);
+  s.gpus[0].mem_used_bytes = static_cast<uint64_t>(12.3 * (1ull << 30));
+  s.gpus[0].mem_total_bytes = 24ull << 30;
+  EXPECT_EQ(RenderStatusLine(s), "GPU: 85% | VRAM:12.3/24.0GB(51.2%) | CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
+}
+
+TEST(StatusLine, PerGpuWhenSeveralAndNoGpu) {
+  EXPECT_EQ(RenderStatusLine(Snapshot(3)),
+            "GPU0: 85% | VRAM0:12.0/80.0GB(15.0%) | GPU1: 55% | VRAM1:12.5/80.0GB(15.6%) | GPU2: LOST | "
+            "CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
+  EXPECT_EQ(RenderStatusLine(Snapshot(0)), "GPU: n/a | CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
+}
+
+TEST(Top, GoldenText) {
+  testing::ExpectGolden("top_3gpu.txt", RenderTopText(Header(3), Snapshot(3)));
+  auto h = Header(0);
+  h.gpu_note = "no NVIDIA GPU: libnvidia-ml.so.1 not found — GPU metrics unavailable";
+  testing::ExpectGolden("top_nogpu.txt", RenderTopText(h, Snapshot(0)));
+}
+
+TEST(Top, GoldenJson) { testing::ExpectGolden("top_1gpu.json", RenderTopJson(Header(1), Snapshot(1))); }
+
+TEST(Summary, GoldenTextAndJson) {
+  sample::Recording rec;
+  rec.header = Header(4);
+  const double mem_gib[] = {12.5, 12.45, 12.52, 12.48};
+  for (int t = 0; t < 10; ++t) {
+    auto s = Snapshot(4);
+    s.mono_ns = t * 1'000'000'000LL;
+    for (size_t i = 0; i < 4; ++i) {
+      s.gpus[i] = gpu::GpuSample{};
+      s.gpus[i].mem_used_bytes = static_cast<uint64_t>((mem_gib[i] + 0.01 * (t % 3)) * (1ull << 30));
+      s.gpus[i].mem_total_bytes = 24ull << 30;
+      s.gpus[i].util_gpu_pct = static_cast<uint32_t>(t % 2 == 0 ? 90 : 70 + 5 * i);
+      s.gpus[i].power_mw = 150'000;
+    }
+    rec.samples.push_back(s);
+  }
+  rec.exit_code = 0;
+  auto summary = analysis::Summarize(rec);
+  testing::ExpectGolden("summary_4gpu.txt", RenderSummaryText(summary));
+  testing::ExpectGolden("summary_4gpu.json", RenderSummaryJson(summary));
+}
+
+TEST(LowUtilWarning, NamesTheChecks) {
+  auto text = RenderLowUtilWarning(11.0, 10);
+  EXPECT_NE(text.find("LOW GPU UTILIZATION (11.0% over the last 10 samples)"), std::string::npos);
+  EXPECT_NE(text.find("num_workers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallscope::report

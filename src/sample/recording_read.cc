@@ -1,0 +1,305 @@
+#include <fstream>
+
+#include <simdjson.h>
+
+#include "sample/recording.h"
+
+namespace stallscope::sample {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+template <typename T>
+std::optional<T> Num(object o, std::string_view key) {
+  element e;
+  if (o.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return std::nullopt;
+  if constexpr (std::is_floating_point_v<T>) {
+    double d = 0;
+    if (e.get_double().get(d) != simdjson::SUCCESS) return std::nullopt;
+    return static_cast<T>(d);
+  } else if constexpr (std::is_signed_v<T>) {
+    int64_t i = 0;
+    if (e.get_int64().get(i) != simdjson::SUCCESS) return std::nullopt;
+    return static_cast<T>(i);
+  } else {
+    uint64_t u = 0;
+    if (e.get_uint64().get(u) != simdjson::SUCCESS) return std::nullopt;
+    return static_cast<T>(u);
+  }
+}
+
+std::string Str(object o, std::string_view key) {
+  std::string_view s;
+  if (o.at_key(key).get_string().get(s) != simdjson::SUCCESS) return {};
+  return std::string(s);
+}
+
+std::optional<bool> Bool(object o, std::string_view key) {
+  bool b = false;
+  if (o.at_key(key).get_bool().get(b) != simdjson::SUCCESS) return std::nullopt;
+  return b;
+}
+
+gpu::MigMode ParseMig(std::string_view s) {
+  if (s == "enabled") return gpu::MigMode::kEnabled;
+  if (s == "disabled") return gpu::MigMode::kDisabled;
+  return gpu::MigMode::kUnsupported;
+}
+
+void ParseHeader(object o, RecordingHeader& h) {
+  h.schema_version = Num<int>(o, "schema_version").value_or(0);
+  h.tool_version = Str(o, "tool");
+  h.hostname = Str(o, "hostname");
+  h.cpu_count = Num<uint32_t>(o, "cpu_count").value_or(0);
+  h.interval_ns = Num<int64_t>(o, "interval_ns").value_or(0);
+  h.start_wall_ns = Num<int64_t>(o, "start_wall_ns").value_or(0);
+  h.start_mono_ns = Num<int64_t>(o, "start_mono_ns").value_or(0);
+  h.gpu_backend = Str(o, "gpu_backend");
+  h.gpu_note = Str(o, "gpu_note");
+  h.driver_version = Str(o, "driver_version");
+  h.root_pid = Num<int32_t>(o, "root_pid");
+  simdjson::dom::array arr;
+  if (o["command"].get_array().get(arr) == simdjson::SUCCESS) {
+    for (element e : arr) {
+      std::string_view s;
+      if (e.get_string().get(s) == simdjson::SUCCESS) h.command.emplace_back(s);
+    }
+  }
+  if (o["gpus"].get_array().get(arr) == simdjson::SUCCESS) {
+    for (element e : arr) {
+      object g;
+      if (e.get_object().get(g) != simdjson::SUCCESS) continue;
+      gpu::GpuStatic s;
+      s.index = Num<uint32_t>(g, "gpu_index").value_or(static_cast<uint32_t>(h.gpus.size()));
+      s.name = Str(g, "gpu_name");
+      s.uuid = Str(g, "uuid");
+      s.pci_bus_id = Str(g, "pci_bus_id");
+      s.mem_total_bytes = Num<uint64_t>(g, "memory_total_bytes");
+      s.power_limit_mw = Num<uint32_t>(g, "power_limit_mw");
+      s.sm_clock_max_mhz = Num<uint32_t>(g, "sm_clock_max_mhz");
+      s.mem_clock_max_mhz = Num<uint32_t>(g, "mem_clock_max_mhz");
+      s.pcie_gen_max = Num<uint32_t>(g, "pcie_gen_max");
+      s.pcie_width_max = Num<uint32_t>(g, "pcie_width_max");
+      s.persistence_mode = Bool(g, "persistence_mode");
+      s.mig_mode = ParseMig(Str(g, "mig_mode"));
+      h.gpus.push_back(std::move(s));
+    }
+  }
+}
+
+void ParseGpu(object g, gpu::GpuSample& s) {
+  s.lost = Bool(g, "lost").value_or(false);
+  s.util_gpu_pct = Num<uint32_t>(g, "utilization");
+  s.util_mem_pct = Num<uint32_t>(g, "utilization_memory_pct");
+  s.mem_used_bytes = Num<uint64_t>(g, "memory_used_bytes");
+  s.mem_total_bytes = Num<uint64_t>(g, "memory_total_bytes");
+  s.power_mw = Num<uint32_t>(g, "power_mw");
+  s.power_limit_mw = Num<uint32_t>(g, "power_limit_mw");
+  s.energy_mj = Num<uint64_t>(g, "energy_mj");
+  s.temperature_c = Num<uint32_t>(g, "temperature");
+  s.sm_clock_mhz = Num<uint32_t>(g, "sm_clock_mhz");
+  s.mem_clock_mhz = Num<uint32_t>(g, "mem_clock_mhz");
+  s.clock_event_reasons = Num<uint64_t>(g, "clock_event_mask");
+  s.pcie_tx_kbps = Num<uint32_t>(g, "pcie_tx_kbps");
+  s.pcie_rx_kbps = Num<uint32_t>(g, "pcie_rx_kbps");
+  s.pcie_gen = Num<uint32_t>(g, "pcie_gen");
+  s.pcie_width = Num<uint32_t>(g, "pcie_width");
+  s.ecc_volatile_corrected = Num<uint64_t>(g, "ecc_volatile_corrected");
+  s.ecc_volatile_uncorrected = Num<uint64_t>(g, "ecc_volatile_uncorrected");
+  simdjson::dom::array arr;
+  if (g["util_samples"].get_array().get(arr) == simdjson::SUCCESS) {
+    for (element e : arr) {
+      simdjson::dom::array pair;
+      if (e.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2) continue;
+      if (s.util_sample_count >= gpu::kMaxUtilSamples) break;
+      int64_t ts = 0;
+      uint64_t pct = 0;
+      if (pair.at(0).get_int64().get(ts) || pair.at(1).get_uint64().get(pct)) continue;
+      s.util_samples[s.util_sample_count++] = {ts, static_cast<uint32_t>(pct)};
+    }
+  }
+  if (g["processes"].get_array().get(arr) == simdjson::SUCCESS) {
+    for (element e : arr) {
+      object p;
+      if (e.get_object().get(p) != simdjson::SUCCESS) continue;
+      gpu::GpuProcess gp;
+      gp.pid = Num<uint32_t>(p, "pid").value_or(0);
+      gp.graphics = Str(p, "type") == "graphics";
+      gp.mem_used_bytes = Num<uint64_t>(p, "memory_used_bytes");
+      gp.sm_util_pct = Num<uint32_t>(p, "sm_util_pct");
+      gp.mem_util_pct = Num<uint32_t>(p, "mem_util_pct");
+      s.processes.push_back(gp);
+    }
+  }
+}
+
+std::optional<host::Pressure> ParsePressure(object h, const std::string& prefix) {
+  auto some = Num<double>(h, prefix + "_some_avg10");
+  if (!some) return std::nullopt;
+  host::Pressure p;
+  p.some_avg10_pct = *some;
+  p.full_avg10_pct = Num<double>(h, prefix + "_full_avg10");
+  p.some_stall_us_delta = Num<uint64_t>(h, prefix + "_some_stall_us").value_or(0);
+  return p;
+}
+
+void ParseHost(object h, host::HostSample& s) {
+  s.cpu_count = Num<uint32_t>(h, "cpu_count").value_or(0);
+  if (auto busy = Num<double>(h, "cpu_busy_pct")) {
+    host::CpuShares c;
+    c.busy_pct = *busy;
+    c.user_pct = Num<double>(h, "cpu_user_pct").value_or(0);
+    c.system_pct = Num<double>(h, "cpu_system_pct").value_or(0);
+    c.iowait_pct = Num<double>(h, "cpu_iowait_pct").value_or(0);
+    c.steal_pct = Num<double>(h, "cpu_steal_pct").value_or(0);
+    s.cpu = c;
+  }
+  object per;
+  if (h["per_cpu"].get_object().get(per) == simdjson::SUCCESS) {
+    const std::pair<const char*, double host::CpuShares::*> cols[] = {
+        {"busy_pct", &host::CpuShares::busy_pct},     {"user_pct", &host::CpuShares::user_pct},
+        {"system_pct", &host::CpuShares::system_pct}, {"iowait_pct", &host::CpuShares::iowait_pct},
+        {"steal_pct", &host::CpuShares::steal_pct}};
+    for (const auto& [key, member] : cols) {
+      simdjson::dom::array arr;
+      if (per[key].get_array().get(arr) != simdjson::SUCCESS) continue;
+      size_t i = 0;
+      for (element e : arr) {
+        double d = 0;
+        if (e.get_double().get(d) != simdjson::SUCCESS) continue;
+        if (s.per_cpu.size() <= i) s.per_cpu.resize(i + 1);
+        s.per_cpu[i++].*member = d;
+      }
+    }
+  }
+  s.mem_total_bytes = Num<uint64_t>(h, "mem_total_bytes");
+  s.mem_available_bytes = Num<uint64_t>(h, "mem_available_bytes");
+  s.mem_used_bytes = Num<uint64_t>(h, "mem_used_bytes");
+  s.load1 = Num<double>(h, "load1");
+  s.load5 = Num<double>(h, "load5");
+  s.load15 = Num<double>(h, "load15");
+  s.procs_running = Num<uint32_t>(h, "procs_running");
+  s.psi_cpu = ParsePressure(h, "psi_cpu");
+  s.psi_io = ParsePressure(h, "psi_io");
+  s.psi_memory = ParsePressure(h, "psi_memory");
+  s.disk_read_bps = Num<uint64_t>(h, "disk_read_bps");
+  s.disk_write_bps = Num<uint64_t>(h, "disk_write_bps");
+  s.cgroup_cpu_quota_cpus = Num<double>(h, "cgroup_cpu_quota_cpus");
+  s.cgroup_nr_throttled_delta = Num<uint64_t>(h, "cgroup_nr_throttled");
+  s.cgroup_throttled_us_delta = Num<uint64_t>(h, "cgroup_throttled_us");
+  s.cgroup_mem_limit_bytes = Num<uint64_t>(h, "cgroup_mem_limit_bytes");
+  s.shm_total_bytes = Num<uint64_t>(h, "shm_total_bytes");
+  s.shm_used_bytes = Num<uint64_t>(h, "shm_used_bytes");
+}
+
+void ParseProcess(object p, host::ProcessSample& s) {
+  s.pid = Num<int32_t>(p, "pid").value_or(0);
+  s.ppid = Num<int32_t>(p, "ppid").value_or(0);
+  s.comm = Str(p, "comm");
+  s.cmdline = Str(p, "cmdline");
+  std::string state = Str(p, "state");
+  s.state = state.empty() ? '?' : state[0];
+  s.cpu_pct = Num<double>(p, "cpu_pct");
+  s.rss_bytes = Num<uint64_t>(p, "rss_bytes").value_or(0);
+  s.threads = Num<uint32_t>(p, "threads").value_or(0);
+  s.threads_running = Num<uint32_t>(p, "threads_running").value_or(0);
+  s.threads_blocked = Num<uint32_t>(p, "threads_blocked").value_or(0);
+  s.read_bytes = Num<uint64_t>(p, "read_bytes");
+  s.write_bytes = Num<uint64_t>(p, "write_bytes");
+  s.voluntary_ctxt_switches = Num<uint64_t>(p, "voluntary_ctxt_switches");
+  s.nonvoluntary_ctxt_switches = Num<uint64_t>(p, "nonvoluntary_ctxt_switches");
+}
+
+bool ParseSample(object o, Sample& s) {
+  auto mono = Num<int64_t>(o, "ts_ns");
+  if (!mono) return false;
+  s.mono_ns = *mono;
+  s.wall_ns = Num<int64_t>(o, "wall_ns").value_or(0);
+  simdjson::dom::array arr;
+  if (o["multi_gpu_data"].get_array().get(arr) == simdjson::SUCCESS) {
+    for (element e : arr) {
+      object g;
+      if (e.get_object().get(g) != simdjson::SUCCESS) return false;
+      ParseGpu(g, s.gpus.emplace_back());
+    }
+  }
+  object h;
+  if (o["host"].get_object().get(h) == simdjson::SUCCESS) ParseHost(h, s.host);
+  if (o["processes"].get_array().get(arr) == simdjson::SUCCESS) {
+    s.has_processes = true;
+    for (element e : arr) {
+      object p;
+      if (e.get_object().get(p) != simdjson::SUCCESS) continue;
+      ParseProcess(p, s.processes.emplace_back());
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<Recording> ReadRecording(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError(ErrorCode::kNotFound, "{}: cannot open recording", path);
+  Recording rec;
+  simdjson::dom::parser parser;
+  std::string line;
+  bool have_header = false;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    bool last_and_torn = in.eof();  // getline hit EOF before a newline: the writer was killed
+    if (line.empty()) continue;
+    object o;
+    if (parser.parse(line).get_object().get(o) != simdjson::SUCCESS) {
+      if (last_and_torn) {
+        rec.truncated_last_line = true;
+        rec.warnings.push_back(fmt::format("{}: line {} is incomplete (recording cut short); "
+                                           "kept the {} lines before it",
+                                           path, line_no, line_no - 1));
+      } else {
+        ++rec.malformed_lines;
+      }
+      continue;
+    }
+    std::string_view type;
+    if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = have_header ? "sample" : "";
+    if (!have_header) {
+      if (type != "header") {
+        return MakeError(ErrorCode::kParse,
+                         "{}: not a stallscope recording (line 1 is not a header line)", path);
+      }
+      ParseHeader(o, rec.header);
+      have_header = true;
+      continue;
+    }
+    if (type == "sample") {
+      Sample s;
+      if (ParseSample(o, s)) {
+        rec.samples.push_back(std::move(s));
+      } else {
+        ++rec.malformed_lines;
+      }
+    } else if (type == "event") {
+      rec.events.push_back(line);
+    } else if (type == "end") {
+      rec.finished = true;
+      rec.exit_code = Num<int>(o, "exit_code");
+    } else {
+      ++rec.malformed_lines;
+    }
+  }
+  if (!have_header) return MakeError(ErrorCode::kParse, "{}: empty or has no header line", path);
+  if (rec.header.schema_version > kRecordingSchemaVersion) {
+    rec.warnings.push_back(fmt::format("{}: schema version {} is newer than this stallscope ({})",
+                                       path, rec.header.schema_version, kRecordingSchemaVersion));
+  }
+  if (rec.malformed_lines > 0) {
+    rec.warnings.push_back(
+        fmt::format("{}: skipped {} malformed line(s)", path, rec.malformed_lines));
+  }
+  return rec;
+}
+
+}  // namespace stallscope::sample

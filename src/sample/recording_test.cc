@@ -1,0 +1,258 @@
+#include "sample/recording.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace stallscope::sample {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("stallscope_rec_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+RecordingHeader TwoGpuHeader() {
+  RecordingHeader h;
+  h.tool_version = "stallscope test";
+  h.hostname = "node-1";
+  h.cpu_count = 8;
+  h.interval_ns = 500'000'000;
+  h.start_wall_ns = 1'700'000'000'000'000'000;
+  h.start_mono_ns = 5'000'000'000;
+  h.gpu_backend = "nvml";
+  h.driver_version = "550.54.15";
+  h.command = {"python", "train.py", "--name=\"quoted\""};
+  h.root_pid = 4242;
+  for (uint32_t i = 0; i < 2; ++i) {
+    gpu::GpuStatic g;
+    g.index = i;
+    g.name = "NVIDIA A10G";
+    g.uuid = "GPU-" + std::to_string(i);
+    g.pci_bus_id = "00000000:1" + std::to_string(i) + ":00.0";
+    g.mem_total_bytes = 24ull << 30;
+    g.power_limit_mw = 300'000;
+    g.sm_clock_max_mhz = 1710;
+    g.mig_mode = i == 0 ? gpu::MigMode::kDisabled : gpu::MigMode::kEnabled;
+    g.persistence_mode = true;
+    h.gpus.push_back(g);
+  }
+  return h;
+}
+
+Sample MakeSample(int64_t t) {
+  Sample s;
+  s.mono_ns = 5'000'000'000 + t * 500'000'000;
+  s.wall_ns = 1'700'000'000'000'000'000 + t * 500'000'000;
+  s.gpus.resize(2);
+  auto& g = s.gpus[0];
+  g.util_gpu_pct = 85;
+  g.util_mem_pct = 40;
+  g.mem_used_bytes = 12'800ull << 20;
+  g.mem_total_bytes = 24ull << 30;
+  g.power_mw = 150'250;
+  g.temperature_c = 71;
+  g.sm_clock_mhz = 1650;
+  g.clock_event_reasons = gpu::kClockEventSwPowerCap | gpu::kClockEventHwThermal;
+  g.util_samples[0] = {1'700'000'000'000'000, 100};
+  g.util_samples[1] = {1'700'000'000'166'000, 0};
+  g.util_sample_count = 2;
+  g.processes.push_back({4242, false, 12'000ull << 20, 80, std::nullopt});
+  s.gpus[1].lost = true;  // every other field absent
+  s.host.cpu_count = 8;
+  s.host.cpu = host::CpuShares{45.2, 40.0, 5.2, 3.1, 0.0};
+  s.host.per_cpu.assign(2, host::CpuShares{50, 45, 5, 0, 0});
+  s.host.mem_total_bytes = 64'000'000'000;
+  s.host.mem_available_bytes = 45'600'000'000;
+  s.host.mem_used_bytes = 18'400'000'000;
+  s.host.load1 = 1.5;
+  s.host.psi_io = host::Pressure{12.5, 3.25, 1000};
+  s.has_processes = true;
+  host::ProcessSample p;
+  p.pid = 4242;
+  p.ppid = 1;
+  p.comm = "py) (thon";
+  p.cmdline = "python train.py \"x\"\ttab";
+  p.state = 'D';
+  p.cpu_pct = 98.5;
+  p.rss_bytes = 1 << 30;
+  p.threads = 12;
+  p.threads_blocked = 1;
+  p.read_bytes = 4096;
+  s.processes.push_back(p);
+  return s;
+}
+
+TEST(Recording, RoundTripKeepsEveryField) {
+  std::string path = TempPath("roundtrip.jsonl");
+  auto header = TwoGpuHeader();
+  {
+    auto w = RecordingWriter::Open(path, header, RecordingFormat::kJsonl);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    for (int t = 0; t < 3; ++t) ASSERT_TRUE(w->Append(MakeSample(t)).ok());
+    ASSERT_TRUE(w->AppendEvent("gpu_lost", 6'000'000'000, "GPU 1").ok());
+    ASSERT_TRUE(w->Finish(7'000'000'000, 3).ok());
+  }
+  auto rec = ReadRecording(path);
+  ASSERT_TRUE(rec.ok()) << rec.error().message;
+  EXPECT_TRUE(rec->finished);
+  EXPECT_EQ(rec->exit_code, 3);
+  EXPECT_EQ(rec->malformed_lines, 0);
+  EXPECT_EQ(rec->events.size(), 1u);
+  const auto& h = rec->header;
+  EXPECT_EQ(h.hostname, "node-1");
+  EXPECT_EQ(h.command, header.command);
+  EXPECT_EQ(h.root_pid, 4242);
+  ASSERT_EQ(h.gpus.size(), 2u);
+  EXPECT_EQ(h.gpus[1].mig_mode, gpu::MigMode::kEnabled);
+  EXPECT_EQ(h.gpus[0].mem_total_bytes, 24ull << 30);
+  EXPECT_FALSE(h.gpus[0].pcie_gen_max.has_value());
+  ASSERT_EQ(rec->samples.size(), 3u);
+  const Sample& s = rec->samples[2];
+  EXPECT_EQ(s.mono_ns, 6'000'000'000);
+  const auto& g = s.gpus[0];
+  EXPECT_EQ(g.util_gpu_pct, 85u);
+  EXPECT_EQ(g.mem_used_bytes, 12'800ull << 20);
+  EXPECT_EQ(g.power_mw, 150'250u);
+  EXPECT_EQ(g.clock_event_reasons, gpu::kClockEventSwPowerCap | gpu::kClockEventHwThermal);
+  EXPECT_FALSE(g.energy_mj.has_value());
+  ASSERT_EQ(g.util_sample_count, 2u);
+  EXPECT_EQ(g.util_samples[1].util_pct, 0u);
+  ASSERT_EQ(g.processes.size(), 1u);
+  EXPECT_EQ(g.processes[0].sm_util_pct, 80u);
+  EXPECT_FALSE(g.processes[0].mem_util_pct.has_value());
+  EXPECT_TRUE(s.gpus[1].lost);
+  EXPECT_FALSE(s.gpus[1].util_gpu_pct.has_value());
+  ASSERT_TRUE(s.host.cpu.has_value());
+  EXPECT_DOUBLE_EQ(s.host.cpu->busy_pct, 45.2);
+  ASSERT_EQ(s.host.per_cpu.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.host.per_cpu[1].user_pct, 45.0);
+  ASSERT_TRUE(s.host.psi_io.has_value());
+  EXPECT_DOUBLE_EQ(*s.host.psi_io->full_avg10_pct, 3.25);
+  EXPECT_FALSE(s.host.psi_cpu.has_value());
+  ASSERT_EQ(s.processes.size(), 1u);
+  EXPECT_EQ(s.processes[0].comm, "py) (thon");
+  EXPECT_EQ(s.processes[0].cmdline, "python train.py \"x\"\ttab");
+  EXPECT_EQ(s.processes[0].state, 'D');
+  EXPECT_FALSE(s.processes[0].write_bytes.has_value());
+}
+
+TEST(Recording, SampleLineHasSeedKeys) {
+  std::string line;
+  AppendSampleJson(TwoGpuHeader(), MakeSample(0), line);
+  for (const char* key : {"\"timestamp\":\"2023-11-14T22:13:20.000Z\"", "\"multi_gpu_data\":[",
+                          "\"gpu_index\":0", "\"gpu_name\":\"NVIDIA A10G\"", "\"utilization\":85",
+                          "\"memory_used\":12800.0", "\"memory_total\":24576.0", "\"power\":150.250",
+                          "\"aggregate_stats\":{\"total_memory_used\":12800.0",
+                          "\"total_memory_total\":24576.0", "\"total_memory_percent\":52.1",
+                          "\"average_utilization\":85.0", "\"total_power\":150.250",
+                          "\"max_temperature\":71", "\"gpu_count\":1",
+                          "\"clock_event_reasons\":[\"sw_power_cap\",\"hw_thermal\"]"}) {
+    EXPECT_NE(line.find(key), std::string::npos) << key << "\n" << line;
+  }
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+TEST(Recording, TornLastLineIsAWarningNotAnError) {
+  std::string path = TempPath("torn.jsonl");
+  {
+    auto w = RecordingWriter::Open(path, TwoGpuHeader(), RecordingFormat::kJsonl);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(MakeSample(0)).ok());
+    ASSERT_TRUE(w->Append(MakeSample(1)).ok());
+  }
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "{\"type\":\"sample\",\"timestamp\":\"2023-";  // killed mid-line
+  }
+  auto rec = ReadRecording(path);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->samples.size(), 2u);
+  EXPECT_TRUE(rec->truncated_last_line);
+  EXPECT_FALSE(rec->finished);
+  ASSERT_FALSE(rec->warnings.empty());
+  EXPECT_NE(rec->warnings[0].find("incomplete"), std::string::npos);
+}
+
+TEST(Recording, MalformedLinesAreCountedAndSkipped) {
+  std::string path = TempPath("malformed.jsonl");
+  std::string header;
+  AppendHeaderJson(TwoGpuHeader(), header);
+  std::string sample;
+  AppendSampleJson(TwoGpuHeader(), MakeSample(0), sample);
+  std::ofstream(path) << header << "\nnot json at all\n" << sample << "\n{\"type\":\"weird\"}\n"
+                      << "{\"type\":\"sample\"}\n" << sample << "\n";
+  auto rec = ReadRecording(path);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->samples.size(), 2u);
+  EXPECT_EQ(rec->malformed_lines, 3);
+}
+
+TEST(Recording, UnreadableInputFailsWithTheFileName) {
+  auto missing = ReadRecording("/nonexistent/run.jsonl");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("/nonexistent/run.jsonl"), std::string::npos);
+
+  std::string path = TempPath("notarecording.jsonl");
+  std::ofstream(path) << "{\"hello\": 1}\n";
+  auto wrong = ReadRecording(path);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, ErrorCode::kParse);
+  EXPECT_NE(wrong.error().message.find("not a stallscope recording"), std::string::npos);
+
+  std::string empty = TempPath("empty.jsonl");
+  std::ofstream(empty).flush();
+  EXPECT_FALSE(ReadRecording(empty).ok());
+}
+
+// A writer killed with SIGKILL at any moment leaves a file readable up to its last whole line.
+TEST(Recording, SigkillMidRecordLeavesReadableFile) {
+  std::string path = TempPath("killed.jsonl");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = RecordingWriter::Open(path, TwoGpuHeader(), RecordingFormat::kJsonl);
+    if (!w.ok()) _exit(2);
+    for (int64_t t = 0;; ++t) {
+      if (!w->Append(MakeSample(t)).ok()) _exit(3);
+    }
+  }
+  // Let it write a few thousand lines, then kill it mid-stream.
+  for (int i = 0; i < 200; ++i) {
+    usleep(1000);
+    if (std::filesystem::exists(path) && std::filesystem::file_size(path) > 2'000'000) break;
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  auto rec = ReadRecording(path);
+  ASSERT_TRUE(rec.ok()) << rec.error().message;
+  EXPECT_GT(rec->samples.size(), 10u);
+  EXPECT_EQ(rec->malformed_lines, 0);
+  EXPECT_FALSE(rec->finished);
+  for (size_t i = 0; i < rec->samples.size(); ++i) {
+    ASSERT_EQ(rec->samples[i].mono_ns, 5'000'000'000 + static_cast<int64_t>(i) * 500'000'000);
+  }
+}
+
+TEST(Recording, CsvHasOneColumnSetPerGpu) {
+  std::string out;
+  AppendCsvHeader(TwoGpuHeader(), out);
+  EXPECT_NE(out.find("gpu1_utilization_pct"), std::string::npos);
+  std::string row;
+  AppendCsvRow(TwoGpuHeader(), MakeSample(0), row);
+  auto count = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
+  EXPECT_EQ(count(out), count(row));
+  EXPECT_NE(row.find(",85,"), std::string::npos);
+  EXPECT_EQ(row.substr(row.size() - 2), ",1");  // GPU 1 lost
+}
+
+}  // namespace
+}  // namespace stallscope::sample

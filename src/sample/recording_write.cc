@@ -1,0 +1,343 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/json_writer.h"
+#include "base/units.h"
+#include "sample/recording.h"
+
+namespace stallscope::sample {
+namespace {
+
+const char* MigName(gpu::MigMode m) {
+  switch (m) {
+    case gpu::MigMode::kEnabled:
+      return "enabled";
+    case gpu::MigMode::kDisabled:
+      return "disabled";
+    case gpu::MigMode::kUnsupported:
+      return "unsupported";
+  }
+  return "unsupported";
+}
+
+std::optional<double> Mib(const std::optional<uint64_t>& bytes) {
+  if (!bytes) return std::nullopt;
+  return static_cast<double>(*bytes) / kBytesPerMiB;
+}
+
+std::optional<double> Watts(const std::optional<uint32_t>& mw) {
+  if (!mw) return std::nullopt;
+  return *mw / 1000.0;
+}
+
+void WriteGpuStatic(JsonWriter& w, const gpu::GpuStatic& g) {
+  w.BeginObject()
+      .Field("gpu_index", g.index)
+      .Field("gpu_name", g.name)
+      .Field("uuid", g.uuid)
+      .Field("pci_bus_id", g.pci_bus_id)
+      .Field("memory_total_bytes", g.mem_total_bytes)
+      .Field("power_limit_mw", g.power_limit_mw)
+      .Field("sm_clock_max_mhz", g.sm_clock_max_mhz)
+      .Field("mem_clock_max_mhz", g.mem_clock_max_mhz)
+      .Field("pcie_gen_max", g.pcie_gen_max)
+      .Field("pcie_width_max", g.pcie_width_max)
+      .Field("persistence_mode", g.persistence_mode)
+      .Field("mig_mode", MigName(g.mig_mode))
+      .EndObject();
+}
+
+void WriteGpuSample(JsonWriter& w, const gpu::GpuStatic* info, size_t index,
+                    const gpu::GpuSample& g) {
+  w.BeginObject().Field("gpu_index", index).Field("gpu_name", info ? info->name : "");
+  w.FieldBool("lost", g.lost);
+  // Seed 002 keys, in the seed's units: % , MiB ("MB" in the seed), W, °C.
+  w.Field("utilization", g.util_gpu_pct)
+      .Field("memory_used", Mib(g.mem_used_bytes), 1)
+      .Field("memory_total", Mib(g.mem_total_bytes), 1)
+      .Field("power", Watts(g.power_mw), 3)
+      .Field("temperature", g.temperature_c);
+  // Exact values, units in the key names.
+  w.Field("utilization_memory_pct", g.util_mem_pct)
+      .Field("memory_used_bytes", g.mem_used_bytes)
+      .Field("memory_total_bytes", g.mem_total_bytes)
+      .Field("power_mw", g.power_mw)
+      .Field("power_limit_mw", g.power_limit_mw)
+      .Field("energy_mj", g.energy_mj)
+      .Field("sm_clock_mhz", g.sm_clock_mhz)
+      .Field("mem_clock_mhz", g.mem_clock_mhz)
+      .Field("clock_event_mask", g.clock_event_reasons);
+  w.Key("clock_event_reasons");
+  if (g.clock_event_reasons) {
+    w.BeginArray();
+    for (const auto& name : gpu::ClockEventReasonNames(*g.clock_event_reasons)) w.String(name);
+    w.EndArray();
+  } else {
+    w.Null();
+  }
+  w.Field("pcie_tx_kbps", g.pcie_tx_kbps)
+      .Field("pcie_rx_kbps", g.pcie_rx_kbps)
+      .Field("pcie_gen", g.pcie_gen)
+      .Field("pcie_width", g.pcie_width)
+      .Field("ecc_volatile_corrected", g.ecc_volatile_corrected)
+      .Field("ecc_volatile_uncorrected", g.ecc_volatile_uncorrected);
+  w.Key("util_samples").BeginArray();
+  for (size_t k = 0; k < g.util_sample_count; ++k) {
+    w.BeginArray().Int(g.util_samples[k].ts_us).Int(g.util_samples[k].util_pct).EndArray();
+  }
+  w.EndArray();
+  w.Key("processes").BeginArray();
+  for (const auto& p : g.processes) {
+    w.BeginObject()
+        .Field("pid", p.pid)
+        .Field("type", p.graphics ? "graphics" : "compute")
+        .Field("memory_used_bytes", p.mem_used_bytes)
+        .Field("sm_util_pct", p.sm_util_pct)
+        .Field("mem_util_pct", p.mem_util_pct)
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+}
+
+void WriteAggregate(JsonWriter& w, const AggregateStats& a) {
+  w.BeginObject()
+      .Field("total_memory_used", a.total_memory_used_mib, 1)
+      .Field("total_memory_total", a.total_memory_total_mib, 1)
+      .Field("total_memory_percent", a.total_memory_percent, 1)
+      .Field("average_utilization", a.average_utilization_pct, 1)
+      .Field("total_power", a.total_power_w, 3)
+      .Field("max_temperature", a.max_temperature_c)
+      .Field("gpu_count", a.gpu_count)
+      .EndObject();
+}
+
+void WritePressure(JsonWriter& w, std::string_view prefix, const std::optional<host::Pressure>& p) {
+  std::string key(prefix);
+  size_t base = key.size();
+  key += "_some_avg10";
+  w.Field(key, p ? std::optional<double>(p->some_avg10_pct) : std::nullopt, 2);
+  key.resize(base);
+  key += "_full_avg10";
+  w.Field(key, p ? p->full_avg10_pct : std::nullopt, 2);
+  key.resize(base);
+  key += "_some_stall_us";
+  w.Field(key, p ? std::optional<uint64_t>(p->some_stall_us_delta) : std::nullopt);
+}
+
+template <typename Member>
+void WritePerCpu(JsonWriter& w, std::string_view key, const std::vector<host::CpuShares>& cpus,
+                 Member member) {
+  w.Key(key).BeginArray();
+  for (const auto& c : cpus) w.Double(c.*member, 1);
+  w.EndArray();
+}
+
+void WriteHost(JsonWriter& w, const host::HostSample& h) {
+  auto share = [&](double host::CpuShares::*m) -> std::optional<double> {
+    if (!h.cpu) return std::nullopt;
+    return (*h.cpu).*m;
+  };
+  w.BeginObject()
+      .Field("cpu_count", h.cpu_count)
+      .Field("cpu_busy_pct", share(&host::CpuShares::busy_pct), 1)
+      .Field("cpu_user_pct", share(&host::CpuShares::user_pct), 1)
+      .Field("cpu_system_pct", share(&host::CpuShares::system_pct), 1)
+      .Field("cpu_iowait_pct", share(&host::CpuShares::iowait_pct), 1)
+      .Field("cpu_steal_pct", share(&host::CpuShares::steal_pct), 1);
+  w.Key("per_cpu").BeginObject();
+  WritePerCpu(w, "busy_pct", h.per_cpu, &host::CpuShares::busy_pct);
+  WritePerCpu(w, "user_pct", h.per_cpu, &host::CpuShares::user_pct);
+  WritePerCpu(w, "system_pct", h.per_cpu, &host::CpuShares::system_pct);
+  WritePerCpu(w, "iowait_pct", h.per_cpu, &host::CpuShares::iowait_pct);
+  WritePerCpu(w, "steal_pct", h.per_cpu, &host::CpuShares::steal_pct);
+  w.EndObject();
+  w.Field("mem_total_bytes", h.mem_total_bytes)
+      .Field("mem_available_bytes", h.mem_available_bytes)
+      .Field("mem_used_bytes", h.mem_used_bytes)
+      .Field("load1", h.load1, 2)
+      .Field("load5", h.load5, 2)
+      .Field("load15", h.load15, 2)
+      .Field("procs_running", h.procs_running);
+  WritePressure(w, "psi_cpu", h.psi_cpu);
+  WritePressure(w, "psi_io", h.psi_io);
+  WritePressure(w, "psi_memory", h.psi_memory);
+  w.Field("disk_read_bps", h.disk_read_bps)
+      .Field("disk_write_bps", h.disk_write_bps)
+      .Field("cgroup_cpu_quota_cpus", h.cgroup_cpu_quota_cpus, 2)
+      .Field("cgroup_nr_throttled", h.cgroup_nr_throttled_delta)
+      .Field("cgroup_throttled_us", h.cgroup_throttled_us_delta)
+      .Field("cgroup_mem_limit_bytes", h.cgroup_mem_limit_bytes)
+      .Field("shm_total_bytes", h.shm_total_bytes)
+      .Field("shm_used_bytes", h.shm_used_bytes)
+      .EndObject();
+}
+
+void WriteProcess(JsonWriter& w, const host::ProcessSample& p) {
+  w.BeginObject()
+      .Field("pid", p.pid)
+      .Field("ppid", p.ppid)
+      .Field("comm", p.comm)
+      .Field("cmdline", p.cmdline)
+      .Field("state", std::string_view(&p.state, 1))
+      .Field("cpu_pct", p.cpu_pct, 1)
+      .Field("rss_bytes", p.rss_bytes)
+      .Field("threads", p.threads)
+      .Field("threads_running", p.threads_running)
+      .Field("threads_blocked", p.threads_blocked)
+      .Field("read_bytes", p.read_bytes)
+      .Field("write_bytes", p.write_bytes)
+      .Field("voluntary_ctxt_switches", p.voluntary_ctxt_switches)
+      .Field("nonvoluntary_ctxt_switches", p.nonvoluntary_ctxt_switches)
+      .EndObject();
+}
+
+}  // namespace
+
+void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
+  JsonWriter w(out);
+  w.BeginObject()
+      .Field("type", "header")
+      .Field("schema_version", h.schema_version)
+      .Field("tool", h.tool_version)
+      .Field("hostname", h.hostname)
+      .Field("cpu_count", h.cpu_count)
+      .Field("interval_ns", h.interval_ns)
+      .Field("start_time", FormatIsoUtc(h.start_wall_ns))
+      .Field("start_wall_ns", h.start_wall_ns)
+      .Field("start_mono_ns", h.start_mono_ns)
+      .Field("gpu_backend", h.gpu_backend)
+      .Field("gpu_note", h.gpu_note)
+      .Field("driver_version", h.driver_version);
+  w.Key("command").BeginArray();
+  for (const auto& arg : h.command) w.String(arg);
+  w.EndArray();
+  w.Field("root_pid", h.root_pid);
+  w.Key("gpus").BeginArray();
+  for (const auto& g : h.gpus) WriteGpuStatic(w, g);
+  w.EndArray().EndObject();
+}
+
+void AppendSampleJson(const RecordingHeader& header, const Sample& s, std::string& out) {
+  JsonWriter w(out);
+  w.BeginObject()
+      .Field("type", "sample")
+      .Field("timestamp", FormatIsoUtc(s.wall_ns))
+      .Field("ts_ns", s.mono_ns)
+      .Field("wall_ns", s.wall_ns);
+  w.Key("multi_gpu_data").BeginArray();
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    WriteGpuSample(w, i < header.gpus.size() ? &header.gpus[i] : nullptr, i, s.gpus[i]);
+  }
+  w.EndArray();
+  w.Key("aggregate_stats");
+  WriteAggregate(w, Aggregate(s.gpus));
+  w.Key("host");
+  WriteHost(w, s.host);
+  w.Key("processes");
+  if (s.has_processes) {
+    w.BeginArray();
+    for (const auto& p : s.processes) WriteProcess(w, p);
+    w.EndArray();
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+Result<RecordingWriter> RecordingWriter::Open(const std::string& path,
+                                              const RecordingHeader& header,
+                                              RecordingFormat format) {
+  int fd = 1;
+  bool owns = false;
+  if (path != "-") {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return MakeError(ErrorCode::kIo, "{}: cannot create recording: {}", path,
+                       std::strerror(errno));
+    }
+    owns = true;
+  }
+  RecordingWriter writer(fd, owns, path, header, format);
+  if (format == RecordingFormat::kJsonl) {
+    AppendHeaderJson(header, writer.line_);
+  } else {
+    AppendCsvHeader(header, writer.line_);
+  }
+  TRY_STATUS(writer.WriteLine());
+  return writer;
+}
+
+RecordingWriter::RecordingWriter(int fd, bool owns_fd, std::string path, RecordingHeader header,
+                                 RecordingFormat format)
+    : fd_(fd), owns_fd_(owns_fd), path_(std::move(path)), header_(std::move(header)),
+      format_(format) {
+  line_.reserve(64 * 1024);
+}
+
+RecordingWriter::RecordingWriter(RecordingWriter&& other) noexcept
+    : fd_(other.fd_), owns_fd_(other.owns_fd_), path_(std::move(other.path_)),
+      header_(std::move(other.header_)), format_(other.format_), line_(std::move(other.line_)),
+      samples_(other.samples_) {
+  other.fd_ = -1;
+  other.owns_fd_ = false;
+}
+
+RecordingWriter::~RecordingWriter() {
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+Status RecordingWriter::WriteLine() {
+  line_.push_back('\n');
+  size_t done = 0;
+  while (done < line_.size()) {
+    ssize_t n = ::write(fd_, line_.data() + done, line_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      line_.clear();
+      return MakeError(ErrorCode::kIo, "{}: write failed: {}", path_, std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  line_.clear();
+  return OkStatus();
+}
+
+Status RecordingWriter::Append(const Sample& sample) {
+  if (format_ == RecordingFormat::kJsonl) {
+    AppendSampleJson(header_, sample, line_);
+  } else {
+    AppendCsvRow(header_, sample, line_);
+  }
+  ++samples_;
+  return WriteLine();
+}
+
+Status RecordingWriter::AppendEvent(std::string_view kind, int64_t mono_ns,
+                                    std::string_view detail) {
+  if (format_ != RecordingFormat::kJsonl) return OkStatus();
+  JsonWriter w(line_);
+  w.BeginObject()
+      .Field("type", "event")
+      .Field("kind", kind)
+      .Field("ts_ns", mono_ns)
+      .Field("detail", detail)
+      .EndObject();
+  return WriteLine();
+}
+
+Status RecordingWriter::Finish(int64_t end_mono_ns, std::optional<int> exit_code) {
+  if (format_ != RecordingFormat::kJsonl) return OkStatus();
+  JsonWriter w(line_);
+  w.BeginObject()
+      .Field("type", "end")
+      .Field("ts_ns", end_mono_ns)
+      .Field("samples", samples_)
+      .Field("exit_code", exit_code)
+      .EndObject();
+  return WriteLine();
+}
+
+}  // namespace stallscope::sample

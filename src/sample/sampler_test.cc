@@ -1,0 +1,134 @@
+#include "sample/sampler.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include <gtest/gtest.h>
+
+// Counts C++ heap allocations so the test can show steady-state sampling allocates nothing.
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+// The replacement pair is malloc/free on both sides, which GCC cannot see across the definitions.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace stallscope::sample {
+namespace {
+
+/// Two GPUs whose utilization follows the sample count; GPU 1 is lost from the 3rd sample on.
+class ScriptedGpus final : public gpu::GpuBackend {
+ public:
+  ScriptedGpus() {
+    for (uint32_t i = 0; i < 2; ++i) {
+      gpu::GpuStatic s;
+      s.index = i;
+      s.name = "Scripted";
+      statics_.push_back(s);
+    }
+  }
+  size_t DeviceCount() const override { return statics_.size(); }
+  const gpu::GpuStatic& Static(size_t i) const override { return statics_[i]; }
+  void Sample(size_t i, gpu::GpuSample& out) override {
+    out.Clear();
+    if (i == 1 && calls_ >= 4) {
+      out.lost = true;
+      return;
+    }
+    ++calls_;
+    out.util_gpu_pct = static_cast<uint32_t>(calls_ % 100);
+    out.mem_used_bytes = 1ull << 30;
+    out.mem_total_bytes = 4ull << 30;
+    out.processes.resize(3);
+  }
+  std::string DriverVersion() const override { return "test"; }
+  std::string_view Name() const override { return "scripted"; }
+
+ private:
+  std::vector<gpu::GpuStatic> statics_;
+  int calls_ = 0;
+};
+
+TEST(Sampler, RunsOnScheduleAndStops) {
+  ScriptedGpus gpus;
+  host::HostSampler host_sampler{host::ProcFs{}};
+  FakeClock clock;
+  Sampler sampler(gpus, host_sampler, nullptr, clock);
+  std::atomic<bool> stop{false};
+  std::vector<int64_t> times;
+  std::vector<bool> lost;
+  sampler.Run(
+      100'000'000, stop,
+      [&](const Sample& s) {
+        times.push_back(s.mono_ns);
+        lost.push_back(s.gpus[1].lost);
+        return true;
+      },
+      5);
+  ASSERT_EQ(times.size(), 5u);
+  for (size_t i = 1; i < times.size(); ++i) EXPECT_EQ(times[i] - times[i - 1], 100'000'000);
+  EXPECT_FALSE(lost[0]);
+  EXPECT_TRUE(lost[4]);  // a lost GPU is reported lost; sampling goes on
+}
+
+TEST(Sampler, IntervalIsClampedTo50ms) {
+  ScriptedGpus gpus;
+  host::HostSampler host_sampler{host::ProcFs{}};
+  FakeClock clock;
+  Sampler sampler(gpus, host_sampler, nullptr, clock);
+  std::atomic<bool> stop{false};
+  std::vector<int64_t> times;
+  sampler.Run(1'000'000, stop, [&](const Sample& s) { times.push_back(s.mono_ns); return true; }, 2);
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_EQ(times[1] - times[0], kMinIntervalNs);
+}
+
+TEST(Sampler, SteadyStateGpuAndHostSamplingDoesNotAllocate) {
+  ScriptedGpus gpus;
+  host::HostSampler host_sampler{host::ProcFs{}};
+  FakeClock clock;
+  Sampler sampler(gpus, host_sampler, nullptr, clock);
+  Sample s;
+  for (int i = 0; i < 3; ++i) {  // warm-up: buffers grow to size
+    sampler.SampleOnce(s);
+    clock.Advance(100'000'000);
+  }
+  int64_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) {
+    sampler.SampleOnce(s);
+    clock.Advance(100'000'000);
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+}
+
+TEST(Aggregate, SkipsLostGpusAndAbsentMetrics) {
+  std::vector<gpu::GpuSample> gpus(3);
+  gpus[0].util_gpu_pct = 80;
+  gpus[0].mem_used_bytes = 1024ull << 20;
+  gpus[0].mem_total_bytes = 4096ull << 20;
+  gpus[0].power_mw = 100'000;
+  gpus[0].temperature_c = 60;
+  gpus[1].util_gpu_pct = 40;  // no power, no memory
+  gpus[1].temperature_c = 75;
+  gpus[2].lost = true;
+  auto a = Aggregate(gpus);
+  EXPECT_EQ(a.gpu_count, 2u);
+  EXPECT_DOUBLE_EQ(*a.average_utilization_pct, 60.0);
+  EXPECT_DOUBLE_EQ(*a.total_power_w, 100.0);
+  EXPECT_EQ(*a.max_temperature_c, 75u);
+  EXPECT_DOUBLE_EQ(*a.total_memory_percent, 25.0);
+  EXPECT_FALSE(Aggregate({}).average_utilization_pct.has_value());
+}
+
+}  // namespace
+}  // namespace stallscope::sample

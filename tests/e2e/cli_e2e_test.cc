@@ -1,0 +1,290 @@
+// End-to-end: the real binary, real /proc, and the fake libnvidia-ml.so.1 loaded by dlopen.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class E2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("stallscope_e2e_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  /// Writes a fake-NVML scenario with `n` GPUs and `extra` merged into each GPU object.
+  std::string Scenario(int n, const nlohmann::json& extra = nlohmann::json::object(),
+                       const std::string& name = "scenario.json") {
+    nlohmann::json s;
+    s["driver_version"] = "550.54.15";
+    s["gpus"] = nlohmann::json::array();
+    for (int i = 0; i < n; ++i) {
+      nlohmann::json g = {{"name", "NVIDIA H100 80GB HBM3"},
+                          {"uuid", "GPU-fake-" + std::to_string(i)},
+                          {"memory_total_mib", 81559},
+                          {"memory_used_mib", 20000 + 1000 * i},
+                          {"power_limit_w", 700},
+                          {"pattern", {{"kind", "steady"}, {"util_high", 90}}}};
+      g.update(extra);
+      s["gpus"].push_back(g);
+    }
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << s.dump(2);
+    return path;
+  }
+
+  /// Runs the binary with `args`; `scenario` empty = no NVML reachable at all.
+  Output Run(const std::vector<std::string>& args, const std::string& scenario = "",
+             double timeout_s = 60) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("STALLSCOPE_", 0) == 0 || kv.rfind("LD_LIBRARY_PATH=", 0) == 0) continue;
+      env_strings.push_back(kv);
+    }
+    if (!scenario.empty()) {
+      env_strings.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
+      env_strings.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
+    }
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_s = {STALLSCOPE_BIN};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    std::string out_path = (dir_ / "stdout").string(), err_path = (dir_ / "stderr").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    last_pid_ = pid;
+    Output o;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ADD_FAILURE() << "timed out";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    o.out = Slurp(out_path);
+    o.err = Slurp(err_path);
+    return o;
+  }
+
+  fs::path dir_;
+  pid_t last_pid_ = -1;
+};
+
+TEST_F(E2e, HelpForEveryCommand) {
+  auto top = Run({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* cmd : {"record", "top", "summary"}) {
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+    auto sub = Run({cmd, "--help"});
+    EXPECT_EQ(sub.exit_code, 0) << cmd;
+    EXPECT_NE(sub.out.find("Usage"), std::string::npos) << cmd << sub.out;
+  }
+}
+
+TEST_F(E2e, NoNvmlStillWorksAndSaysSoOnce) {
+  auto o = Run({"top", "--once"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err, "no NVIDIA GPU: libnvidia-ml.so.1 not found — GPU metrics unavailable\n");
+  EXPECT_NE(o.out.find("CPU"), std::string::npos);
+  EXPECT_NE(o.out.find("RAM"), std::string::npos);
+
+  auto j = Run({"top", "--once", "--json"});
+  ASSERT_EQ(j.exit_code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["sample"]["multi_gpu_data"].size(), 0u);
+  EXPECT_GT(doc["sample"]["host"]["mem_total_bytes"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(doc["sample"]["host"]["cpu_busy_pct"].is_number());
+}
+
+TEST_F(E2e, TopOnceJsonWithEightFakeGpus) {
+  auto o = Run({"top", "--once", "--json"}, Scenario(8));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  auto doc = nlohmann::json::parse(o.out);
+  ASSERT_EQ(doc["header"]["gpus"].size(), 8u);
+  auto& gpus = doc["sample"]["multi_gpu_data"];
+  ASSERT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(gpus[3]["gpu_name"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpus[3]["utilization"], 90);
+  EXPECT_NEAR(gpus[3]["memory_used"].get<double>(), 23000.0, 1.0);
+  EXPECT_EQ(doc["sample"]["aggregate_stats"]["gpu_count"], 8);
+}
+
+TEST_F(E2e, RecordThenSummary) {
+  std::string rec = (dir_ / "run.jsonl").string();
+  auto r = Run({"record", "-i", "100ms", "--duration", "1s", "-o", rec}, Scenario(4));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = Run({"summary", rec});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("Per-GPU Breakdown:"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("GPU 3: 23000.0 MB (±0.0)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("Total:  86000.0 MB"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("CV = 5.2% (Good)  (memory)"), std::string::npos) << s.out;
+  auto j = Run({"summary", "--json", rec});
+  ASSERT_EQ(j.exit_code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_GE(doc["samples"].get<int>(), 8);
+  EXPECT_EQ(doc["gpus"].size(), 4u);
+}
+
+TEST_F(E2e, RecordReturnsTheCommandsExitCode) {
+  std::string rec = (dir_ / "cmd.jsonl").string();
+  auto r = Run({"record", "-i", "50ms", "-o", rec, "--", "sh", "-c", "sleep 0.3; exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  auto s = Run({"summary", "--json", rec});
+  auto doc = nlohmann::json::parse(s.out);
+  EXPECT_EQ(doc["exit_code"], 7);
+
+  auto missing = Run({"record", "-o", rec, "--", "/nonexistent/cmd"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("cannot start '/nonexistent/cmd'"), std::string::npos) << missing.err;
+}
+
+TEST_F(E2e, RecordFollowsTheProcessTree) {
+  std::string rec = (dir_ / "tree.jsonl").string();
+  auto r = Run({"record", "-i", "50ms", "-o", rec, "--", "sh", "-c", "sleep 0.6 & sleep 0.6; wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(rec);
+  std::string line;
+  size_t max_procs = 0;
+  bool saw_sleep = false;
+  while (std::getline(in, line)) {
+    auto doc = nlohmann::json::parse(line);
+    if (doc["type"] != "sample") continue;
+    auto& procs = doc["processes"];
+    ASSERT_TRUE(procs.is_array());
+    max_procs = std::max(max_procs, procs.size());
+    for (auto& p : procs) saw_sleep |= p["comm"] == "sleep";
+  }
+  EXPECT_GE(max_procs, 3u);  // sh + two sleeps
+  EXPECT_TRUE(saw_sleep);
+}
+
+TEST_F(E2e, SigkillMidRecordLeavesAReadableFile) {
+  std::string rec = (dir_ / "killed.jsonl").string();
+  std::string scenario = Scenario(2);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(last_pid_, SIGKILL);
+  });
+  auto r = Run({"record", "-i", "50ms", "-o", rec}, scenario);
+  killer.join();
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  auto s = Run({"summary", "--json", rec});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto doc = nlohmann::json::parse(s.out);
+  EXPECT_GE(doc["samples"].get<int>(), 5);
+  EXPECT_EQ(doc["gpus"].size(), 2u);
+}
+
+TEST_F(E2e, GpuLostMidRunKeepsRecordingTheOthers) {
+  std::string scenario = Scenario(2, {{"lost_at_s", 0.5}});
+  // Only GPU 1 is lost: rewrite its entry.
+  auto doc = nlohmann::json::parse(Slurp(scenario));
+  doc["gpus"][0].erase("lost_at_s");
+  std::ofstream(scenario) << doc.dump();
+  std::string rec = (dir_ / "lost.jsonl").string();
+  auto r = Run({"record", "-i", "100ms", "--duration", "1500ms", "-o", rec}, scenario);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto text = Slurp(rec);
+  EXPECT_NE(text.find("\"kind\":\"gpu_lost\""), std::string::npos);
+  auto s = Run({"summary", rec});
+  EXPECT_NE(s.out.find("LOST in"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("GPU 0: 20000.0 MB"), std::string::npos) << s.out;
+}
+
+TEST_F(E2e, StatusLinesAndLowUtilWarning) {
+  auto o = Run({"top", "--status", "-i", "50ms", "-n", "12"},
+               Scenario(1, {{"pattern", {{"kind", "steady"}, {"util_high", 11}}}}));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("GPU: 11% | VRAM:19.5/79.6GB(24.5%) | CPU: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("LOW GPU UTILIZATION (11.0% over the last 10 samples)"), std::string::npos);
+  auto two = Run({"top", "--status", "-i", "50ms", "-n", "2"}, Scenario(2));
+  EXPECT_NE(two.out.find("GPU0: 90% | VRAM0:"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("| GPU1: 90% | VRAM1:"), std::string::npos) << two.out;
+  EXPECT_EQ(two.out.find("LOW GPU"), std::string::npos);
+}
+
+TEST_F(E2e, CsvRecording) {
+  std::string rec = (dir_ / "run.csv").string();
+  auto r = Run({"record", "--csv", "-i", "100ms", "--duration", "500ms", "-o", rec}, Scenario(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(rec);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_EQ(header.rfind("timestamp,ts_ns,", 0), 0u);
+  EXPECT_NE(header.find("gpu1_utilization_pct"), std::string::npos);
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','), std::count(row.begin(), row.end(), ','));
+}
+
+TEST_F(E2e, BadInputGetsAOneLineError) {
+  std::string junk = (dir_ / "junk.jsonl").string();
+  std::ofstream(junk) << "\x89PNG\r\n\x1a\n binary";
+  auto s = Run({"summary", junk});
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_NE(s.err.find(junk), std::string::npos);
+  EXPECT_EQ(std::count(s.err.begin(), s.err.end(), '\n'), 1) << s.err;
+  auto bad_interval = Run({"record", "-i", "10ms", "--duration", "1s"});
+  EXPECT_EQ(bad_interval.exit_code, 2);
+  EXPECT_NE(bad_interval.err.find("50ms minimum"), std::string::npos);
+  auto bad_lib = Run({"top", "--once", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"});
+  EXPECT_EQ(bad_lib.exit_code, 0);
+  EXPECT_NE(bad_lib.err.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << bad_lib.err;
+}
+
+}  // namespace
