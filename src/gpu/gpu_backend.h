@@ -26,6 +26,25 @@ enum ClockEventReason : uint64_t {
   kClockEventDisplayClockSetting = 0x100,
 };
 
+/// One named clock-event flag. Names are stable (recordings and reports use them).
+struct ClockEventReasonInfo {
+  uint64_t bit;
+  std::string_view name;
+};
+
+/// Every known flag, in bit order. Shared by ClockEventReasonNames and the fake NVML's scenarios.
+inline constexpr std::array<ClockEventReasonInfo, 9> kClockEventReasons{{
+    {kClockEventGpuIdle, "gpu_idle"},
+    {kClockEventAppClocksSetting, "app_clocks_setting"},
+    {kClockEventSwPowerCap, "sw_power_cap"},
+    {kClockEventHwSlowdown, "hw_slowdown"},
+    {kClockEventSyncBoost, "sync_boost"},
+    {kClockEventSwThermal, "sw_thermal"},
+    {kClockEventHwThermal, "hw_thermal"},
+    {kClockEventHwPowerBrake, "hw_power_brake"},
+    {kClockEventDisplayClockSetting, "display_clock_setting"},
+}};
+
 /// Names of the set flags in `mask`, e.g. {"sw_power_cap", "hw_thermal"}; unknown bits are
 /// reported as "0x...".
 [[nodiscard]] std::vector<std::string> ClockEventReasonNames(uint64_t mask);
@@ -40,7 +59,7 @@ struct GpuStatic {
   std::string uuid;        ///< "GPU-..."
   std::string pci_bus_id;  ///< "00000000:17:00.0"
   std::optional<uint64_t> mem_total_bytes;
-  std::optional<uint32_t> power_limit_mw;      ///< enforced power limit
+  std::optional<uint32_t> power_limit_mw;  ///< enforced power limit
   std::optional<uint32_t> sm_clock_max_mhz;
   std::optional<uint32_t> mem_clock_max_mhz;
   std::optional<uint32_t> pcie_gen_max;
@@ -58,9 +77,10 @@ struct UtilSample {
 /// Per-process GPU use (compute and graphics processes; utilization when the driver gives it).
 struct GpuProcess {
   uint32_t pid = 0;
-  bool graphics = false;                     ///< from the graphics list, else compute
-  std::optional<uint64_t> mem_used_bytes;    ///< absent when the driver hides it (NVML_VALUE_NOT_AVAILABLE)
-  std::optional<uint32_t> sm_util_pct;       ///< from nvmlDeviceGetProcessUtilization
+  bool graphics = false;  ///< from the graphics list, else compute
+  /// Absent when the driver hides it (NVML_VALUE_NOT_AVAILABLE, e.g. under WDDM).
+  std::optional<uint64_t> mem_used_bytes;
+  std::optional<uint32_t> sm_util_pct;  ///< from nvmlDeviceGetProcessUtilization
   std::optional<uint32_t> mem_util_pct;
 };
 
@@ -121,6 +141,9 @@ struct NvmlOptions {
   /// Explicit library path (--nvml-lib or STALLSCOPE_NVML_LIB); empty → the default search:
   /// libnvidia-ml.so.1, then libnvidia-ml.so.
   std::string library_path;
+  /// Query nvmlDeviceGetPcieThroughput. The driver measures over a 20 ms window inside the call
+  /// (NVML API reference), so it costs 2 x 20 ms per GPU per sample; turn off for fast polling.
+  bool query_pcie_throughput = true;
 };
 
 /// Loads NVML with dlopen, initialises it, probes every metric of every GPU once.

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpu/gpu_backend.h"
+
+namespace stallscope::gpu {
+
+/// An in-memory GpuBackend for unit tests of the modules above `gpu` (sampler, recorder, ...).
+/// Each Sample() either calls the callback or replays a script. Not thread-safe.
+class FakeGpuBackend final : public GpuBackend {
+ public:
+  /// Fills `out` (already cleared) for GPU `gpu` on its `call`-th Sample() (0-based).
+  using SampleFn = std::function<void(size_t gpu, size_t call, GpuSample& out)>;
+
+  /// GPUs `gpus`; every Sample() is answered by `fn` (or left empty when `fn` is empty).
+  explicit FakeGpuBackend(std::vector<GpuStatic> gpus, SampleFn fn = {},
+                          std::string driver_version = "550.54.15");
+
+  /// GPUs `gpus`; the k-th Sample() of GPU g returns script[g][k], and the last entry repeats
+  /// once the script runs out (an empty script gives empty samples).
+  static FakeGpuBackend Scripted(std::vector<GpuStatic> gpus,
+                                 std::vector<std::vector<GpuSample>> script);
+
+  /// A plausible static description of GPU `index` (an H100 SXM), for tests that need one.
+  static GpuStatic MakeStatic(uint32_t index);
+
+  size_t DeviceCount() const override { return gpus_.size(); }
+  const GpuStatic& Static(size_t i) const override { return gpus_[i]; }
+  void Sample(size_t i, GpuSample& out) override;
+  std::string DriverVersion() const override { return driver_version_; }
+  std::string_view Name() const override { return "fake"; }
+
+  /// How many times Sample(i, ...) has been called.
+  size_t SampleCalls(size_t i) const { return calls_[i]; }
+
+ private:
+  std::vector<GpuStatic> gpus_;
+  SampleFn fn_;
+  std::string driver_version_;
+  std::vector<size_t> calls_;
+};
+
+}  // namespace stallscope::gpu

@@ -1,0 +1,486 @@
+#include "gpu/nvml_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace stallscope::gpu {
+namespace {
+
+namespace nv = nvml;
+
+// A GPU whose core call fails this many times in a row is treated as lost, even without
+// GPU_IS_LOST (a wedged driver answers UNKNOWN forever; one bad answer is not enough).
+constexpr int kCoreErrorsBeforeLost = 3;
+constexpr size_t kInitialProcessCapacity = 64;
+constexpr size_t kInitialProcUtilCapacity = 128;
+// NVML keeps ~100 GPU-utilization samples (observed: 100 on Ampere/Hopper); never trust a driver
+// answer to size a buffer without a cap.
+constexpr unsigned int kMaxDriverSampleBuffer = 4096;
+
+/// Answers that will not change while we run: stop asking.
+bool IsUnsupported(nv::nvmlReturn_t rc) {
+  return rc == nv::NVML_ERROR_NOT_SUPPORTED || rc == nv::NVML_ERROR_FUNCTION_NOT_FOUND ||
+         rc == nv::NVML_ERROR_NO_PERMISSION;
+}
+
+/// Calls an optional entry point; an absent symbol answers FUNCTION_NOT_FOUND (= unsupported).
+template <typename Fn, typename... Args>
+nv::nvmlReturn_t CallIf(Fn* fn, Args... args) {
+  return fn != nullptr ? fn(args...) : nv::NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+std::string FromBuffer(const char* buf, size_t size) {
+  return std::string(buf, strnlen(buf, size));
+}
+
+uint32_t ClampU32(unsigned long long v) {
+  return static_cast<uint32_t>(
+      std::min<unsigned long long>(v, std::numeric_limits<uint32_t>::max()));
+}
+
+/// The value of one nvmlDeviceGetSamples entry, per the value type the driver reported
+/// (GPU utilization is NVML_VALUE_TYPE_UNSIGNED_INT on every driver seen; the rest is defensive).
+std::optional<uint32_t> SampleValue(nv::nvmlValueType_t type, const nv::nvmlValue_t& value) {
+  switch (type) {
+    case nv::NVML_VALUE_TYPE_UNSIGNED_INT:
+      return value.uiVal;
+    case nv::NVML_VALUE_TYPE_UNSIGNED_SHORT:
+      return value.usVal;
+    case nv::NVML_VALUE_TYPE_UNSIGNED_LONG:
+      return ClampU32(value.ulVal);
+    case nv::NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+      return ClampU32(value.ullVal);
+    case nv::NVML_VALUE_TYPE_SIGNED_INT:
+      if (value.siVal < 0) return std::nullopt;
+      return static_cast<uint32_t>(value.siVal);
+    case nv::NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+      if (value.sllVal < 0) return std::nullopt;
+      return ClampU32(static_cast<unsigned long long>(value.sllVal));
+    case nv::NVML_VALUE_TYPE_DOUBLE:
+      if (!(value.dVal >= 0 && value.dVal < 4e9)) return std::nullopt;  // also rejects NaN
+      return static_cast<uint32_t>(std::lround(value.dVal));
+    default:
+      return std::nullopt;
+  }
+}
+
+ErrorCode InitErrorCode(nv::nvmlReturn_t rc) {
+  switch (rc) {
+    case nv::NVML_ERROR_NO_PERMISSION:
+      return ErrorCode::kPermission;
+    case nv::NVML_ERROR_DRIVER_NOT_LOADED:
+    case nv::NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+    case nv::NVML_ERROR_LIBRARY_NOT_FOUND:
+    case nv::NVML_ERROR_NOT_SUPPORTED:
+      return ErrorCode::kUnsupported;
+    default:
+      return ErrorCode::kInternal;
+  }
+}
+
+constexpr std::array<std::string_view, static_cast<size_t>(NvmlMetric::kCount)> kMetricNames{
+    "memory",
+    "utilization",
+    "util_samples",
+    "power",
+    "power_limit",
+    "energy",
+    "temperature",
+    "sm_clock",
+    "mem_clock",
+    "clock_events",
+    "pcie_throughput",
+    "pcie_link",
+    "ecc",
+    "compute_processes",
+    "graphics_processes",
+    "process_utilization",
+};
+
+}  // namespace
+
+std::string_view NvmlMetricName(NvmlMetric metric) {
+  const auto i = static_cast<size_t>(metric);
+  return i < kMetricNames.size() ? kMetricNames[i] : "unknown";
+}
+
+Result<std::unique_ptr<GpuBackend>> OpenNvml(const NvmlOptions& options) {
+  TRY(auto library, NvmlLibrary::Open(options.library_path));
+  TRY(auto backend, NvmlBackend::Open(std::move(library), options));
+  return std::unique_ptr<GpuBackend>(std::move(backend));
+}
+
+template <typename Fn, size_t N>
+template <typename... Args>
+nv::nvmlReturn_t NvmlBackend::Versioned<Fn, N>::Call(Args... args) {
+  for (; pos < N; ++pos) {
+    if (candidates[pos] == nullptr) continue;
+    const nv::nvmlReturn_t rc = candidates[pos](args...);
+    if (rc != nv::NVML_ERROR_FUNCTION_NOT_FOUND) return rc;
+  }
+  return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library)
+    : library_(std::move(library)), api_(library_->api()) {
+  init_.candidates = {api_.init_v2, api_.init};
+  get_count_.candidates = {api_.get_count_v2, api_.get_count};
+  get_handle_.candidates = {api_.get_handle_by_index_v2, api_.get_handle_by_index};
+  get_pci_.candidates = {api_.get_pci_info_v3, api_.get_pci_info_v2};
+  get_power_limit_.candidates = {api_.get_enforced_power_limit, api_.get_power_management_limit};
+  get_clock_events_.candidates = {api_.get_clocks_event_reasons, api_.get_clocks_throttle_reasons};
+  get_compute_.candidates = {api_.get_compute_processes_v3, api_.get_compute_processes_v2};
+  get_graphics_.candidates = {api_.get_graphics_processes_v3, api_.get_graphics_processes_v2};
+  sample_buf_.resize(kMaxUtilSamples);
+  proc_buf_.resize(kInitialProcessCapacity);
+  proc_buf_v1_.resize(kInitialProcessCapacity);
+  proc_util_buf_.resize(kInitialProcUtilCapacity);
+}
+
+NvmlBackend::~NvmlBackend() {
+  if (initialized_ && api_.shutdown != nullptr) api_.shutdown();
+}
+
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(std::unique_ptr<NvmlLibrary> library,
+                                                       const NvmlOptions& options) {
+  std::unique_ptr<NvmlBackend> backend(new NvmlBackend(std::move(library)));
+  TRY_STATUS(backend->Init());
+  unsigned int count = 0;
+  const nv::nvmlReturn_t rc = backend->get_count_.Call(&count);
+  if (rc != nv::NVML_SUCCESS) {
+    return MakeError(ErrorCode::kInternal, "nvmlDeviceGetCount failed: {} ({})",
+                     backend->ErrorString(rc), static_cast<int>(rc));
+  }
+  backend->gpus_.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) backend->AddGpu(i, options);
+  return backend;
+}
+
+Status NvmlBackend::Init() {
+  const nv::nvmlReturn_t rc = init_.Call();
+  if (rc != nv::NVML_SUCCESS) {
+    return MakeError(InitErrorCode(rc), "nvmlInit failed: {} ({})", ErrorString(rc),
+                     static_cast<int>(rc));
+  }
+  initialized_ = true;
+  char version[nv::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (CallIf(api_.system_get_driver_version, version, static_cast<unsigned int>(sizeof version)) ==
+      nv::NVML_SUCCESS) {
+    driver_version_ = FromBuffer(version, sizeof version);
+  }
+  return OkStatus();
+}
+
+const char* NvmlBackend::ErrorString(nv::nvmlReturn_t rc) const {
+  const char* text = api_.error_string != nullptr ? api_.error_string(rc) : nullptr;
+  return text != nullptr ? text : "unknown NVML error";
+}
+
+void NvmlBackend::AddGpu(uint32_t index, const NvmlOptions& options) {
+  Gpu gpu;
+  gpu.info.index = index;
+  const nv::nvmlReturn_t rc = get_handle_.Call(index, &gpu.handle);
+  // A GPU outside our cgroup/container answers NO_PERMISSION: not ours to watch (nvidia-smi
+  // skips it too). Any other failure keeps the slot, marked lost, so indices stay meaningful.
+  if (rc == nv::NVML_ERROR_NO_PERMISSION) return;
+  if (rc != nv::NVML_SUCCESS) {
+    gpu.lost = true;
+    gpus_.push_back(std::move(gpu));
+    return;
+  }
+  gpu.supported.set();
+  if (!options.query_pcie_throughput) {
+    gpu.supported.reset(static_cast<size_t>(NvmlMetric::kPcieThroughput));
+  }
+  // samples == NULL asks for the size of the driver's buffer (NVML API reference).
+  unsigned int driver_buffer = 0;
+  nv::nvmlValueType_t type = nv::NVML_VALUE_TYPE_UNSIGNED_INT;
+  if (CallIf(api_.get_samples, gpu.handle, nv::NVML_GPU_UTILIZATION_SAMPLES, 0ULL, &type,
+             &driver_buffer, static_cast<nv::nvmlSample_t*>(nullptr)) == nv::NVML_SUCCESS) {
+    const size_t want = std::min(driver_buffer, kMaxDriverSampleBuffer);
+    if (want > sample_buf_.size()) sample_buf_.resize(want);
+  }
+  ReadStatic(gpu);
+  // The probe: one full read. Unsupported metrics drop out of `supported` here and are never
+  // asked again; the sample buffers' last-seen timestamps start from now.
+  auto probe = std::make_unique<GpuSample>();
+  if (!gpu.lost) ReadAll(gpu, *probe);
+  gpus_.push_back(std::move(gpu));
+}
+
+void NvmlBackend::ReadStatic(Gpu& gpu) {
+  const nv::nvmlDevice_t h = gpu.handle;
+  GpuStatic& info = gpu.info;
+  // Static reads never disable a metric; they only notice a GPU that is already gone.
+  auto ok = [&gpu](nv::nvmlReturn_t rc) {
+    if (rc == nv::NVML_ERROR_GPU_IS_LOST) gpu.lost = true;
+    return rc == nv::NVML_SUCCESS;
+  };
+  char text[nv::NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+  if (ok(CallIf(api_.get_name, h, text, static_cast<unsigned int>(sizeof text)))) {
+    info.name = FromBuffer(text, sizeof text);
+  }
+  char uuid[nv::NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (ok(CallIf(api_.get_uuid, h, uuid, static_cast<unsigned int>(sizeof uuid)))) {
+    info.uuid = FromBuffer(uuid, sizeof uuid);
+  }
+  nv::nvmlPciInfo_t pci{};
+  nv::nvmlPciInfoLegacy_t legacy{};
+  if (ok(get_pci_.Call(h, &pci))) {
+    info.pci_bus_id = FromBuffer(pci.busId, sizeof pci.busId);
+  } else if (ok(CallIf(api_.get_pci_info, h, &legacy))) {
+    info.pci_bus_id = FromBuffer(legacy.busId, sizeof legacy.busId);
+  }
+  nv::nvmlMemory_t mem{};
+  if (ok(CallIf(api_.get_memory_info, h, &mem))) info.mem_total_bytes = mem.total;
+  unsigned int v = 0;
+  if (ok(get_power_limit_.Call(h, &v))) info.power_limit_mw = v;
+  if (ok(CallIf(api_.get_max_clock_info, h, nv::NVML_CLOCK_SM, &v))) info.sm_clock_max_mhz = v;
+  if (ok(CallIf(api_.get_max_clock_info, h, nv::NVML_CLOCK_MEM, &v))) info.mem_clock_max_mhz = v;
+  if (ok(CallIf(api_.get_max_pcie_link_generation, h, &v))) info.pcie_gen_max = v;
+  if (ok(CallIf(api_.get_max_pcie_link_width, h, &v))) info.pcie_width_max = v;
+  nv::nvmlEnableState_t persistence = nv::NVML_FEATURE_DISABLED;
+  if (ok(CallIf(api_.get_persistence_mode, h, &persistence))) {
+    info.persistence_mode = persistence == nv::NVML_FEATURE_ENABLED;
+  }
+  unsigned int mig_current = 0;
+  unsigned int mig_pending = 0;
+  if (ok(CallIf(api_.get_mig_mode, h, &mig_current, &mig_pending))) {
+    info.mig_mode =
+        mig_current == nv::NVML_DEVICE_MIG_ENABLE ? MigMode::kEnabled : MigMode::kDisabled;
+  }
+}
+
+bool NvmlBackend::Supports(size_t i, NvmlMetric metric) const {
+  return i < gpus_.size() && metric < NvmlMetric::kCount && Has(gpus_[i], metric);
+}
+
+bool NvmlBackend::Check(Gpu& gpu, NvmlMetric metric, nv::nvmlReturn_t rc) {
+  if (rc == nv::NVML_SUCCESS) return true;
+  if (IsUnsupported(rc)) {
+    gpu.supported.reset(static_cast<size_t>(metric));
+  } else if (rc == nv::NVML_ERROR_GPU_IS_LOST) {
+    gpu.lost = true;
+  }
+  return false;  // other errors: transient, the field stays empty this time
+}
+
+template <typename Raw, typename T, typename Call>
+void NvmlBackend::ReadScalar(Gpu& gpu, NvmlMetric metric, std::optional<T>& field, Call call) {
+  if (gpu.lost || !Has(gpu, metric)) return;
+  Raw raw{};
+  if (Check(gpu, metric, call(&raw))) field = static_cast<T>(raw);
+}
+
+void NvmlBackend::Sample(size_t i, GpuSample& out) {
+  out.Clear();
+  Gpu& gpu = gpus_[i];
+  if (!gpu.lost) ReadAll(gpu, out);
+  if (gpu.lost) {
+    out.Clear();  // contract: a lost GPU reports nothing else
+    out.lost = true;
+  }
+}
+
+void NvmlBackend::ReadAll(Gpu& gpu, GpuSample& out) {
+  ReadCore(gpu, out);
+  ReadPowerAndThermal(gpu, out);
+  ReadClocksAndLinks(gpu, out);
+  ReadUtilSamples(gpu, out);
+  ReadProcesses(gpu, /*graphics=*/false, out);
+  ReadProcesses(gpu, /*graphics=*/true, out);
+  MergeProcessUtilization(gpu, out);
+}
+
+void NvmlBackend::ReadCore(Gpu& gpu, GpuSample& out) {
+  const nv::nvmlDevice_t h = gpu.handle;
+  // The core call is memory info (answered even under MIG, where utilization is not), else
+  // utilization. Repeated failure of it means the GPU is gone even without GPU_IS_LOST.
+  std::optional<nv::nvmlReturn_t> core_rc;
+  if (Has(gpu, NvmlMetric::kMemory)) {
+    nv::nvmlMemory_t mem{};
+    const nv::nvmlReturn_t rc = CallIf(api_.get_memory_info, h, &mem);
+    core_rc = rc;
+    if (Check(gpu, NvmlMetric::kMemory, rc)) {
+      out.mem_used_bytes = mem.used;
+      out.mem_total_bytes = mem.total;
+    }
+  }
+  if (!gpu.lost && Has(gpu, NvmlMetric::kUtilization)) {
+    nv::nvmlUtilization_t util{};
+    const nv::nvmlReturn_t rc = CallIf(api_.get_utilization_rates, h, &util);
+    if (!core_rc) core_rc = rc;
+    if (Check(gpu, NvmlMetric::kUtilization, rc)) {
+      out.util_gpu_pct = util.gpu;
+      out.util_mem_pct = util.memory;
+    }
+  }
+  if (core_rc && *core_rc != nv::NVML_SUCCESS && !IsUnsupported(*core_rc)) {
+    if (++gpu.core_errors >= kCoreErrorsBeforeLost) gpu.lost = true;
+  } else {
+    gpu.core_errors = 0;
+  }
+}
+
+void NvmlBackend::ReadPowerAndThermal(Gpu& gpu, GpuSample& out) {
+  const nv::nvmlDevice_t h = gpu.handle;
+  using U = unsigned int;
+  using Ull = unsigned long long;
+  ReadScalar<U>(gpu, NvmlMetric::kPower, out.power_mw,
+                [&](U* v) { return CallIf(api_.get_power_usage, h, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kPowerLimit, out.power_limit_mw,
+                [&](U* v) { return get_power_limit_.Call(h, v); });
+  ReadScalar<Ull>(gpu, NvmlMetric::kEnergy, out.energy_mj,
+                  [&](Ull* v) { return CallIf(api_.get_total_energy_consumption, h, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kTemperature, out.temperature_c,
+                [&](U* v) { return CallIf(api_.get_temperature, h, nv::NVML_TEMPERATURE_GPU, v); });
+  ReadScalar<Ull>(gpu, NvmlMetric::kEcc, out.ecc_volatile_corrected, [&](Ull* v) {
+    return CallIf(api_.get_total_ecc_errors, h, nv::NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                  nv::NVML_VOLATILE_ECC, v);
+  });
+  ReadScalar<Ull>(gpu, NvmlMetric::kEcc, out.ecc_volatile_uncorrected, [&](Ull* v) {
+    return CallIf(api_.get_total_ecc_errors, h, nv::NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                  nv::NVML_VOLATILE_ECC, v);
+  });
+}
+
+void NvmlBackend::ReadClocksAndLinks(Gpu& gpu, GpuSample& out) {
+  const nv::nvmlDevice_t h = gpu.handle;
+  using U = unsigned int;
+  ReadScalar<U>(gpu, NvmlMetric::kSmClock, out.sm_clock_mhz,
+                [&](U* v) { return CallIf(api_.get_clock_info, h, nv::NVML_CLOCK_SM, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kMemClock, out.mem_clock_mhz,
+                [&](U* v) { return CallIf(api_.get_clock_info, h, nv::NVML_CLOCK_MEM, v); });
+  ReadScalar<unsigned long long>(
+      gpu, NvmlMetric::kClockEvents, out.clock_event_reasons,
+      [&](unsigned long long* v) { return get_clock_events_.Call(h, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kPcieThroughput, out.pcie_tx_kbps, [&](U* v) {
+    return CallIf(api_.get_pcie_throughput, h, nv::NVML_PCIE_UTIL_TX_BYTES, v);
+  });
+  ReadScalar<U>(gpu, NvmlMetric::kPcieThroughput, out.pcie_rx_kbps, [&](U* v) {
+    return CallIf(api_.get_pcie_throughput, h, nv::NVML_PCIE_UTIL_RX_BYTES, v);
+  });
+  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_gen,
+                [&](U* v) { return CallIf(api_.get_curr_pcie_link_generation, h, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_width,
+                [&](U* v) { return CallIf(api_.get_curr_pcie_link_width, h, v); });
+}
+
+void NvmlBackend::ReadUtilSamples(Gpu& gpu, GpuSample& out) {
+  if (gpu.lost || !Has(gpu, NvmlMetric::kUtilSamples)) return;
+  auto count = static_cast<unsigned int>(sample_buf_.size());
+  nv::nvmlValueType_t type = nv::NVML_VALUE_TYPE_UNSIGNED_INT;
+  const nv::nvmlReturn_t rc = CallIf(api_.get_samples, gpu.handle, nv::NVML_GPU_UTILIZATION_SAMPLES,
+                                     gpu.last_util_ts_us, &type, &count, sample_buf_.data());
+  // NOT_FOUND: no entry newer than last_util_ts_us yet (NVML API reference, nvmlDeviceGetSamples).
+  if (rc == nv::NVML_ERROR_NOT_FOUND || !Check(gpu, NvmlMetric::kUtilSamples, rc)) return;
+  const auto begin = sample_buf_.begin();
+  const auto end = begin + std::min<size_t>(count, sample_buf_.size());
+  // Oldest first, whatever order the driver used (std::sort does not allocate).
+  std::sort(begin, end, [](const nv::nvmlSample_t& a, const nv::nvmlSample_t& b) {
+    return a.timeStamp < b.timeStamp;
+  });
+  // The driver already filters by lastSeenTimeStamp; filter anyway, and keep the newest ones.
+  const auto fresh = std::upper_bound(
+      begin, end, gpu.last_util_ts_us,
+      [](unsigned long long ts, const nv::nvmlSample_t& s) { return ts < s.timeStamp; });
+  const auto first =
+      end - std::min<std::ptrdiff_t>(end - fresh, static_cast<std::ptrdiff_t>(kMaxUtilSamples));
+  for (auto it = first; it != end; ++it) {
+    const std::optional<uint32_t> pct = SampleValue(type, it->sampleValue);
+    if (!pct) continue;
+    out.util_samples[out.util_sample_count++] =
+        UtilSample{static_cast<int64_t>(it->timeStamp), *pct};
+  }
+  if (fresh != end) gpu.last_util_ts_us = (end - 1)->timeStamp;
+}
+
+nv::nvmlReturn_t NvmlBackend::ListProcesses(Gpu& gpu, bool graphics, unsigned int* count) {
+  auto& versioned = graphics ? get_graphics_ : get_compute_;
+  nv::DeviceGetRunningProcessesV1Fn* v1 =
+      graphics ? api_.get_graphics_processes : api_.get_compute_processes;
+  nv::nvmlReturn_t rc = nv::NVML_ERROR_INSUFFICIENT_SIZE;
+  for (int attempt = 0; attempt < 2 && rc == nv::NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    *count = static_cast<unsigned int>(proc_buf_.size());
+    rc = versioned.Call(gpu.handle, count, proc_buf_.data());
+    if (rc == nv::NVML_ERROR_FUNCTION_NOT_FOUND && v1 != nullptr) {
+      // Old driver: the unversioned entry point fills the 2-field v1 struct.
+      *count = static_cast<unsigned int>(proc_buf_v1_.size());
+      rc = v1(gpu.handle, count, proc_buf_v1_.data());
+      const size_t n = std::min<size_t>(*count, proc_buf_v1_.size());
+      for (size_t k = 0; rc == nv::NVML_SUCCESS && k < n; ++k) {
+        proc_buf_[k] =
+            nv::nvmlProcessInfo_t{proc_buf_v1_[k].pid, proc_buf_v1_[k].usedGpuMemory, ~0U, ~0U};
+      }
+    }
+    if (rc == nv::NVML_ERROR_INSUFFICIENT_SIZE) {
+      // More processes than ever seen: grow with headroom (the only allocation on this path).
+      const size_t want = std::max<size_t>(*count, proc_buf_.size()) + 16;
+      proc_buf_.resize(want);
+      proc_buf_v1_.resize(want);
+    }
+  }
+  *count = static_cast<unsigned int>(std::min<size_t>(*count, proc_buf_.size()));
+  return rc;
+}
+
+void NvmlBackend::ReadProcesses(Gpu& gpu, bool graphics, GpuSample& out) {
+  const NvmlMetric metric =
+      graphics ? NvmlMetric::kGraphicsProcesses : NvmlMetric::kComputeProcesses;
+  if (gpu.lost || !Has(gpu, metric)) return;
+  unsigned int count = 0;
+  if (!Check(gpu, metric, ListProcesses(gpu, graphics, &count))) return;
+  for (unsigned int k = 0; k < count; ++k) {
+    const nv::nvmlProcessInfo_t& info = proc_buf_[k];
+    GpuProcess& process = out.processes.emplace_back();
+    process.pid = info.pid;
+    process.graphics = graphics;
+    // Under WDDM or without permission the driver hides per-process memory.
+    if (info.usedGpuMemory != nv::NVML_VALUE_NOT_AVAILABLE_ULL) {
+      process.mem_used_bytes = info.usedGpuMemory;
+    }
+  }
+}
+
+void NvmlBackend::MergeProcessUtilization(Gpu& gpu, GpuSample& out) {
+  if (gpu.lost || out.processes.empty() || !Has(gpu, NvmlMetric::kProcessUtilization)) return;
+  unsigned int count = 0;
+  nv::nvmlReturn_t rc = nv::NVML_ERROR_INSUFFICIENT_SIZE;
+  for (int attempt = 0; attempt < 2 && rc == nv::NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    count = static_cast<unsigned int>(proc_util_buf_.size());
+    rc = CallIf(api_.get_process_utilization, gpu.handle, proc_util_buf_.data(), &count,
+                gpu.last_proc_ts_us);
+    if (rc == nv::NVML_ERROR_INSUFFICIENT_SIZE) {
+      proc_util_buf_.resize(std::max<size_t>(count, proc_util_buf_.size()) + 16);
+    }
+  }
+  // NOT_FOUND: no process was sampled since last time, i.e. all of them were idle.
+  if (rc == nv::NVML_ERROR_NOT_FOUND) {
+    count = 0;
+  } else if (!Check(gpu, NvmlMetric::kProcessUtilization, rc)) {
+    return;
+  }
+  const size_t n = std::min<size_t>(count, proc_util_buf_.size());
+  // Every listed process gets a value whenever the call works: its newest sample in the window,
+  // else 0 (nvtop skips this zero-fill on one path and shows N/A for idle processes).
+  for (GpuProcess& process : out.processes) {
+    unsigned long long best_ts = 0;
+    process.sm_util_pct = 0;
+    process.mem_util_pct = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const nv::nvmlProcessUtilizationSample_t& s = proc_util_buf_[k];
+      if (s.pid != process.pid || s.timeStamp < best_ts) continue;
+      best_ts = s.timeStamp;
+      process.sm_util_pct = s.smUtil;
+      process.mem_util_pct = s.memUtil;
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    gpu.last_proc_ts_us = std::max(gpu.last_proc_ts_us, proc_util_buf_[k].timeStamp);
+  }
+}
+
+}  // namespace stallscope::gpu

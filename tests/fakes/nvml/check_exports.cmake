@@ -1,0 +1,22 @@
+# cmake -DNM=<nm> -DLIB=<libnvidia-ml.so.1> -P check_exports.cmake
+# Fails when the fake exports a defined dynamic symbol that is not an NVML entry point.
+execute_process(COMMAND ${NM} -D --defined-only ${LIB}
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${NM} failed on ${LIB}")
+endif()
+string(REPLACE "\n" ";" lines "${out}")
+set(count 0)
+foreach(line IN LISTS lines)
+  if(line MATCHES " ([^ ]+)$")
+    set(symbol "${CMAKE_MATCH_1}")
+    if(NOT symbol MATCHES "^nvml")
+      message(FATAL_ERROR "unexpected export from ${LIB}: ${symbol}")
+    endif()
+    math(EXPR count "${count} + 1")
+  endif()
+endforeach()
+if(count LESS 20)
+  message(FATAL_ERROR "only ${count} nvml* exports in ${LIB}")
+endif()
+message(STATUS "${count} exports, all nvml*")
