@@ -15,6 +15,9 @@ Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t 
   m.fs.proc_root = options.proc_root;
   gpu::NvmlOptions nvml;
   nvml.library_path = options.nvml_lib;
+  // NVML measures PCIe throughput over a 20 ms window per direction (nvml.h), so 8 GPUs cost
+  // ~320 ms of wall time per sample: only worth it when sampling at 2 Hz or slower.
+  nvml.query_pcie_throughput = interval_ns >= 500'000'000;
   if (nvml.library_path.empty()) {
     if (const char* env = std::getenv("STALLSCOPE_NVML_LIB")) nvml.library_path = env;
   }
