@@ -1,0 +1,244 @@
+"""stallscope: time the phases of a training job from inside it.
+
+    import stallscope
+
+    with stallscope.phase("ema_update"):      # a context manager ...
+        ema.update(model)
+
+    @stallscope.phase("sampling")             # ... and a decorator
+    def sample(model, n): ...
+
+    stallscope.step()                         # once per training step
+    stallscope.mark("eval_start", epoch=3)    # a point event with data
+    stallscope.count("host_syncs")            # a counter
+
+Under ``stallscope run`` (which sets STALLSCOPE_RUN_DIR and puts this package on PYTHONPATH)
+each process writes its events into a shared-memory ring, ``$STALLSCOPE_RUN_DIR/phases/<pid>.ring``,
+that the monitor drains live; one ``with`` costs well under a microsecond and no system call.
+
+Outside ``run`` every call is a cheap no-op, unless STALLSCOPE_PROFILE=1: then the process records
+on its own and prints a per-phase summary to stderr every STALLSCOPE_PROFILE_EVERY steps
+(default 100). If the compiled extension is missing the package still imports, as a no-op, and
+warns once when recording was asked for.
+
+Phases nest and may be used from any thread. Decorating a generator or ``async`` function times
+only the call that creates the generator/coroutine: use ``with`` inside it instead.
+"""
+
+import functools
+import json
+import os
+import tempfile
+import warnings
+
+__version__ = "0.1.0"
+__all__ = ["phase", "step", "mark", "count", "info", "enabled"]
+
+try:
+    from . import _core
+except ImportError as _error:  # not built, or built for another interpreter
+    _core = None
+    _core_import_error = _error
+else:
+    _core_import_error = None
+
+_RUN_DIR_ENV = "STALLSCOPE_RUN_DIR"
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _env_int(name, default):
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _to_json(data):
+    """JSON for a meta line: anything not JSON-native is written as str(value)."""
+    try:
+        return json.dumps(data, default=str, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):  # circular, or keys that are not strings
+        return json.dumps({"repr": repr(data)})
+
+
+class _NoopPhase:
+    """What phase() returns without the extension: enter/exit do nothing, decorating returns
+    the function unchanged."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        return None
+
+    def __call__(self, fn):
+        return fn
+
+    def __repr__(self):
+        return f"stallscope.phase({self.name!r}) [off]"
+
+
+if _core is not None:
+
+    class _Phase(_core.Phase):
+        """A recording phase: ``with`` it (begin/end are C calls), or decorate a function."""
+
+        __slots__ = ()
+
+        def __call__(self, fn):
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                with self:
+                    return fn(*args, **kwargs)
+
+            return timed
+
+        def __repr__(self):
+            return f"stallscope.phase({self.name!r})"
+
+    class _OffPhase(_core.Phase):
+        """Not recording, extension present: enter/exit are C calls into a writer that is off
+        (cheaper than Python methods); decorating returns the function unchanged."""
+
+        __slots__ = ()
+
+        def __call__(self, fn):
+            return fn
+
+        def __repr__(self):
+            return f"stallscope.phase({self.name!r}) [off]"
+
+
+class _Cache(dict):
+    """key -> factory(key), made once. ``phase`` is this dict's ``__getitem__``, so a cached
+    lookup runs no Python frame."""
+
+    def __init__(self, factory):
+        super().__init__()
+        self._factory = factory
+
+    def __missing__(self, key):
+        value = self[key] = self._factory(key if isinstance(key, str) else str(key))
+        return value
+
+
+class _Recorder:
+    """The process's recording state: the C++ writer, and the profiler when STALLSCOPE_PROFILE
+    is set. Created at import; survives fork (the child gets its own ring)."""
+
+    def __init__(self):
+        self.writer = None
+        self.session = None
+        self.warned = False
+        run_dir = os.environ.get(_RUN_DIR_ENV)
+        profile = _env_flag("STALLSCOPE_PROFILE")
+        if not run_dir and not profile:
+            return
+        if _core is None:
+            warnings.warn(
+                f"stallscope: the compiled extension is not available ({_core_import_error}); "
+                "phase markers record nothing",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
+        temp_dir = None
+        if run_dir:
+            self.writer = _core.Writer.from_env()
+        else:
+            # Standalone profiling: a private ring in a temp dir, removed at exit.
+            temp_dir = tempfile.mkdtemp(prefix="stallscope-profile-")
+            self.writer = _core.Writer.from_env(os.path.join(temp_dir, "phases"))
+        if profile:
+            from . import _profile
+
+            self.session = _profile.Session(
+                self.writer, every=_env_int("STALLSCOPE_PROFILE_EVERY", 100), temp_dir=temp_dir
+            )
+        os.register_at_fork(after_in_child=self.after_fork_in_child)
+
+    def after_fork_in_child(self):
+        self.writer.after_fork_in_child()
+        if self.session is not None:
+            self.session.after_fork_in_child()
+
+    def check(self, error):
+        """Warns once when a rare-path call failed or the writer turned itself off."""
+        if self.warned:
+            return
+        error = error or self.writer.error
+        if error:
+            self.warned = True
+            warnings.warn(f"stallscope: {error}", RuntimeWarning, stacklevel=3)
+
+
+_recorder = _Recorder()
+_writer = _recorder.writer
+
+if _writer is not None:
+    _phases = _Cache(lambda name: _Phase(_writer, name))
+    _ids = _Cache(_writer.name_id)
+elif _core is not None:
+    _off_writer = _core.Writer("")  # never creates a file
+    _phases = _Cache(lambda name: _OffPhase(_off_writer, name))
+else:
+    _phases = _Cache(_NoopPhase)
+
+#: phase(name) -> the phase object for ``name`` (one per name, cached): ``with`` it, or use it
+#: as a decorator. Cost of a cached lookup: one dict probe.
+phase = _phases.__getitem__
+
+if _writer is None:
+
+    def step():
+        """Marks the end of a training step (no-op: not recording)."""
+        return None
+
+    def mark(name, **data):
+        """Records a point event ``name`` with keyword data (no-op: not recording)."""
+        return None
+
+    def count(name, n=1):
+        """Adds ``n`` to counter ``name`` (no-op: not recording)."""
+        return None
+
+    def info(kind, data):
+        """Records a dict of facts, e.g. DataLoader settings (no-op: not recording)."""
+        return None
+
+else:
+    if _recorder.session is None:
+        step = _writer.step
+    else:
+        _on_step = _recorder.session.on_step
+
+        def step():
+            """Marks the end of a training step; prints a summary every N steps."""
+            _on_step(_writer.step())
+
+    def mark(name, **data):
+        """Records a point event ``name``; keyword data goes to the run's meta file."""
+        _recorder.check(_writer.mark(_ids[name], _to_json(data) if data else ""))
+
+    def count(name, n=1):
+        """Adds ``n`` to counter ``name`` (e.g. host syncs)."""
+        _writer.counter(_ids[name], int(n))
+
+    def info(kind, data):
+        """Records a dict of facts (e.g. DataLoader settings) as one meta line of ``kind``."""
+        _recorder.check(_writer.info(str(kind), _to_json(data)))
+
+
+def enabled():
+    """True when events are recorded (under ``stallscope run``, or STALLSCOPE_PROFILE=1)."""
+    return _writer is not None and _writer.enabled
+

@@ -1,0 +1,160 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "phase/ring_format.h"
+
+namespace stallscope::phase {
+
+/// One record as read from a ring.
+struct PhaseRecord {
+  uint64_t index = 0;  ///< Write index in its ring (0-based, in claim order).
+  int64_t ts_ns = 0;   ///< CLOCK_MONOTONIC ns.
+  int64_t arg = 0;     ///< Kind-specific, see RecordKind.
+  uint32_t tid = 0;    ///< Kernel thread id of the writer.
+  uint16_t phase_id = 0;
+  RecordKind kind = RecordKind::kInvalid;
+  uint8_t flags = 0;
+};
+
+/// The header of a ring, as read when it was opened.
+struct RingInfo {
+  std::string path;
+  int32_t pid = 0;
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  uint32_t capacity = 0;        ///< Slots the writer uses.
+  uint32_t readable_slots = 0;  ///< Slots present in the file (< capacity when truncated).
+  int64_t start_monotonic_ns = 0;
+  int64_t start_realtime_ns = 0;
+};
+
+/// What one read returned and what it could not.
+struct DrainStats {
+  uint64_t read = 0;         ///< Records delivered.
+  uint64_t overwritten = 0;  ///< Records the writer overwrote before we read them (we lagged).
+  uint64_t incomplete = 0;   ///< Slots never committed (writer died mid-record), torn while
+                             ///< read, or cut off by a truncated file.
+  uint64_t lost() const { return overwritten + incomplete; }
+  DrainStats& operator+=(const DrainStats& other);
+};
+
+/// How Drain treats a claimed but not yet committed slot.
+enum class DrainMode {
+  kLive,   ///< Stop there and retry next poll; after >= 3 polls and >= 1 s count it incomplete.
+  kFinal,  ///< The writer is gone: count it incomplete at once and read on.
+};
+
+/// Reads one ring file, live (Drain, from its own cursor) or after the fact (ReadAll). Never
+/// writes to the file and never slows the writer: when it lags more than a ring's worth,
+/// records are overwritten and counted here as lost.
+///
+/// Thread-compatible: one thread per reader. The file must not shrink while mapped (writers
+/// never truncate; a file cut before opening is handled).
+class PhaseReader {
+ public:
+  /// Opens and validates `path`. Errors (naming the file): kNotFound/kPermission/kIo when it
+  /// cannot be read; kParse for a bad magic, impossible sizes or a file cut before the first
+  /// record; kUnsupported for a newer version. A file cut inside the records opens, with
+  /// info().readable_slots telling how many slots survive. `clock` (not owned; null = the
+  /// system clock) times how long a live Drain waits on an uncommitted slot.
+  [[nodiscard]] static Result<PhaseReader> Open(const std::string& path,
+                                                const Clock* clock = nullptr);
+
+  PhaseReader(PhaseReader&& other) noexcept;
+  PhaseReader& operator=(PhaseReader&& other) noexcept;
+  PhaseReader(const PhaseReader&) = delete;
+  PhaseReader& operator=(const PhaseReader&) = delete;
+  ~PhaseReader();
+
+  const RingInfo& info() const { return info_; }
+
+  /// Calls `fn(const PhaseRecord&)` for each record written since the last Drain, in write
+  /// order, and advances the cursor. Does not allocate.
+  template <typename Fn>
+  DrainStats Drain(Fn&& fn, DrainMode mode = DrainMode::kLive) {
+    return DrainCore(mode, &fn, [](void* ctx, const PhaseRecord& record) {
+      (*static_cast<std::remove_reference_t<Fn>*>(ctx))(record);
+    });
+  }
+
+  /// Every record still in the ring, in write order, independent of the cursor (post-mortem).
+  /// `stats->overwritten` counts records written before the oldest one kept.
+  std::vector<PhaseRecord> ReadAll(DrainStats* stats = nullptr) const;
+
+  /// The name of `id`; "" when the id is unknown (not yet published, or garbage).
+  const std::string& Name(uint16_t id);
+  /// Names published so far, indexed by id (entry 0 is "").
+  const std::vector<std::string>& Names();
+
+  /// Slots the writer has claimed so far.
+  uint64_t write_index() const;
+  /// Events the writer dropped itself (name table full).
+  uint64_t writer_dropped() const;
+  /// Index of the next record Drain will return.
+  uint64_t cursor() const { return cursor_; }
+  /// Everything Drain has returned and lost so far.
+  const DrainStats& totals() const { return totals_; }
+
+ private:
+  PhaseReader() = default;
+  using Visit = void (*)(void* ctx, const PhaseRecord& record);
+  DrainStats DrainCore(DrainMode mode, void* ctx, Visit visit);
+  enum class SlotState { kOk, kOverwritten, kNotCommitted, kTorn, kMissing };
+  SlotState ReadSlot(uint64_t index, PhaseRecord* out) const;
+  const RingHeader* header() const { return static_cast<const RingHeader*>(map_); }
+
+  void* map_ = nullptr;
+  uint64_t map_bytes_ = 0;
+  RingInfo info_;
+  const Clock* clock_ = nullptr;
+  uint64_t cursor_ = 0;
+  uint64_t stuck_polls_ = 0;    // polls in a row that stopped at cursor_ without progress
+  int64_t stuck_since_ns_ = 0;  // when the first of them ran
+  DrainStats totals_;
+  std::vector<std::string> names_;
+};
+
+/// Watches a phases directory: each Poll opens ring files that appeared since the last one
+/// and drains every ring. Files that fail to open are reported once and then ignored.
+class RingDirWatcher {
+ public:
+  explicit RingDirWatcher(std::string phases_dir) : dir_(std::move(phases_dir)) {}
+
+  struct PollResult {
+    DrainStats stats;               ///< Summed over all rings.
+    size_t new_rings = 0;           ///< Rings opened by this poll.
+    std::vector<Error> new_errors;  ///< Files that could not be opened (each once).
+  };
+
+  /// Scans for new `*.ring` files, then calls `fn(PhaseReader& ring, const PhaseRecord&)` for
+  /// every new record of every ring. A missing directory is not an error (nothing yet).
+  template <typename Fn>
+  PollResult Poll(Fn&& fn, DrainMode mode = DrainMode::kLive) {
+    PollResult result = Scan();
+    for (auto& ring : rings_) {
+      PhaseReader& reader = *ring;
+      result.stats += reader.Drain([&](const PhaseRecord& record) { fn(reader, record); }, mode);
+    }
+    return result;
+  }
+
+  /// The rings found so far, in the order found.
+  const std::vector<std::unique_ptr<PhaseReader>>& rings() const { return rings_; }
+
+ private:
+  PollResult Scan();
+
+  std::string dir_;
+  std::vector<std::unique_ptr<PhaseReader>> rings_;
+  std::set<std::string> seen_;  // file names already opened or rejected
+};
+
+}  // namespace stallscope::phase
