@@ -22,7 +22,7 @@ int Run(int argc, char** argv) {
   CLI::App app{"stallscope: why is my GPU training slow, and what do I change?"};
   app.require_subcommand(1);
   app.set_version_flag("--version", ToolVersion());
-  app.footer("Run `stallscope COMMAND --help` for a command's options.");
+  app.footer("Run `stallscope COMMAND --help` for a command's options.\n");
 
   RecordOptions rec;
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
@@ -54,6 +54,26 @@ int Run(int argc, char** argv) {
   summary->add_option("recording", sum.path, "A file written by `stallscope record`")->required();
   summary->add_flag("--json", sum.json, "JSON output");
 
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Run a training job, time its phases, write a report");
+  run_cmd->add_option("--name", run.name, "Run name (default: the script's name)");
+  run_cmd->add_option("--out", run.out, "Run directory (default stallscope-runs/<date>-<time>-<name>)");
+  run_cmd->add_option("-i,--interval", run.interval, "Sampling interval, 50ms or more")->default_val("1s");
+  run_cmd->add_flag("--no-auto", run.no_auto, "Do not hook PyTorch inside the job (explicit stallscope.phase() markers still count)");
+  run_cmd->add_flag("--quiet", run.quiet, "Print nothing while the job runs (stdout and stderr stay the job's)");
+  run_cmd->add_option("--report-every", run.report_every, "Interim phase report every N steps (0 = off)")->default_val(100);
+  run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
+  run_cmd->footer(
+      "Examples:\n  stallscope run -- python train.py --epochs 1\n"
+      "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
+      "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.");
+  AddSamplingFlags(run_cmd, run.sampling);
+
+  DiagnoseOptions diag;
+  auto* diagnose = app.add_subcommand("diagnose", "Redo the analysis of a run directory");
+  diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`")->required();
+  diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -62,6 +82,8 @@ int Run(int argc, char** argv) {
   if (record->parsed()) return RunRecord(rec);
   if (top_cmd->parsed()) return RunTop(top);
   if (summary->parsed()) return RunSummary(sum);
+  if (run_cmd->parsed()) return RunRun(run);
+  if (diagnose->parsed()) return RunDiagnose(diag);
   return 2;
 }
 

@@ -38,4 +38,24 @@ struct SummaryOptions {
 /// `stallscope summary`.
 int RunSummary(const SummaryOptions& options);
 
+struct RunOptions {
+  SamplingOptions sampling;
+  std::string name;
+  std::string out;  ///< the run directory; empty → stallscope-runs/<date>-<time>-<name>
+  std::string interval = "1s";
+  bool no_auto = false;
+  bool quiet = false;
+  int64_t report_every = 100;  ///< interim phase report every N steps (0 = off)
+  std::vector<std::string> command;
+};
+/// `stallscope run`: returns the job's exit code (128+N when killed by signal N).
+int RunRun(const RunOptions& options);
+
+struct DiagnoseOptions {
+  std::string dir;
+  bool json = false;
+};
+/// `stallscope diagnose RUN_DIR`.
+int RunDiagnose(const DiagnoseOptions& options);
+
 }  // namespace stallscope::cli

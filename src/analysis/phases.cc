@@ -1,0 +1,572 @@
+#include "analysis/phases.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "base/stats.h"
+#include "phase/ring_format.h"
+
+namespace stallscope::analysis {
+namespace {
+
+using phase::EventLog;
+using phase::LoggedEvent;
+using phase::RecordKind;
+
+constexpr double kNsPerSecond = 1e9;
+constexpr std::string_view kOtherName = "other";
+constexpr std::string_view kNoStepsWarning =
+    "no step boundaries: stallscope.step() was never called and no optimizer.step() was seen";
+/// Same guard as phase::PhaseAggregator: deeper nesting on one thread means lost end records;
+/// the oldest open phase is dropped (counted unmatched) so hostile input stays O(n).
+constexpr size_t kMaxDepth = 64;
+
+double ToSeconds(int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }
+
+/// Where one process's events lie in EventLog::events.
+struct ProcessInfo {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::vector<std::pair<size_t, size_t>> runs;  ///< [begin, end) ranges, in write order
+  bool sorted = true;                           ///< ts never decreases in write order
+  int64_t event_count = 0;
+  int64_t step_count = 0;
+  int64_t last_write_ts_ns = std::numeric_limits<int64_t>::min();
+};
+
+/// Groups events by pid (one pass, no copy). Ranks come from EventLog::processes, else from the
+/// first event of the pid. Result ordered by pid.
+std::vector<ProcessInfo> GroupProcesses(const EventLog& log) {
+  std::unordered_map<int32_t, int32_t> rank_of;
+  for (const phase::EventProcess& p : log.processes) rank_of[p.pid] = p.rank;
+  std::unordered_map<int32_t, size_t> index;
+  std::vector<ProcessInfo> out;
+  const std::vector<LoggedEvent>& ev = log.events;
+  for (size_t begin = 0; begin < ev.size();) {
+    const int32_t pid = ev[begin].pid;
+    auto [it, fresh] = index.try_emplace(pid, out.size());
+    if (fresh) {
+      ProcessInfo info;
+      info.pid = pid;
+      auto r = rank_of.find(pid);
+      info.rank = r != rank_of.end() ? r->second : ev[begin].rank;
+      out.push_back(std::move(info));
+    }
+    ProcessInfo& info = out[it->second];
+    size_t end = begin;
+    for (; end < ev.size() && ev[end].pid == pid; ++end) {
+      if (ev[end].ts_ns < info.last_write_ts_ns) info.sorted = false;
+      info.last_write_ts_ns = ev[end].ts_ns;
+      if (ev[end].kind == RecordKind::kStep) ++info.step_count;
+    }
+    info.event_count += static_cast<int64_t>(end - begin);
+    info.runs.emplace_back(begin, end);
+    begin = end;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; });
+  return out;
+}
+
+/// Phase and counter names interned once, so the per-event path handles small integers only.
+class NameTable {
+ public:
+  int32_t Intern(const std::string& name) {
+    auto [it, fresh] = index_.try_emplace(name, static_cast<int32_t>(names_.size()));
+    if (fresh) names_.push_back(name);
+    return it->second;
+  }
+  const std::string& Name(int32_t i) const { return names_[static_cast<size_t>(i)]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, int32_t> index_;
+};
+
+/// A closed phase: [begin_ns, end_ns] of name `name` (a NameTable index).
+struct Interval {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  int32_t name = 0;
+};
+
+struct CounterHit {
+  int64_t ts_ns = 0;
+  int64_t delta = 0;
+  int32_t name = 0;
+};
+
+/// One process's events, paired.
+struct ProcessScan {
+  std::vector<Interval> intervals;  ///< sorted by (begin, end, name)
+  std::vector<int64_t> step_ts_ns;  ///< ascending
+  std::vector<CounterHit> counters;
+  int64_t first_ts_ns = 0;
+  int64_t last_ts_ns = 0;
+  int64_t unmatched_begins = 0;
+  int64_t unmatched_ends = 0;
+  int64_t unknown_kinds = 0;
+};
+
+/// Pairs begin/end records of one process fed in time order. Allocates per thread, per name
+/// and per output interval only.
+class Scanner {
+ public:
+  Scanner(const EventLog& log, int32_t pid, NameTable& names)
+      : log_(log), pid_(pid), names_(names) {}
+
+  void Consume(const LoggedEvent& e);
+  ProcessScan Finish();
+
+ private:
+  struct Open {
+    int64_t begin_ns;
+    uint16_t id;
+  };
+
+  int32_t Resolve(uint16_t id);
+  std::vector<Open>& StackOf(uint32_t tid);
+  void End(const LoggedEvent& e);
+  void Close(const Open& open, int64_t end_ns) {
+    scan_.intervals.push_back({open.begin_ns, end_ns, Resolve(open.id)});
+  }
+
+  const EventLog& log_;
+  int32_t pid_;
+  NameTable& names_;
+  ProcessScan scan_;
+  bool any_ = false;
+  std::unordered_map<uint32_t, std::vector<Open>> stacks_;  // by tid; nodes are stable
+  uint32_t cached_tid_ = 0;
+  std::vector<Open>* cached_stack_ = nullptr;
+  std::vector<int32_t> name_of_id_;  // per-process id → NameTable index, -1 = not resolved yet
+};
+
+int32_t Scanner::Resolve(uint16_t id) {
+  if (id >= name_of_id_.size()) name_of_id_.resize(size_t{id} + 1, -1);
+  int32_t& slot = name_of_id_[id];
+  if (slot < 0) {
+    auto it = log_.names.find({pid_, id});
+    // An id without a name (its name line was lost) stays distinguishable, not merged into "".
+    slot = it != log_.names.end() && !it->second.empty()
+               ? names_.Intern(it->second)
+               : names_.Intern("unnamed_" + std::to_string(id));
+  }
+  return slot;
+}
+
+std::vector<Scanner::Open>& Scanner::StackOf(uint32_t tid) {
+  if (cached_stack_ == nullptr || tid != cached_tid_) {
+    cached_tid_ = tid;
+    cached_stack_ = &stacks_[tid];
+  }
+  return *cached_stack_;
+}
+
+void Scanner::Consume(const LoggedEvent& e) {
+  if (!any_) scan_.first_ts_ns = e.ts_ns;
+  any_ = true;
+  scan_.last_ts_ns = e.ts_ns;
+  switch (e.kind) {
+    case RecordKind::kBegin: {
+      std::vector<Open>& stack = StackOf(e.tid);
+      if (stack.size() >= kMaxDepth) {
+        stack.erase(stack.begin());
+        ++scan_.unmatched_begins;
+      }
+      stack.push_back({e.ts_ns, e.phase_id});
+      break;
+    }
+    case RecordKind::kEnd:
+      End(e);
+      break;
+    case RecordKind::kStep:
+      scan_.step_ts_ns.push_back(e.ts_ns);
+      break;
+    case RecordKind::kCounter:
+      scan_.counters.push_back({e.ts_ns, e.arg, Resolve(e.phase_id)});
+      break;
+    case RecordKind::kMark:
+      break;
+    default:  // kInvalid or a kind from a newer writer: counted, skipped
+      ++scan_.unknown_kinds;
+      break;
+  }
+}
+
+void Scanner::End(const LoggedEvent& e) {
+  std::vector<Open>& stack = StackOf(e.tid);
+  auto open =
+      std::find_if(stack.rbegin(), stack.rend(), [&](const Open& o) { return o.id == e.phase_id; });
+  if (open == stack.rend()) {
+    ++scan_.unmatched_ends;
+    return;
+  }
+  // Phases opened inside the matched one never got their end: close them here, unmatched.
+  const size_t keep = static_cast<size_t>(stack.rend() - open) - 1;
+  for (size_t i = stack.size() - 1; i > keep; --i) {
+    Close(stack[i], e.ts_ns);
+    ++scan_.unmatched_begins;
+  }
+  Close(stack[keep], e.ts_ns);
+  stack.resize(keep);
+}
+
+bool IntervalLess(const Interval& a, const Interval& b) {
+  if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
+  if (a.end_ns != b.end_ns) return a.end_ns < b.end_ns;
+  return a.name < b.name;
+}
+
+ProcessScan Scanner::Finish() {
+  // Still open at the end of the data (the job crashed or was killed): clip to the last event.
+  for (auto& [tid, stack] : stacks_) {
+    for (const Open& open : stack) Close(open, scan_.last_ts_ns);
+    scan_.unmatched_begins += static_cast<int64_t>(stack.size());
+    stack.clear();
+  }
+  // Sorted by the full key so results do not depend on hash-map order.
+  std::vector<Interval>& iv = scan_.intervals;
+  if (!std::is_sorted(iv.begin(), iv.end(), IntervalLess)) {
+    std::sort(iv.begin(), iv.end(), IntervalLess);
+  }
+  return std::move(scan_);
+}
+
+/// Indices of one process's events in stable ts order (equal ts keep write order). Each thread
+/// writes its own records in ts order, so the per-thread sequences are merged (O(n log threads));
+/// if one is not sorted after all, a stable sort of everything.
+std::vector<uint32_t> TimeOrder(const std::vector<LoggedEvent>& ev, const ProcessInfo& info) {
+  std::unordered_map<uint32_t, std::vector<uint32_t>> by_tid;
+  bool threads_sorted = true;
+  for (auto [begin, end] : info.runs) {
+    for (size_t i = begin; i < end; ++i) {
+      std::vector<uint32_t>& seq = by_tid[ev[i].tid];
+      if (!seq.empty() && ev[seq.back()].ts_ns > ev[i].ts_ns) threads_sorted = false;
+      seq.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  auto less = [&ev](uint32_t a, uint32_t b) {
+    return ev[a].ts_ns != ev[b].ts_ns ? ev[a].ts_ns < ev[b].ts_ns : a < b;
+  };
+  std::vector<uint32_t> order;
+  order.reserve(static_cast<size_t>(info.event_count));
+  for (auto& [tid, seq] : by_tid) {
+    const auto mid = static_cast<std::ptrdiff_t>(order.size());
+    order.insert(order.end(), seq.begin(), seq.end());
+    std::vector<uint32_t>().swap(seq);
+    if (threads_sorted) std::inplace_merge(order.begin(), order.begin() + mid, order.end(), less);
+  }
+  if (!threads_sorted) std::sort(order.begin(), order.end(), less);  // (ts, index): stable
+  return order;
+}
+
+/// Feeds one process's events to a Scanner in time order: write order when it is already
+/// sorted (the common single-thread case, no copy), else a stable sort of indices by ts (threads
+/// interleave nearly, not strictly, in ts order; equal ts keep write order).
+ProcessScan ScanProcess(const EventLog& log, const ProcessInfo& info, NameTable& names) {
+  Scanner scanner(log, info.pid, names);
+  const std::vector<LoggedEvent>& ev = log.events;
+  if (info.sorted) {
+    for (auto [begin, end] : info.runs) {
+      for (size_t i = begin; i < end; ++i) scanner.Consume(ev[i]);
+    }
+    return scanner.Finish();
+  }
+  for (uint32_t i : TimeOrder(ev, info)) scanner.Consume(ev[i]);
+  return scanner.Finish();
+}
+
+/// base/stats.h Quantile (linear interpolation between closest ranks, numpy's default) on an
+/// already sorted, non-empty vector: Quantile itself sorts a copy per call, which costs seconds
+/// on millions of phases. AnalyzePhases.PercentilesOverOneHundredSteps pins the two together.
+double QuantileOfSorted(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+/// Seed 003 statistics of `durations_s` (sorted in place). `denominator_ns` is the time the
+/// share is relative to.
+PhaseStats MakeStats(std::string name, int32_t rank, std::vector<double>& durations_s,
+                     int64_t total_ns, int64_t denominator_ns) {
+  PhaseStats s;
+  s.name = std::move(name);
+  s.rank = rank;
+  s.count = static_cast<int64_t>(durations_s.size());
+  s.total_s = ToSeconds(total_ns);
+  s.share = denominator_ns > 0 ? static_cast<double>(total_ns) / static_cast<double>(denominator_ns)
+                               : 0.0;
+  if (durations_s.empty()) return s;
+  RunningStats running;
+  for (double d : durations_s) running.Add(d);
+  s.mean_s = running.mean();
+  s.std_s = running.stddev();
+  s.min_s = running.min();
+  s.max_s = running.max();
+  std::sort(durations_s.begin(), durations_s.end());
+  s.p50_s = QuantileOfSorted(durations_s, 0.50);
+  s.p95_s = QuantileOfSorted(durations_s, 0.95);
+  s.p99_s = QuantileOfSorted(durations_s, 0.99);
+  return s;
+}
+
+/// Per-name stats of the intervals inside [span_begin, span_end] (clipped; an interval counts
+/// once however many steps it crosses). Time outside the span is added to `*outside_ns`.
+/// Ordered by total descending, then name.
+std::vector<PhaseStats> StatsInSpan(const std::vector<Interval>& intervals, int64_t span_begin,
+                                    int64_t span_end, const NameTable& names, int32_t rank,
+                                    int64_t* outside_ns) {
+  std::vector<std::vector<double>> durations(names.size());
+  std::vector<int64_t> totals(names.size(), 0);
+  std::vector<bool> seen(names.size(), false);
+  for (const Interval& iv : intervals) {
+    const int64_t b = std::max(iv.begin_ns, span_begin);
+    const int64_t e = std::min(iv.end_ns, span_end);
+    const bool inside =
+        b < e || (iv.begin_ns == iv.end_ns && iv.begin_ns >= span_begin && iv.begin_ns <= span_end);
+    const int64_t in_ns = b < e ? e - b : 0;
+    *outside_ns += (iv.end_ns - iv.begin_ns) - in_ns;
+    if (!inside) continue;
+    const auto n = static_cast<size_t>(iv.name);
+    durations[n].push_back(ToSeconds(in_ns));
+    totals[n] += in_ns;
+    seen[n] = true;
+  }
+  std::vector<PhaseStats> out;
+  for (size_t n = 0; n < names.size(); ++n) {
+    if (!seen[n]) continue;
+    out.push_back(MakeStats(names.Name(static_cast<int32_t>(n)), rank, durations[n], totals[n],
+                            span_end - span_begin));
+    std::vector<double>().swap(durations[n]);  // free as we go: these can be large
+  }
+  std::sort(out.begin(), out.end(), [](const PhaseStats& a, const PhaseStats& b) {
+    if (a.total_s != b.total_s) return a.total_s > b.total_s;
+    return a.name < b.name;
+  });
+  return out;
+}
+
+/// Time covered by at least one interval, per window [bounds[k-1], bounds[k]] (k = 1..n).
+std::vector<int64_t> CoveredPerWindow(const std::vector<Interval>& sorted,
+                                      const std::vector<int64_t>& bounds) {
+  std::vector<int64_t> covered(bounds.size() - 1, 0);
+  auto add = [&](int64_t b, int64_t e) {
+    // Windows whose end is after b, while they start before e.
+    auto k =
+        static_cast<size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), b) - bounds.begin());
+    for (; k < bounds.size() && bounds[k - 1] < e; ++k) {
+      const int64_t len = std::min(e, bounds[k]) - std::max(b, bounds[k - 1]);
+      if (len > 0) covered[k - 1] += len;
+    }
+  };
+  // Merge the begin-sorted intervals into a disjoint union on the fly.
+  bool open = false;
+  int64_t cur_b = 0;
+  int64_t cur_e = 0;
+  for (const Interval& iv : sorted) {
+    if (open && iv.begin_ns <= cur_e) {
+      cur_e = std::max(cur_e, iv.end_ns);
+      continue;
+    }
+    if (open) add(cur_b, cur_e);
+    open = true;
+    cur_b = iv.begin_ns;
+    cur_e = iv.end_ns;
+  }
+  if (open) add(cur_b, cur_e);
+  return covered;
+}
+
+/// Inclusive phase time per step and name, and "other" (window − union of phases, never
+/// negative). Returns "other" per step in ns.
+std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
+                                    const std::vector<int64_t>& bounds, const NameTable& names,
+                                    std::vector<StepRecord>& steps) {
+  // Dense per-step accumulation over the names this process uses (a handful).
+  std::vector<int32_t> local(names.size(), -1);
+  std::vector<int32_t> used;
+  for (const Interval& iv : intervals) {
+    int32_t& slot = local[static_cast<size_t>(iv.name)];
+    if (slot < 0) {
+      slot = static_cast<int32_t>(used.size());
+      used.push_back(iv.name);
+    }
+  }
+  const size_t width = used.size();
+  std::vector<int64_t> acc(steps.size() * width, 0);
+  for (const Interval& iv : intervals) {
+    auto k = static_cast<size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), iv.begin_ns) -
+                                 bounds.begin());
+    const auto col = static_cast<size_t>(local[static_cast<size_t>(iv.name)]);
+    for (; k < bounds.size() && bounds[k - 1] < iv.end_ns; ++k) {
+      const int64_t len = std::min(iv.end_ns, bounds[k]) - std::max(iv.begin_ns, bounds[k - 1]);
+      if (len > 0) acc[(k - 1) * width + col] += len;
+    }
+  }
+  std::vector<int64_t> other_ns = CoveredPerWindow(intervals, bounds);
+  // Columns in key order ("other" = column `width`), so each map is built by appending.
+  const std::string other(kOtherName);
+  std::vector<std::pair<const std::string*, size_t>> columns;
+  for (size_t c = 0; c < width; ++c) columns.emplace_back(&names.Name(used[c]), c);
+  columns.emplace_back(&other, width);
+  std::sort(columns.begin(), columns.end(),
+            [](const auto& a, const auto& b) { return *a.first < *b.first; });
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const int64_t window = bounds[s + 1] - bounds[s];
+    other_ns[s] = std::max<int64_t>(0, window - other_ns[s]);  // covered → uncovered
+    std::map<std::string, double>& out = steps[s].phase_s;
+    for (const auto& [name, c] : columns) {
+      const int64_t ns = c == width ? other_ns[s] : acc[s * width + c];
+      if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, ToSeconds(ns));
+    }
+  }
+  return other_ns;
+}
+
+/// Seed 003 stats of "other": one value per step.
+PhaseStats OtherStats(const std::vector<int64_t>& other_ns, int32_t rank, int64_t duration_ns) {
+  std::vector<double> other_s;
+  other_s.reserve(other_ns.size());
+  int64_t total_ns = 0;
+  for (int64_t ns : other_ns) {
+    other_s.push_back(ToSeconds(ns));
+    total_ns += ns;
+  }
+  return MakeStats(std::string(kOtherName), rank, other_s, total_ns, duration_ns);
+}
+
+/// Counter growth per step (window (bounds[k-1], bounds[k]]; step 1 includes its first ts).
+void FillStepCounters(const std::vector<CounterHit>& counters, const std::vector<int64_t>& bounds,
+                      const NameTable& names, std::vector<StepRecord>& steps) {
+  for (const CounterHit& c : counters) {
+    auto k = static_cast<size_t>(std::lower_bound(bounds.begin() + 1, bounds.end(), c.ts_ns) -
+                                 bounds.begin());
+    if (k >= bounds.size()) continue;  // after the last step: only in counters_total
+    steps[k - 1].counters[names.Name(c.name)] += c.delta;
+  }
+}
+
+/// Step count, rate and the seed 003 variation ratio of the step durations.
+void FillStepSeries(RankSteps& rs) {
+  RunningStats durations;
+  for (const StepRecord& s : rs.steps) durations.Add(ToSeconds(s.end_ns - s.begin_ns));
+  rs.count = static_cast<int64_t>(rs.steps.size());
+  rs.duration_s = rs.steps.empty() ? 0.0 : ToSeconds(rs.steps.back().end_ns - rs.steps[0].begin_ns);
+  rs.per_second = rs.duration_s > 0 ? static_cast<double>(rs.count) / rs.duration_s : 0.0;
+  rs.mean_step_s = durations.mean();
+  rs.std_step_s = durations.stddev();
+  rs.variation_ratio = rs.mean_step_s > 0 ? rs.std_step_s / rs.mean_step_s : 0.0;
+  // Seed 003: variation_ratio = std/mean > 0.5 → oscillation.
+  rs.oscillating = rs.variation_ratio > kOscillationVariationRatio;
+}
+
+/// Adds a scan's counters and unmatched counts to the analysis totals.
+void AddScanTotals(const ProcessScan& scan, const NameTable& names, PhaseAnalysis& out,
+                   int64_t& unknown_kinds) {
+  for (const CounterHit& c : scan.counters) out.counters_total[names.Name(c.name)] += c.delta;
+  out.unmatched_begins += scan.unmatched_begins;
+  out.unmatched_ends += scan.unmatched_ends;
+  unknown_kinds += scan.unknown_kinds;
+}
+
+/// Steps, per-step phases, phase stats and "other" of one rank's main process.
+void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t world_ranks,
+                 const NameTable& names, PhaseAnalysis& out) {
+  std::vector<int64_t> bounds{scan.first_ts_ns};
+  if (scan.step_ts_ns.empty()) {
+    bounds.push_back(scan.last_ts_ns);
+    std::string warning(kNoStepsWarning);
+    if (world_ranks > 1) warning += " (rank " + std::to_string(rank) + ")";
+    out.warnings.push_back(std::move(warning));
+  } else {
+    bounds.insert(bounds.end(), scan.step_ts_ns.begin(), scan.step_ts_ns.end());
+  }
+  RankSteps rs;
+  rs.rank = rank;
+  rs.pid = pid;
+  rs.steps.resize(bounds.size() - 1);
+  for (size_t k = 1; k < bounds.size(); ++k) {
+    rs.steps[k - 1].index = static_cast<int64_t>(k);
+    rs.steps[k - 1].begin_ns = bounds[k - 1];
+    rs.steps[k - 1].end_ns = bounds[k];
+  }
+  const std::vector<int64_t> other_ns = FillStepPhases(scan.intervals, bounds, names, rs.steps);
+  FillStepCounters(scan.counters, bounds, names, rs.steps);
+  FillStepSeries(rs);
+
+  int64_t outside_ns = 0;
+  std::vector<PhaseStats> stats =
+      StatsInSpan(scan.intervals, bounds.front(), bounds.back(), names, rank, &outside_ns);
+  out.outside_steps_s += ToSeconds(outside_ns);
+  stats.push_back(OtherStats(other_ns, rank, bounds.back() - bounds.front()));
+  out.phases.insert(out.phases.end(), std::make_move_iterator(stats.begin()),
+                    std::make_move_iterator(stats.end()));
+  out.ranks.push_back(std::move(rs));
+}
+
+/// The process that marks a rank's steps: most step records, then most events, then lowest pid.
+const ProcessInfo* PickMain(const std::vector<const ProcessInfo*>& procs) {
+  const ProcessInfo* best = procs.front();
+  for (const ProcessInfo* p : procs) {
+    if (p->step_count != best->step_count) {
+      if (p->step_count > best->step_count) best = p;
+    } else if (p->event_count > best->event_count) {
+      best = p;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+PhaseAnalysis AnalyzePhases(const phase::EventLog& log) {
+  PhaseAnalysis out;
+  out.lost_records = log.lost_records;
+  if (log.events.size() > std::numeric_limits<uint32_t>::max()) {
+    out.warnings.push_back("event log too large to analyse (more than 2^32 events)");
+    return out;
+  }
+  const std::vector<ProcessInfo> processes = GroupProcesses(log);
+  std::map<int32_t, std::vector<const ProcessInfo*>> by_rank;  // pids ascending within a rank
+  for (const ProcessInfo& p : processes) by_rank[p.rank].push_back(&p);
+  const auto world_ranks = static_cast<int32_t>(by_rank.size());
+
+  NameTable names;
+  int64_t unknown_kinds = 0;
+  for (const auto& [rank, procs] : by_rank) {
+    const ProcessInfo* main_proc = PickMain(procs);
+    {
+      // Scoped: the main process's intervals can be large; freed before the next process.
+      const ProcessScan scan = ScanProcess(log, *main_proc, names);
+      AddScanTotals(scan, names, out, unknown_kinds);
+      AnalyzeMain(scan, rank, main_proc->pid, world_ranks, names, out);
+    }
+    for (const ProcessInfo* p : procs) {
+      if (p == main_proc) continue;
+      const ProcessScan scan = ScanProcess(log, *p, names);
+      AddScanTotals(scan, names, out, unknown_kinds);
+      if (scan.intervals.empty()) continue;
+      ProcessPhases pp;
+      pp.pid = p->pid;
+      pp.rank = rank;
+      int64_t outside_ns = 0;  // 0: the span is the process's whole event span
+      pp.phases =
+          StatsInSpan(scan.intervals, scan.first_ts_ns, scan.last_ts_ns, names, rank, &outside_ns);
+      out.other_processes.push_back(std::move(pp));
+    }
+  }
+  if (unknown_kinds > 0) {
+    out.warnings.push_back(std::to_string(unknown_kinds) +
+                           " phase records with an invalid kind were skipped");
+  }
+  return out;
+}
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "phase/event_log.h"
+
+namespace stallscope::analysis {
+
+/// Seed 003: a step-time variation ratio (std/mean) above this is an oscillation.
+inline constexpr double kOscillationVariationRatio = 0.5;
+
+/// Seed 003 timing statistics of one phase on one rank, over the steps of the run.
+/// All durations in seconds. `share` is total / (sum of step times of that rank), 0..1.
+struct PhaseStats {
+  std::string name;  ///< "data_loading", ..., or "other" (step time covered by no phase)
+  int32_t rank = 0;
+  int64_t count = 0;
+  double total_s = 0;
+  double share = 0;
+  double mean_s = 0;
+  double std_s = 0;
+  double min_s = 0;
+  double max_s = 0;
+  double p50_s = 0;
+  double p95_s = 0;
+  double p99_s = 0;
+};
+
+/// One step of one rank: its window and the time each phase took inside it.
+struct StepRecord {
+  int64_t index = 0;     ///< 1-based step number of that rank
+  int64_t begin_ns = 0;  ///< end of the previous step (or the rank's first event)
+  int64_t end_ns = 0;
+  std::map<std::string, double> phase_s;  ///< per phase, clipped to the window; includes "other"
+  std::map<std::string, int64_t> counters;  ///< counter growth inside the step (e.g. host syncs)
+};
+
+/// Per-rank step series (seed 003: steps/s, variation ratio, oscillation flag).
+struct RankSteps {
+  int32_t rank = 0;
+  int32_t pid = 0;  ///< the process that marked the steps
+  int64_t count = 0;
+  double duration_s = 0;  ///< sum of step windows
+  double per_second = 0;
+  double mean_step_s = 0;
+  double std_step_s = 0;
+  double variation_ratio = 0;  ///< std/mean
+  bool oscillating = false;    ///< variation_ratio > kOscillationVariationRatio
+  std::vector<StepRecord> steps;
+};
+
+/// Phases of processes that mark no steps (e.g. DataLoader workers with user markers).
+struct ProcessPhases {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::vector<PhaseStats> phases;  ///< share relative to the span of that process's events
+};
+
+/// What the job said from inside, analysed.
+struct PhaseAnalysis {
+  std::vector<RankSteps> ranks;           ///< by rank
+  std::vector<PhaseStats> phases;         ///< by rank, then by total descending; "other" last
+  std::vector<ProcessPhases> other_processes;
+  std::map<std::string, int64_t> counters_total;  ///< e.g. "host_sync.item" → 1234
+  double outside_steps_s = 0;  ///< phase time before the first / after the last step (setup, final save)
+  int64_t unmatched_begins = 0;  ///< phases still open at the end (crash) — clipped to the last event
+  int64_t unmatched_ends = 0;
+  uint64_t lost_records = 0;
+  std::vector<std::string> warnings;
+};
+
+/// Pairs begin/end per (pid, tid) (nested phases allowed; an end closes the innermost open phase
+/// of the same id), cuts each rank's main process (the pid of that rank with the most step
+/// records) into steps at its kStep records, and computes per-phase statistics and the
+/// per-step series. A process without step records but with phases lands in other_processes.
+/// With no step records at all, the whole span of each rank's busiest process is one "step".
+[[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log);
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace stallscope::diagnose {
+
+/// Version of run.json and report.json (README "Run directory").
+inline constexpr int kRunSchemaVersion = 1;
+
+/// The files of a run directory.
+struct RunPaths {
+  std::string dir;
+  std::string run_json() const { return dir + "/run.json"; }
+  std::string recording() const { return dir + "/recording.jsonl"; }
+  std::string phases_dir() const { return dir + "/phases"; }
+  std::string report_txt() const { return dir + "/report.txt"; }
+  std::string report_json() const { return dir + "/report.json"; }
+};
+
+/// What `run` knows about the job, written at start and rewritten (atomically) at the end.
+struct RunMeta {
+  int schema_version = kRunSchemaVersion;
+  std::string tool_version;
+  std::string name;
+  std::vector<std::string> command;
+  std::string hostname;
+  int32_t pid = 0;
+  int64_t start_wall_ns = 0;
+  int64_t start_mono_ns = 0;
+  std::optional<int64_t> end_mono_ns;
+  std::optional<int> exit_code;
+  std::string status = "running";  ///< "running" | "exited" | "killed" (by a signal)
+  bool auto_hooks = true;
+  int64_t interval_ns = 0;
+};
+
+/// Creates `<base>/<YYYYmmdd>-<HHMMSS>-<name>/` and its phases/ (a numeric suffix when taken).
+[[nodiscard]] Result<RunPaths> CreateRunDir(const std::string& base, const std::string& name,
+                                            int64_t wall_ns);
+
+/// A default run name from the command: `python train.py` → "train", `torchrun ... x.py` → "x".
+[[nodiscard]] std::string DefaultRunName(const std::vector<std::string>& command);
+
+/// Writes run.json via a temporary file and rename(2): readers never see half a file.
+[[nodiscard]] Status WriteRunMeta(const RunPaths& paths, const RunMeta& meta);
+[[nodiscard]] Result<RunMeta> ReadRunMeta(const RunPaths& paths);
+
+/// Writes `content` to `path` atomically (temporary file + rename).
+[[nodiscard]] Status WriteFileAtomic(const std::string& path, const std::string& content);
+
+}  // namespace stallscope::diagnose

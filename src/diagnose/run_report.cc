@@ -1,0 +1,254 @@
+#include "diagnose/run_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace stallscope::diagnose {
+namespace {
+
+template <typename T>
+std::optional<T> Opt(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!j[key].is_boolean()) return std::nullopt;
+  } else {
+    if (!j[key].is_number()) return std::nullopt;
+  }
+  return j[key].get<T>();
+}
+
+std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
+  std::vector<LoaderInfo> out;
+  std::map<std::pair<int32_t, int64_t>, size_t> by_loader;  // (pid, loader serial) → index
+  for (const auto& m : events.meta) {
+    if (m.kind != "info" || (m.name != "dataloader" && m.name != "dataloader_workers")) continue;
+    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    auto key = std::make_pair(m.pid, j.value<int64_t>("loader", 0));
+    if (m.name == "dataloader") {
+      LoaderInfo l;
+      l.pid = m.pid;
+      l.rank = m.rank;
+      l.num_workers = Opt<int64_t>(j, "num_workers");
+      l.batch_size = Opt<int64_t>(j, "batch_size");
+      l.pin_memory = Opt<bool>(j, "pin_memory");
+      l.persistent_workers = Opt<bool>(j, "persistent_workers");
+      l.prefetch_factor = Opt<int64_t>(j, "prefetch_factor");
+      l.drop_last = Opt<bool>(j, "drop_last");
+      l.dataset_length = Opt<int64_t>(j, "dataset_len");
+      l.raw_json = m.data_json;
+      by_loader[key] = out.size();
+      out.push_back(std::move(l));
+    }
+    if (j.contains("worker_pids") && j["worker_pids"].is_array() && by_loader.count(key)) {
+      auto& pids = out[by_loader[key]].worker_pids;
+      for (const auto& p : j["worker_pids"]) {
+        if (p.is_number_integer() && std::find(pids.begin(), pids.end(), p.get<int32_t>()) == pids.end()) {
+          pids.push_back(p.get<int32_t>());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct ProcAccumulator {
+  ProcessRow row;
+  double cpu_sum = 0;
+  int64_t cpu_n = 0;
+  int64_t running = 0, sleeping = 0, blocked = 0;
+  std::optional<uint64_t> first_read, last_read, first_write, last_write;
+  std::optional<uint64_t> first_nvcsw, last_nvcsw;
+  int64_t first_ns = 0, last_ns = 0;
+};
+
+std::string RoleOf(int32_t pid, int32_t root, const std::set<int32_t>& workers,
+                   const std::map<int32_t, int32_t>& rank_of_main, int32_t world) {
+  if (workers.count(pid)) return "dataloader worker";
+  if (auto it = rank_of_main.find(pid); it != rank_of_main.end()) {
+    return world > 1 ? fmt::format("rank {}", it->second) : "main";
+  }
+  return pid == root ? (rank_of_main.empty() ? "main" : "launcher") : "child";
+}
+
+std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysis& phases,
+                                  const std::vector<LoaderInfo>& loaders) {
+  std::set<int32_t> workers;
+  for (const auto& l : loaders) workers.insert(l.worker_pids.begin(), l.worker_pids.end());
+  std::map<int32_t, int32_t> rank_of_main;
+  int32_t world = 1;
+  for (const auto& r : phases.ranks) rank_of_main[r.pid] = r.rank;
+  for (const auto& p : d.events.processes) world = std::max(world, p.world_size);
+  int32_t root = d.recording.header.root_pid.value_or(d.meta.pid);
+
+  std::map<int32_t, ProcAccumulator> acc;
+  std::vector<int32_t> order;
+  for (const auto& s : d.recording.samples) {
+    for (const auto& p : s.processes) {
+      auto [it, fresh] = acc.try_emplace(p.pid);
+      ProcAccumulator& a = it->second;
+      if (fresh) {
+        order.push_back(p.pid);
+        a.row.pid = p.pid;
+        a.first_ns = s.mono_ns;
+        a.first_read = p.read_bytes;
+        a.first_write = p.write_bytes;
+        a.first_nvcsw = p.nonvoluntary_ctxt_switches;
+      }
+      a.row.ppid = p.ppid;
+      a.row.comm = p.comm;
+      if (!p.cmdline.empty()) a.row.cmdline = p.cmdline;
+      ++a.row.samples;
+      if (p.cpu_pct) {
+        a.cpu_sum += *p.cpu_pct;
+        ++a.cpu_n;
+        a.row.cpu_max_pct = std::max(a.row.cpu_max_pct, *p.cpu_pct);
+      }
+      a.running += p.state == 'R';
+      a.sleeping += p.state == 'S' || p.state == 'I';
+      a.blocked += p.state == 'D';
+      a.row.threads_max = std::max(a.row.threads_max, p.threads);
+      if (p.read_bytes) a.last_read = p.read_bytes;
+      if (p.write_bytes) a.last_write = p.write_bytes;
+      if (p.nonvoluntary_ctxt_switches) a.last_nvcsw = p.nonvoluntary_ctxt_switches;
+      a.last_ns = s.mono_ns;
+    }
+  }
+  std::vector<ProcessRow> rows;
+  for (int32_t pid : order) {
+    ProcAccumulator& a = acc[pid];
+    ProcessRow r = a.row;
+    r.role = RoleOf(pid, root, workers, rank_of_main, world);
+    r.cpu_mean_pct = a.cpu_n > 0 ? a.cpu_sum / static_cast<double>(a.cpu_n) : 0;
+    double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
+    r.running_share = static_cast<double>(a.running) / n;
+    r.sleeping_share = static_cast<double>(a.sleeping) / n;
+    r.blocked_share = static_cast<double>(a.blocked) / n;
+    if (a.first_read && a.last_read) r.read_bytes = *a.last_read - std::min(*a.first_read, *a.last_read);
+    if (a.first_write && a.last_write) r.write_bytes = *a.last_write - std::min(*a.first_write, *a.last_write);
+    double span_s = static_cast<double>(a.last_ns - a.first_ns) / 1e9;
+    if (a.first_nvcsw && a.last_nvcsw && span_s > 0) {
+      r.nonvoluntary_switches_per_s = static_cast<double>(*a.last_nvcsw - std::min(*a.first_nvcsw, *a.last_nvcsw)) / span_s;
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+/// Averages `raw` into at most kMaxSeriesPoints buckets of equal time.
+Series Downsample(std::string name, std::string unit, std::vector<SeriesPoint> raw) {
+  Series s{std::move(name), std::move(unit), {}};
+  if (raw.size() <= kMaxSeriesPoints) {
+    s.points = std::move(raw);
+    return s;
+  }
+  double t0 = raw.front().t_s, t1 = raw.back().t_s;
+  double width = (t1 - t0) / static_cast<double>(kMaxSeriesPoints);
+  size_t i = 0;
+  for (size_t b = 0; b < kMaxSeriesPoints && i < raw.size(); ++b) {
+    double end = b + 1 == kMaxSeriesPoints ? t1 + 1 : t0 + width * static_cast<double>(b + 1);
+    double sum = 0, tsum = 0;
+    size_t n = 0;
+    for (; i < raw.size() && raw[i].t_s < end; ++i, ++n) {
+      sum += raw[i].value;
+      tsum += raw[i].t_s;
+    }
+    if (n > 0) s.points.push_back({tsum / static_cast<double>(n), sum / static_cast<double>(n)});
+  }
+  return s;
+}
+
+std::vector<Series> MachineSeries(const RunData& d) {
+  const auto& samples = d.recording.samples;
+  int64_t t0 = d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
+  auto t = [&](int64_t mono) { return static_cast<double>(mono - t0) / 1e9; };
+  std::vector<Series> out;
+  size_t gpus = d.recording.header.gpus.size();
+  for (size_t g = 0; g < gpus; ++g) {
+    std::vector<SeriesPoint> util, fine, mem, power, clock;
+    for (const auto& s : samples) {
+      if (g >= s.gpus.size() || s.gpus[g].lost) continue;
+      const auto& x = s.gpus[g];
+      if (x.util_gpu_pct) util.push_back({t(s.mono_ns), static_cast<double>(*x.util_gpu_pct)});
+      int64_t wall_to_mono = s.wall_ns - s.mono_ns;  // driver timestamps are wall-clock µs
+      for (size_t k = 0; k < x.util_sample_count; ++k) {
+        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono), static_cast<double>(x.util_samples[k].util_pct)});
+      }
+      if (x.mem_used_bytes) mem.push_back({t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
+      if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
+      if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
+    }
+    std::string p = fmt::format("gpu{}.", g);
+    out.push_back(Downsample(p + "utilization_pct", "%", std::move(util)));
+    if (!fine.empty()) out.push_back(Downsample(p + "utilization_fine_pct", "%", std::move(fine)));
+    out.push_back(Downsample(p + "memory_used_mib", "MiB", std::move(mem)));
+    if (!power.empty()) out.push_back(Downsample(p + "power_w", "W", std::move(power)));
+    if (!clock.empty()) out.push_back(Downsample(p + "sm_clock_mhz", "MHz", std::move(clock)));
+  }
+  std::vector<SeriesPoint> busy, iowait, psi_io;
+  for (const auto& s : samples) {
+    if (s.host.cpu) {
+      busy.push_back({t(s.mono_ns), s.host.cpu->busy_pct});
+      iowait.push_back({t(s.mono_ns), s.host.cpu->iowait_pct});
+    }
+    if (s.host.psi_io) psi_io.push_back({t(s.mono_ns), s.host.psi_io->some_avg10_pct});
+  }
+  out.push_back(Downsample("host.cpu_busy_pct", "%", std::move(busy)));
+  out.push_back(Downsample("host.cpu_iowait_pct", "%", std::move(iowait)));
+  if (!psi_io.empty()) out.push_back(Downsample("host.psi_io_some_avg10_pct", "%", std::move(psi_io)));
+  return out;
+}
+
+}  // namespace
+
+Result<RunData> LoadRun(const std::string& dir) {
+  RunData d;
+  d.paths.dir = dir;
+  while (d.paths.dir.size() > 1 && d.paths.dir.back() == '/') d.paths.dir.pop_back();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(d.paths.dir, ec)) {
+    return MakeError(ErrorCode::kNotFound, "{}: no such run directory", dir);
+  }
+  TRY(d.meta, ReadRunMeta(d.paths));
+  auto rec = sample::ReadRecording(d.paths.recording());
+  if (rec.ok()) {
+    d.recording = std::move(rec.value());
+    for (const auto& w : d.recording.warnings) d.warnings.push_back(w);
+  } else {
+    d.warnings.push_back(rec.error().message);
+  }
+  auto events = phase::ReadEventLog(d.paths.dir);
+  if (events.ok()) {
+    d.events = std::move(events.value());
+    for (const auto& w : d.events.warnings) d.warnings.push_back(w);
+  } else {
+    d.warnings.push_back(events.error().message);
+  }
+  return d;
+}
+
+RunReport BuildRunReport(const RunData& d) {
+  RunReport r;
+  r.meta = d.meta;
+  r.dir = d.paths.dir;
+  r.warnings = d.warnings;
+  if (d.meta.end_mono_ns) {
+    r.wall_s = static_cast<double>(*d.meta.end_mono_ns - d.meta.start_mono_ns) / 1e9;
+  } else if (!d.recording.samples.empty()) {
+    r.wall_s = static_cast<double>(d.recording.samples.back().mono_ns - d.meta.start_mono_ns) / 1e9;
+  }
+  r.phases = analysis::AnalyzePhases(d.events);
+  for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
+  r.loaders = Loaders(d.events);
+  r.processes = Processes(d, r.phases, r.loaders);
+  r.machine = analysis::Summarize(d.recording);
+  r.series = MachineSeries(d);
+  return r;
+}
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/phases.h"
+#include "analysis/summary.h"
+#include "diagnose/run_dir.h"
+#include "phase/event_log.h"
+#include "sample/recording.h"
+
+namespace stallscope::diagnose {
+
+/// Everything a run directory holds, loaded.
+struct RunData {
+  RunPaths paths;
+  RunMeta meta;
+  sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
+  phase::EventLog events;
+  std::vector<std::string> warnings;
+};
+
+/// Loads a run directory. Fails (naming the directory and the problem) only when it is not a run
+/// directory; a missing or torn recording or event log is a warning: the report shows what exists.
+[[nodiscard]] Result<RunData> LoadRun(const std::string& dir);
+
+/// One process of the job over the run, from the sampler's process tree.
+struct ProcessRow {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  std::string role;  ///< "main", "rank N", "dataloader worker", "child"
+  std::string comm;
+  std::string cmdline;
+  int64_t samples = 0;
+  double cpu_mean_pct = 0;  ///< 100 = one core
+  double cpu_max_pct = 0;
+  double running_share = 0;  ///< share of samples in state R
+  double sleeping_share = 0;  ///< S or I
+  double blocked_share = 0;   ///< D (uninterruptible: usually I/O)
+  uint32_t threads_max = 0;
+  uint64_t read_bytes = 0;   ///< growth over the run
+  uint64_t write_bytes = 0;
+  double nonvoluntary_switches_per_s = 0;
+};
+
+/// DataLoader settings as the hooks reported them (info "dataloader").
+struct LoaderInfo {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::optional<int64_t> num_workers;
+  std::optional<int64_t> batch_size;
+  std::optional<bool> pin_memory;
+  std::optional<bool> persistent_workers;
+  std::optional<int64_t> prefetch_factor;
+  std::optional<bool> drop_last;
+  std::optional<int64_t> dataset_length;
+  std::vector<int32_t> worker_pids;
+  std::string raw_json;
+};
+
+/// A series point aligned on the phase clock: seconds since the job started.
+struct SeriesPoint {
+  double t_s = 0;
+  double value = 0;
+};
+
+/// A named series of the sampler (downsampled to at most kMaxSeriesPoints).
+struct Series {
+  std::string name;  ///< "gpu0.utilization_pct", "host.cpu_busy_pct", ...
+  std::string unit;
+  std::vector<SeriesPoint> points;
+};
+inline constexpr size_t kMaxSeriesPoints = 600;
+
+/// The measured breakdown of a run: what report.txt and report.json show.
+struct RunReport {
+  RunMeta meta;
+  std::string dir;
+  double wall_s = 0;  ///< job start to end (or the last sample)
+  analysis::PhaseAnalysis phases;
+  std::vector<ProcessRow> processes;
+  std::vector<LoaderInfo> loaders;
+  analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the run
+  std::vector<Series> series;
+  std::vector<std::string> warnings;
+};
+
+/// Builds the report from loaded data. Pure: no I/O.
+[[nodiscard]] RunReport BuildRunReport(const RunData& data);
+
+}  // namespace stallscope::diagnose

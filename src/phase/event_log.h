@@ -1,0 +1,92 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "phase/phase_reader.h"
+
+namespace stallscope::phase {
+
+/// One phase record of any process of the job, as `run` persisted it (events.bin). 32 bytes.
+struct LoggedEvent {
+  int64_t ts_ns = 0;  ///< CLOCK_MONOTONIC
+  int64_t arg = 0;    ///< as PhaseRecord::arg
+  int32_t pid = 0;
+  uint32_t tid = 0;
+  int32_t rank = 0;
+  uint16_t phase_id = 0;  ///< per-process id; names via EventLog::names
+  RecordKind kind = RecordKind::kInvalid;
+  uint8_t flags = 0;
+};
+static_assert(sizeof(LoggedEvent) == 32);
+
+/// A process that wrote phase events.
+struct EventProcess {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  int64_t start_monotonic_ns = 0;
+};
+
+/// One line of a process's meta file (marks with their data, "info" items such as loader settings).
+struct MetaItem {
+  int64_t ts_ns = 0;
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::string kind;       ///< "mark" | "info"
+  std::string name;       ///< mark name, or info kind (e.g. "dataloader")
+  std::string data_json;  ///< the raw JSON object
+};
+
+/// Everything the job's processes reported from inside: what the analysis reads.
+struct EventLog {
+  std::vector<LoggedEvent> events;  ///< per process in write order; processes concatenated
+  std::map<std::pair<int32_t, uint16_t>, std::string> names;  ///< (pid, phase_id) → name
+  std::vector<EventProcess> processes;
+  std::vector<MetaItem> meta;  ///< ordered by ts_ns
+  uint64_t lost_records = 0;   ///< overwritten/incomplete while draining, plus writer drops
+  std::vector<std::string> warnings;
+
+  /// Name of an event's phase ("" if unknown).
+  const std::string& NameOf(const LoggedEvent& e) const;
+};
+
+/// Appends drained ring records to `<run_dir>/events.bin` and their names to
+/// `<run_dir>/events.names.jsonl`. Records are buffered and written with one write(2) per
+/// Flush(), so a monitor killed mid-run leaves whole records (a torn tail is dropped on read).
+class EventLogWriter {
+ public:
+  [[nodiscard]] static Result<EventLogWriter> Open(const std::string& run_dir);
+  EventLogWriter(EventLogWriter&& other) noexcept;
+  EventLogWriter& operator=(EventLogWriter&&) = delete;
+  ~EventLogWriter();
+
+  /// Buffers `record` of `ring`; notes names and processes it has not seen.
+  void Add(PhaseReader& ring, const PhaseRecord& record);
+  /// Writes buffered records and new names. Errors name the file.
+  [[nodiscard]] Status Flush();
+  uint64_t records_written() const { return written_; }
+
+ private:
+  EventLogWriter(int events_fd, int names_fd, std::string dir);
+  int events_fd_ = -1;
+  int names_fd_ = -1;
+  std::string dir_;
+  std::vector<LoggedEvent> buffer_;
+  std::string names_buffer_;
+  std::map<std::pair<int32_t, uint16_t>, bool> named_;
+  std::map<int32_t, bool> processes_;
+  uint64_t written_ = 0;
+};
+
+/// Reads a run directory's phase data: events.bin + events.names.jsonl when present, else (the
+/// monitor itself died before writing them) the rings in phases/ directly. Meta files are read
+/// from phases/*.meta.jsonl. A missing phases dir gives an empty log (a job without hooks).
+/// Fails only on unreadable files, naming them.
+[[nodiscard]] Result<EventLog> ReadEventLog(const std::string& run_dir);
+
+}  // namespace stallscope::phase

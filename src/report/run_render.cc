@@ -1,0 +1,222 @@
+#include "report/run_render.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/json_writer.h"
+#include "base/units.h"
+#include "report/render.h"
+
+namespace stallscope::report {
+namespace {
+
+std::string Seconds(double s) {
+  if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
+  if (s < 1.0) return fmt::format("{:.1f} ms", s * 1e3);
+  return fmt::format("{:.2f} s", s);
+}
+
+std::string JoinCommand(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !a.empty() && a.find_first_of(" \t\"'$\\") == std::string::npos;
+    out += plain ? a : "'" + a + "'";
+  }
+  return out;
+}
+
+template <typename T>
+std::string OptText(const std::optional<T>& v) {
+  if (!v) return "None";
+  if constexpr (std::is_same_v<T, bool>) return *v ? "True" : "False";
+  return fmt::format("{}", *v);
+}
+
+std::string JobLines(const diagnose::RunReport& r) {
+  std::string exit = r.meta.exit_code ? fmt::format("exit {}", *r.meta.exit_code) : "no exit code (still running or monitor killed)";
+  if (r.meta.exit_code && *r.meta.exit_code > 128) exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
+  std::string out = fmt::format("Job     {}\n        {}, {} wall\n", JoinCommand(r.meta.command), exit, Seconds(r.wall_s));
+  for (const auto& rank : r.phases.ranks) {
+    out += fmt::format("Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank, rank.count,
+                       rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s), rank.variation_ratio,
+                       rank.oscillating ? ", OSCILLATING: > 0.5" : "");
+  }
+  if (r.phases.ranks.empty()) {
+    out += r.meta.auto_hooks ? "Steps   none seen: the job reported no phases (no torch import, or no training loop)\n"
+                             : "Steps   none: --no-auto was given and the job marks no phases\n";
+  }
+  return out;
+}
+
+std::string LoaderLines(const std::vector<diagnose::LoaderInfo>& loaders) {
+  std::string out;
+  for (const auto& l : loaders) {
+    out += fmt::format("DataLoader (rank {}): num_workers={} batch_size={} pin_memory={} persistent_workers={} "
+                       "prefetch_factor={} drop_last={} dataset={} samples",
+                       l.rank, OptText(l.num_workers), OptText(l.batch_size), OptText(l.pin_memory),
+                       OptText(l.persistent_workers), OptText(l.prefetch_factor), OptText(l.drop_last),
+                       OptText(l.dataset_length));
+    if (!l.worker_pids.empty()) out += fmt::format(", workers {}", fmt::join(l.worker_pids, " "));
+    out += "\n";
+  }
+  return out;
+}
+
+std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
+  if (rows.empty()) return "";
+  std::string out = fmt::format("\n{:>7}  {:<18} {:<26} {:>6} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9}\n", "PID", "ROLE", "COMMAND",
+                                "CPU%", "MAX%", "RUN", "SLEEP", "DISK", "THR", "READ", "WRITTEN");
+  for (const auto& p : rows) {
+    std::string cmd = p.cmdline.empty() ? p.comm : p.cmdline;
+    if (cmd.size() > 26) cmd = cmd.substr(0, 25) + "~";
+    out += fmt::format("{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n", p.pid, p.role, cmd,
+                       p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100, p.sleeping_share * 100, p.blocked_share * 100,
+                       p.threads_max, FormatBytes(static_cast<double>(p.read_bytes)), FormatBytes(static_cast<double>(p.write_bytes)));
+  }
+  return out;
+}
+
+std::string MachineLines(const diagnose::RunReport& r) {
+  const auto& m = r.machine;
+  std::string out = "\n";
+  if (m.gpus.empty()) {
+    out += fmt::format("GPU     {}\n", m.gpu_note.empty() ? "none" : m.gpu_note);
+  }
+  for (const auto& g : m.gpus) {
+    out += fmt::format("GPU {}   util {:.1f}%", g.index, g.util_pct.mean());
+    if (g.util_fine_pct.count() > 0) out += fmt::format(" (sub-second {:.1f}%, min {:.0f}%, max {:.0f}%)", g.util_fine_pct.mean(), g.util_fine_pct.min(), g.util_fine_pct.max());
+    if (g.memory_used_mib.count() > 0) out += fmt::format(", memory {:.0f} MiB", g.memory_used_mib.mean());
+    if (g.power_w.count() > 0) out += fmt::format(", power {:.0f} W", g.power_w.mean());
+    if (g.throttled_samples > 0) out += fmt::format(", throttled in {}/{} samples", g.throttled_samples, g.samples);
+    out += "\n";
+  }
+  if (m.cpu_busy_pct.count() > 0) {
+    out += fmt::format("Host    CPU busy {:.1f}% (max {:.1f}%), iowait {:.1f}%, over {} samples\n", m.cpu_busy_pct.mean(),
+                       m.cpu_busy_pct.max(), m.cpu_iowait_pct.mean(), m.samples);
+  }
+  return out;
+}
+
+void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
+  w.BeginObject()
+      .Field("name", p.name)
+      .Field("rank", p.rank)
+      .Field("count", p.count)
+      .Field("total_s", p.total_s, 6)
+      .Field("share", p.share, 4)
+      .Field("mean_s", p.mean_s, 6)
+      .Field("std_s", p.std_s, 6)
+      .Field("min_s", p.min_s, 6)
+      .Field("max_s", p.max_s, 6)
+      .Field("p50_s", p.p50_s, 6)
+      .Field("p95_s", p.p95_s, 6)
+      .Field("p99_s", p.p99_s, 6)
+      .EndObject();
+}
+
+}  // namespace
+
+std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
+  std::string out;
+  int32_t current_rank = -1;
+  for (const auto& p : phases.phases) {
+    if (p.rank != current_rank) {
+      current_rank = p.rank;
+      out += fmt::format("\nPhases (rank {})      {:>6} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.rank, "count",
+                         "total", "share", "mean", "p50", "p95", "p99", "max");
+    }
+    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.name, p.count, Seconds(p.total_s),
+                       p.share * 100, Seconds(p.mean_s), Seconds(p.p50_s), Seconds(p.p95_s), Seconds(p.p99_s), Seconds(p.max_s));
+  }
+  return out;
+}
+
+std::string RenderRunReportText(const diagnose::RunReport& r) {
+  std::string out = fmt::format("stallscope run report: {}  ({})\n", r.meta.name, r.dir);
+  out += JobLines(r);
+  out += RenderPhaseTable(r.phases);
+  if (!r.phases.counters_total.empty()) {
+    std::string syncs;
+    int64_t steps = 0;
+    for (const auto& rank : r.phases.ranks) steps += rank.count;
+    for (const auto& [name, n] : r.phases.counters_total) {
+      syncs += fmt::format("{}{} {}", syncs.empty() ? "" : ", ", n, name);
+      if (steps > 0) syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
+    }
+    out += "Counters  " + syncs + "\n";
+  }
+  if (r.phases.outside_steps_s > 0.0005) out += fmt::format("Outside steps (setup, final save): {}\n", Seconds(r.phases.outside_steps_s));
+  if (!r.loaders.empty()) out += "\n" + LoaderLines(r.loaders);
+  out += ProcessTable(r.processes);
+  out += MachineLines(r);
+  for (const auto& w : r.warnings) out += "warning: " + w + "\n";
+  if (r.phases.lost_records > 0) out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
+  out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", r.dir);
+  return out;
+}
+
+std::string RenderRunReportJson(const diagnose::RunReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
+  w.Key("job").BeginObject().Field("name", r.meta.name).Key("command").BeginArray();
+  for (const auto& a : r.meta.command) w.String(a);
+  w.EndArray().Field("exit_code", r.meta.exit_code).Field("status", r.meta.status).Field("wall_s", r.wall_s, 3);
+  w.Field("start_time", FormatIsoUtc(r.meta.start_wall_ns)).FieldBool("auto_hooks", r.meta.auto_hooks).EndObject();
+  int64_t steps = 0;
+  double duration = 0;
+  for (const auto& rank : r.phases.ranks) {
+    steps = std::max(steps, rank.count);
+    duration = std::max(duration, rank.duration_s);
+  }
+  w.Key("steps").BeginObject().Field("count", steps).Field("per_second", duration > 0 ? static_cast<double>(steps) / duration : 0.0, 4);
+  w.Key("ranks").BeginArray();
+  for (const auto& rank : r.phases.ranks) {
+    w.BeginObject().Field("rank", rank.rank).Field("pid", rank.pid).Field("count", rank.count);
+    w.Field("per_second", rank.per_second, 4).Field("mean_step_s", rank.mean_step_s, 6).Field("std_step_s", rank.std_step_s, 6);
+    w.Field("variation_ratio", rank.variation_ratio, 4).FieldBool("oscillating", rank.oscillating);
+    w.Key("step_s").BeginArray();
+    for (const auto& s : rank.steps) w.Double(static_cast<double>(s.end_ns - s.begin_ns) / 1e9, 6);
+    w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
+  w.Key("phases").BeginArray();
+  for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
+  w.EndArray();
+  w.Key("counters").BeginObject();
+  for (const auto& [name, n] : r.phases.counters_total) w.Field(name, n);
+  w.EndObject();
+  w.Key("dataloaders").BeginArray();
+  for (const auto& l : r.loaders) {
+    w.BeginObject().Field("pid", l.pid).Field("rank", l.rank).Field("num_workers", l.num_workers).Field("batch_size", l.batch_size);
+    w.Field("pin_memory", l.pin_memory).Field("persistent_workers", l.persistent_workers).Field("prefetch_factor", l.prefetch_factor);
+    w.Field("drop_last", l.drop_last).Field("dataset_length", l.dataset_length).Key("worker_pids").BeginArray();
+    for (int32_t pid : l.worker_pids) w.Int(pid);
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+  w.Key("processes").BeginArray();
+  for (const auto& p : r.processes) {
+    w.BeginObject().Field("pid", p.pid).Field("ppid", p.ppid).Field("role", p.role).Field("comm", p.comm).Field("cmdline", p.cmdline);
+    w.Field("samples", p.samples).Field("cpu_mean_pct", p.cpu_mean_pct, 1).Field("cpu_max_pct", p.cpu_max_pct, 1);
+    w.Field("running_share", p.running_share, 3).Field("sleeping_share", p.sleeping_share, 3).Field("blocked_share", p.blocked_share, 3);
+    w.Field("threads_max", p.threads_max).Field("read_bytes", p.read_bytes).Field("write_bytes", p.write_bytes);
+    w.Field("nonvoluntary_switches_per_s", p.nonvoluntary_switches_per_s, 1).EndObject();
+  }
+  w.EndArray();
+  w.Key("series").BeginArray();
+  for (const auto& s : r.series) {
+    w.BeginObject().Field("name", s.name).Field("unit", s.unit).Key("points").BeginArray();
+    for (const auto& p : s.points) w.BeginArray().Double(p.t_s, 3).Double(p.value, 2).EndArray();
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+  w.Key("warnings").BeginArray();
+  for (const auto& warning : r.warnings) w.String(warning);
+  w.EndArray().EndObject();
+  out += "\n";
+  return out;
+}
+
+}  // namespace stallscope::report
