@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 namespace stallscope::host {
 namespace {
@@ -42,15 +43,42 @@ ScopedFd OpenDir(int dir_fd, const char* path) {
   return ScopedFd(openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 }
 
-int FileReader::ReadAt(int dir_fd, const char* path) {
+int FileReader::ReadAt(int dir_fd, const char* path) { return ReadAt(dir_fd, path, nullptr); }
+
+int FileReader::ReadAt(int dir_fd, const char* path, ScopedFd* keep) {
   size_ = 0;
   ScopedFd fd(openat(dir_fd, path, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errno;
+  const int err = ReadOpen(fd.get());
+  if (err == 0 && keep != nullptr) *keep = std::move(fd);
+  return err;
+}
+
+int FileReader::ReadFd(int fd) {
+  size_ = 0;
+  if (buf_.empty()) buf_.resize(kInitialReadBuffer);
+  for (;;) {
+    if (size_ == buf_.size()) buf_.resize(buf_.size() * 2);
+    const size_t want = buf_.size() - size_;
+    const ssize_t n = pread(fd, buf_.data() + size_, want, static_cast<off_t>(size_));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      size_ = 0;
+      return err;
+    }
+    size_ += static_cast<size_t>(n);
+    // seq_file fills the whole buffer unless the file ended: no second call to see EOF.
+    if (static_cast<size_t>(n) < want) return 0;
+  }
+}
+
+int FileReader::ReadOpen(int fd) {
   if (buf_.empty()) buf_.resize(kInitialReadBuffer);
   // /proc files report size 0: read until EOF.
   for (;;) {
     if (size_ == buf_.size()) buf_.resize(buf_.size() * 2);
-    const ssize_t n = read(fd.get(), buf_.data() + size_, buf_.size() - size_);
+    const ssize_t n = read(fd, buf_.data() + size_, buf_.size() - size_);
     if (n == 0) return 0;
     if (n > 0) {
       size_ += static_cast<size_t>(n);
@@ -106,6 +134,12 @@ void FormatPidPath(char* out, int32_t pid, std::string_view file) {
   const size_t n = std::min<size_t>(file.size(), 40);
   std::memcpy(ptr, file.data(), n);
   ptr[n] = '\0';
+}
+
+void FormatTaskPath(char* out, int32_t pid, int32_t tid, std::string_view file) {
+  // "<pid>/task/" is at most 11 + 6 chars; FormatPidPath then adds at most 12 + 1 + 40 + 1.
+  FormatPidPath(out, pid, "task/");
+  FormatPidPath(out + std::strlen(out), tid, file);
 }
 
 }  // namespace stallscope::host

@@ -100,23 +100,57 @@ class HostSampler {
   std::shared_ptr<State> state_;
 };
 
+/// How ProcessTracker finds the processes of the tree. Either way the tree is found again on
+/// every sample, so processes appear and vanish between samples.
+enum class TreeDiscovery {
+  /// Children files when the kernel has them (probed once on the root), else the full scan.
+  kAuto,
+  /// Breadth-first from the root over /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN, Linux
+  /// >= 3.5), every thread of every process: a child is listed under the thread that forked it.
+  /// Reads only the tree. proc(5) calls these files unreliable while the tree changes: a
+  /// process forked, or re-parented into the tree, during the walk may be missed until the next
+  /// sample. Without the files, only the root is found.
+  kChildrenFiles,
+  /// Every /proc/[0-9]*/stat, linked by ppid. Costs one stat read per process on the host.
+  kFullScan,
+};
+
 /// Follows the process tree under a root PID (the training job): root, children, grandchildren.
 /// Processes appear and vanish between samples without errors. Not thread-safe.
+///
+/// Per process and sample it reads stat, status and io, the task/*/stat files of multithreaded
+/// processes (single-threaded ones take the thread state from stat) and, when discovering by
+/// children files, the children file of every thread. cmdline is cached per process (pid +
+/// start time, so a reused pid is a new process) and read again when comm changes (exec) or
+/// after 10 s (kStaticRefreshNs); so is whether io is readable. On procfs the per-process files
+/// stay open between samples and are re-read from offset 0, for up to 64 processes and a
+/// quarter of RLIMIT_NOFILE (4 fds each); they are closed when the process leaves the tree.
+/// Once the buffers and caches have grown, a sample of a steady tree does not allocate.
 class ProcessTracker {
  public:
-  ProcessTracker(ProcFs fs, int32_t root_pid);
+  ProcessTracker(ProcFs fs, int32_t root_pid, TreeDiscovery discovery = TreeDiscovery::kAuto);
   /// Reads the tree into `out` (resized; entries reused). Order: root first, then by pid.
-  /// A root that has exited gives an empty tree.
+  /// A root that has exited gives an empty tree. `now_ns`: monotonic time, for rates and for
+  /// the cache refresh.
   void Sample(int64_t now_ns, std::vector<ProcessSample>& out);
   int32_t root_pid() const { return root_pid_; }
+  /// How the last Sample found the tree: kChildrenFiles or kFullScan (kAuto before any sample,
+  /// or when /proc could not be opened).
+  TreeDiscovery last_discovery() const { return last_discovery_; }
   /// Processes skipped so far (since construction) because their /proc/PID/stat could not be
-  /// parsed. Always 0 on a sane kernel; counts bad fixtures and kernel surprises.
+  /// parsed, plus children-file entries that were not pids. Always 0 on a sane kernel; counts
+  /// bad fixtures and kernel surprises.
   uint64_t malformed_records() const;
+
+  /// cmdline and io readability older than this are read again.
+  static constexpr int64_t kStaticRefreshNs = 10'000'000'000;
 
  private:
   struct State;
   ProcFs fs_;
   int32_t root_pid_;
+  TreeDiscovery discovery_;
+  TreeDiscovery last_discovery_ = TreeDiscovery::kAuto;
   std::shared_ptr<State> state_;
 };
 

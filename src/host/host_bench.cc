@@ -1,5 +1,6 @@
 // CPU time of one host sample: HostSampler::Sample + ProcessTracker::Sample over a 20-process
-// tree, on a generated /proc fixture (deterministic) and on this machine's /proc (20 sleeps).
+// tree, on a generated /proc fixture (deterministic; found by the full scan, /0, or by children
+// files, /1) and on this machine's /proc (20 sleeps).
 //
 //   build-host/src/host/host_bench --benchmark_min_time=2s
 
@@ -44,7 +45,7 @@ std::string StatLine(int pid, int ppid, char state) {
 /// A /proc + cgroup + sysfs tree in a temp dir, removed at exit of the benchmark.
 class FixtureTree {
  public:
-  FixtureTree() {
+  explicit FixtureTree(bool children_files) {
     std::string templ = "/tmp/stallscope_host_bench_XXXXXX";
     if (mkdtemp(templ.data()) != nullptr) root_ = templ;
     const fs::path proc = root_ / "proc";
@@ -89,7 +90,14 @@ class FixtureTree {
             "cancelled_write_bytes: 0\n");
       for (int t = 0; t < kThreadsPerProc; ++t) {
         const int tid = t == 0 ? pid : 100000 + pid * 10 + t;
-        Write(dir / "task" / std::to_string(tid) / "stat", StatLine(tid, ppid, t == 1 ? 'R' : 'S'));
+        const fs::path task = dir / "task" / std::to_string(tid);
+        Write(task / "stat", StatLine(tid, ppid, t == 1 ? 'R' : 'S'));
+        if (!children_files) continue;
+        std::string children;
+        for (int c = 1; c < kTreeSize && t == 0; ++c) {
+          if ((c < 10 ? 1000 : 1001) == pid) children += std::to_string(1000 + c) + " ";
+        }
+        Write(task / "children", children);
       }
     }
   }
@@ -112,7 +120,7 @@ class FixtureTree {
 };
 
 void BM_HostAndTreeFixture(benchmark::State& state) {
-  FixtureTree tree;
+  FixtureTree tree(state.range(0) != 0);
   HostSampler host(tree.Fs());
   ProcessTracker tracker(tree.Fs(), 1000);
   HostSample host_out;
@@ -127,10 +135,10 @@ void BM_HostAndTreeFixture(benchmark::State& state) {
   if (procs.size() != kTreeSize) state.SkipWithError("wrong tree size");
   state.counters["processes"] = static_cast<double>(procs.size());
 }
-BENCHMARK(BM_HostAndTreeFixture)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HostAndTreeFixture)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_HostOnlyFixture(benchmark::State& state) {
-  FixtureTree tree;
+  FixtureTree tree(false);
   HostSampler host(tree.Fs());
   HostSample out;
   int64_t now_ns = 1'000'000'000;

@@ -269,6 +269,20 @@ std::optional<PidStat> ParsePidStat(std::string_view text) {
   return s;
 }
 
+uint32_t AppendPidList(std::string_view text, std::vector<int32_t>& out) {
+  uint32_t bad = 0;
+  size_t pos = 0;
+  for (std::string_view tok = NextToken(text, pos); !tok.empty(); tok = NextToken(text, pos)) {
+    auto pid = ParseWhole<int32_t>(tok);
+    if (pid && *pid > 0) {
+      out.push_back(*pid);
+    } else {
+      ++bad;
+    }
+  }
+  return bad;
+}
+
 void JoinCmdline(std::string_view raw, std::string& out) {
   while (!raw.empty() && raw.back() == '\0') raw.remove_suffix(1);
   out.assign(raw);

@@ -116,6 +116,10 @@ struct PidStat {
 /// Parses /proc/PID/stat (also /proc/PID/task/TID/stat). Empty when truncated or malformed.
 std::optional<PidStat> ParsePidStat(std::string_view text);
 
+/// Appends the pids of a blank-separated list ("123 456 ", /proc/PID/task/TID/children) to `out`.
+/// Returns how many tokens were not pids (skipped).
+uint32_t AppendPidList(std::string_view text, std::vector<int32_t>& out);
+
 /// Writes /proc/PID/cmdline (NUL-separated argv, usually NUL-terminated) into `out` with the
 /// separators as spaces and no trailing space. Reuses `out`'s capacity.
 void JoinCmdline(std::string_view raw, std::string& out);

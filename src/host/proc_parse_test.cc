@@ -1,6 +1,7 @@
 #include "host/proc_parse.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -293,6 +294,32 @@ TEST(ParseCgroupV2Path, Table) {
       {"", std::nullopt},
   };
   for (const Case& c : cases) EXPECT_EQ(ParseCgroupV2Path(c.text), c.want) << c.text;
+}
+
+// /proc/PID/task/TID/children: "pid pid " with a trailing blank, empty for no children.
+TEST(AppendPidList, Table) {
+  struct Case {
+    std::string_view text;
+    std::vector<int32_t> want;
+    uint32_t bad;
+  };
+  const Case cases[] = {
+      {"", {}, 0},
+      {"\n", {}, 0},
+      {"4243 ", {4243}, 0},
+      {"4243 4250 17 ", {4243, 4250, 17}, 0},
+      {"4243 4250", {4243, 4250}, 0},              // no trailing blank
+      {"4243\n4250\n", {4243, 4250}, 0},           // newlines as separators
+      {"12 x 0 -5 99999999999 13 ", {12, 13}, 4},  // hostile: not pids, zero, negative, overflow
+      {"12a 13 ", {13}, 1},                        // truncated mid-write
+  };
+  for (const Case& c : cases) {
+    std::vector<int32_t> out = {1};  // appended to, not cleared
+    EXPECT_EQ(AppendPidList(c.text, out), c.bad) << c.text;
+    std::vector<int32_t> want = {1};
+    want.insert(want.end(), c.want.begin(), c.want.end());
+    EXPECT_EQ(out, want) << c.text;
+  }
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
-// ProcessTracker: the process tree under a root pid, from
-// /proc/[0-9]*/{stat,cmdline,status,io,task}.
+// ProcessTracker: the process tree under a root pid. Found breadth-first from the root over
+// /proc/PID/task/TID/children, or, on kernels without those files, by reading every
+// /proc/[0-9]*/stat; each process then from /proc/PID/{stat,cmdline,status,io,task/*/stat}.
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 #include <utility>
 
 #include "host/file_reader.h"
@@ -16,48 +21,103 @@
 namespace stallscope::host {
 namespace {
 
-// "<pid>/<file>" and "<tid>/stat" paths relative to an open /proc or /proc/PID/task.
-constexpr size_t kPathChars = 64;
+// Paths relative to an open /proc or /proc/PID/task, up to "<pid>/task/<tid>/children".
+constexpr size_t kPathChars = 96;
+
+// Processes whose stat, status, io and children files stay open between samples (re-read with
+// pread: about half the cost of open+read+close). At most 4 fds each, and at most a quarter of
+// the RLIMIT_NOFILE soft limit in all, so the rest of the recorder keeps its fds; further
+// processes open their files on every sample.
+constexpr size_t kMaxKeptFdProcesses = 64;
+constexpr size_t kFdsPerProcess = 4;
 
 struct Link {
   int32_t pid = 0, ppid = 0;
 };
 
-/// CPU time of a process at the previous sample. start_time tells a reused pid apart.
-struct CpuMark {
+/// What is kept of one process from one sample to the next. (pid, start time) names a process:
+/// a reused pid comes with another start time, and then nothing is taken over.
+struct ProcEntry {
   int32_t pid = 0;
   uint64_t start_time_ticks = 0;
-  uint64_t ticks = 0;
+  uint64_t cpu_ticks = 0;      // utime + stime
+  std::string comm;            // comm when cmdline was read: a change means an exec
+  std::string cmdline;         // joined, as in ProcessSample
+  int64_t static_read_ns = 0;  // when cmdline and io_readable were found out
+  bool io_readable = true;     // false: permission denied or no io file; not tried again
+  // Files kept open (procfs only, within the fd budget). A process keeps them while it lives;
+  // a read from them fails with ESRCH once it has exited.
+  bool keep_fds = false;
+  ScopedFd stat_fd, status_fd, io_fd, children_fd;
+
+  void TakeFds(ProcEntry& from) {
+    keep_fds = from.keep_fds;
+    stat_fd = std::move(from.stat_fd);
+    status_fd = std::move(from.status_fd);
+    io_fd = std::move(from.io_fd);
+    children_fd = std::move(from.children_fd);
+  }
+  void CloseFds() {
+    stat_fd = ScopedFd();
+    status_fd = ScopedFd();
+    io_fd = ScopedFd();
+    children_fd = ScopedFd();
+  }
 };
 
 enum class ReadOutcome { kOk, kGone, kMalformed };
+
+bool IsZombie(char state) { return state == 'Z' || state == 'X'; }
 
 }  // namespace
 
 struct ProcessTracker::State {
   FileReader reader;
   NumericDirLister lister;
-  std::vector<int32_t> pids, tids, members;
-  std::vector<Link> links;  // (pid, ppid) of every process on the host
-  std::vector<CpuMark> prev_marks, cur_marks;
-  std::optional<int64_t> prev_ns;
+  std::vector<int32_t> pids, tids;
+  std::vector<int32_t> members;  // the tree in reading order; a walk appends while reading
+  std::vector<int32_t> seen;     // members of a walk, sorted: each process is read once
+  std::vector<Link> links;       // (pid, ppid) of every process on the host (full scan)
+  // prev[0, prev_n): the processes of the last sample, by pid. cur[0, cur_n): this sample's.
+  // Entries are overwritten in place, never destroyed, so their strings keep their capacity.
+  // Entries outside those ranges hold no fds.
+  std::vector<ProcEntry> prev, cur;
+  size_t prev_n = 0, cur_n = 0;
+  std::optional<bool> is_procfs;  // files may be kept open: probed on the first open /proc
+  size_t max_fd_procs = 0;
+  size_t fd_procs_prev = 0;  // entries of prev that keep fds
+  size_t fd_procs_new = 0;   // processes given kept fds in this sample
+  std::optional<int64_t> prev_ns, interval_ns;
+  int64_t now_ns = 0;
+  std::optional<bool> has_children_files;  // probed on the root until known
   double clock_ticks_per_s = 100;
   uint64_t page_bytes = 4096;
   uint64_t malformed = 0;
   char path[kPathChars] = {};
 
+  void BeginSample(int64_t sample_ns);
+  void EndSample();
+  void ProbeProcfs(int proc_fd);
+  int ReadKept(int dir_fd, ScopedFd& fd, bool keep);
+  bool UseChildrenFiles(int proc_fd, int32_t root_pid, TreeDiscovery mode);
   void ScanLinks(int proc_fd);
   void CollectMembers(int32_t root_pid);
+  void StartWalk(int32_t root_pid);
+  void AddChildren(int dir_fd, ScopedFd* kept, bool keep);
   bool IsGone(int err, int proc_fd, int32_t pid);
-  ReadOutcome ReadProcess(int proc_fd, int32_t pid, std::optional<int64_t> interval_ns,
-                          ProcessSample& out);
-  ReadOutcome ReadStat(int proc_fd, int32_t pid, std::optional<int64_t> interval_ns,
-                       ProcessSample& out);
-  ReadOutcome ReadThreadStates(int proc_fd, int32_t pid, ProcessSample& out);
+  ProcEntry* FindPrev(int32_t pid);
+  ReadOutcome ReadProcess(int proc_fd, int32_t pid, bool walk, ProcessSample& out);
+  ReadOutcome ReadStat(int proc_fd, int32_t pid, ProcessSample& out, ProcEntry& entry);
+  ReadOutcome ReadStatic(int proc_fd, const ProcEntry* old, ProcessSample& out, ProcEntry& entry);
+  ReadOutcome ReadCounters(int proc_fd, ProcessSample& out, ProcEntry& entry);
+  ReadOutcome ReadThreads(int proc_fd, bool walk, ProcessSample& out, ProcEntry& entry);
 };
 
-ProcessTracker::ProcessTracker(ProcFs fs, int32_t root_pid)
-    : fs_(std::move(fs)), root_pid_(root_pid), state_(std::make_shared<State>()) {
+ProcessTracker::ProcessTracker(ProcFs fs, int32_t root_pid, TreeDiscovery discovery)
+    : fs_(std::move(fs)),
+      root_pid_(root_pid),
+      discovery_(discovery),
+      state_(std::make_shared<State>()) {
   const long ticks = sysconf(_SC_CLK_TCK);
   if (ticks > 0) state_->clock_ticks_per_s = static_cast<double>(ticks);
   const long page = sysconf(_SC_PAGESIZE);
@@ -68,33 +128,98 @@ uint64_t ProcessTracker::malformed_records() const { return state_->malformed; }
 
 void ProcessTracker::Sample(int64_t now_ns, std::vector<ProcessSample>& out) {
   State& st = *state_;
-  std::optional<int64_t> interval_ns;
-  if (st.prev_ns && now_ns > *st.prev_ns) interval_ns = now_ns - *st.prev_ns;
-  st.prev_ns = now_ns;
-  st.cur_marks.clear();
+  st.BeginSample(now_ns);
+  last_discovery_ = TreeDiscovery::kAuto;
   size_t n = 0;
   ScopedFd proc = OpenDir(AT_FDCWD, fs_.proc_root.c_str());
   if (proc.valid()) {
-    st.ScanLinks(proc.get());
-    st.CollectMembers(root_pid_);
-  } else {
-    st.members.clear();
-  }
-  for (int32_t pid : st.members) {
-    // Entries are overwritten in place so their strings keep their capacity.
-    if (n == out.size()) out.emplace_back();
-    const ReadOutcome outcome = st.ReadProcess(proc.get(), pid, interval_ns, out[n]);
-    if (outcome == ReadOutcome::kMalformed) ++st.malformed;
-    if (outcome == ReadOutcome::kOk) {
-      ++n;
-    } else if (pid == root_pid_) {
-      break;  // the root exited (or is unreadable): an empty tree
+    if (!st.is_procfs) st.ProbeProcfs(proc.get());
+    const bool walk = st.UseChildrenFiles(proc.get(), root_pid_, discovery_);
+    last_discovery_ = walk ? TreeDiscovery::kChildrenFiles : TreeDiscovery::kFullScan;
+    if (walk) {
+      st.StartWalk(root_pid_);
+    } else {
+      st.ScanLinks(proc.get());
+      st.CollectMembers(root_pid_);
+    }
+    // In a walk, members grows while it is read: each process appends its children.
+    for (size_t i = 0; i < st.members.size(); ++i) {
+      const int32_t pid = st.members[i];
+      // Entries are overwritten in place so their strings keep their capacity.
+      if (n == out.size()) out.emplace_back();
+      const ReadOutcome outcome = st.ReadProcess(proc.get(), pid, walk, out[n]);
+      if (outcome == ReadOutcome::kMalformed) ++st.malformed;
+      if (outcome == ReadOutcome::kOk) {
+        ++n;
+      } else if (pid == root_pid_) {
+        break;  // the root exited (or is unreadable): an empty tree
+      }
     }
   }
   out.resize(n);
-  std::sort(st.cur_marks.begin(), st.cur_marks.end(),
-            [](const CpuMark& a, const CpuMark& b) { return a.pid < b.pid; });
-  std::swap(st.prev_marks, st.cur_marks);
+  // A walk reads breadth-first; the contract is root first, then by pid.
+  if (n > 2) {
+    std::sort(out.begin() + 1, out.end(),
+              [](const ProcessSample& a, const ProcessSample& b) { return a.pid < b.pid; });
+  }
+  st.EndSample();
+}
+
+void ProcessTracker::State::BeginSample(int64_t sample_ns) {
+  interval_ns.reset();
+  if (prev_ns && sample_ns > *prev_ns) interval_ns = sample_ns - *prev_ns;
+  prev_ns = sample_ns;
+  now_ns = sample_ns;
+  cur_n = 0;
+  members.clear();
+}
+
+void ProcessTracker::State::EndSample() {
+  // What is still open in prev belongs to processes that are gone (or left the tree).
+  for (size_t i = 0; i < prev_n; ++i) prev[i].CloseFds();
+  std::sort(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(cur_n),
+            [](const ProcEntry& a, const ProcEntry& b) { return a.pid < b.pid; });
+  std::swap(prev, cur);
+  prev_n = cur_n;
+  cur_n = 0;
+  fd_procs_prev = static_cast<size_t>(
+      std::count_if(prev.begin(), prev.begin() + static_cast<std::ptrdiff_t>(prev_n),
+                    [](const ProcEntry& e) { return e.keep_fds; }));
+  fd_procs_new = 0;
+}
+
+void ProcessTracker::State::ProbeProcfs(int proc_fd) {
+  // Only procfs makes a file's content anew on each read from offset 0 and fails the read
+  // once the process is gone; a fixture of regular files does neither.
+  struct statfs sfs {};
+  is_procfs = fstatfs(proc_fd, &sfs) == 0 && sfs.f_type == PROC_SUPER_MAGIC;
+  struct rlimit lim {};
+  const uint64_t fd_limit = getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
+  max_fd_procs =
+      *is_procfs ? std::min<uint64_t>(kMaxKeptFdProcesses, fd_limit / (4 * kFdsPerProcess)) : 0;
+}
+
+int ProcessTracker::State::ReadKept(int dir_fd, ScopedFd& fd, bool keep) {
+  // `path` names the file, relative to `dir_fd`, for the first read.
+  if (fd.valid()) return reader.ReadFd(fd.get());
+  return reader.ReadAt(dir_fd, path, keep ? &fd : nullptr);
+}
+
+bool ProcessTracker::State::UseChildrenFiles(int proc_fd, int32_t root_pid, TreeDiscovery mode) {
+  if (mode != TreeDiscovery::kAuto) return mode == TreeDiscovery::kChildrenFiles;
+  if (!has_children_files) {
+    // The kernel has the files for every task or for none (CONFIG_PROC_CHILDREN); a fixture
+    // without them stands for an older or differently built kernel.
+    FormatTaskPath(path, root_pid, root_pid, "children");
+    struct stat sb {};
+    if (fstatat(proc_fd, path, &sb, 0) == 0) {
+      has_children_files = true;
+    } else if (errno == ENOENT && !IsGone(ENOENT, proc_fd, root_pid)) {
+      has_children_files = false;
+    }
+    // Otherwise the root is gone or unreadable: the scan reports that; probe again next time.
+  }
+  return has_children_files.value_or(false);
 }
 
 void ProcessTracker::State::ScanLinks(int proc_fd) {
@@ -134,6 +259,33 @@ void ProcessTracker::State::CollectMembers(int32_t root_pid) {
   std::sort(members.begin() + 1, members.end());
 }
 
+void ProcessTracker::State::StartWalk(int32_t root_pid) {
+  members.assign(1, root_pid);
+  seen.assign(1, root_pid);
+}
+
+void ProcessTracker::State::AddChildren(int dir_fd, ScopedFd* kept, bool keep) {
+  // `path` names a children file, relative to `dir_fd`; `kept`: where it may stay open. It is
+  // gone when its thread or process exited meanwhile: the children were re-parented, to a
+  // thread of the same process (listed there) or outside. A kept file of a dead process reads
+  // as empty.
+  const int err = kept != nullptr ? ReadKept(dir_fd, *kept, keep) : reader.ReadAt(dir_fd, path);
+  if (err != 0) return;
+  const size_t first = members.size();
+  malformed += AppendPidList(reader.data(), members);
+  // The files are not a consistent snapshot (proc(5)): a process re-parented within the tree
+  // during the walk can be listed twice, and a hand-made fixture can loop. Read each once.
+  size_t unique_end = first;
+  for (size_t i = first; i < members.size(); ++i) {
+    const int32_t pid = members[i];
+    auto it = std::lower_bound(seen.begin(), seen.end(), pid);
+    if (it != seen.end() && *it == pid) continue;
+    seen.insert(it, pid);
+    members[unique_end++] = pid;
+  }
+  members.resize(unique_end);
+}
+
 bool ProcessTracker::State::IsGone(int err, int proc_fd, int32_t pid) {
   // ESRCH: the task died while its file was open. ENOENT: either the process is gone, or this
   // file does not exist for it (no CONFIG_TASK_IO_ACCOUNTING, a fixture): ask whether the
@@ -145,11 +297,23 @@ bool ProcessTracker::State::IsGone(int err, int proc_fd, int32_t pid) {
   return fstatat(proc_fd, path, &st, 0) != 0;
 }
 
-ReadOutcome ProcessTracker::State::ReadStat(int proc_fd, int32_t pid,
-                                            std::optional<int64_t> interval_ns,
-                                            ProcessSample& out) {
+ProcEntry* ProcessTracker::State::FindPrev(int32_t pid) {
+  const auto end = prev.begin() + static_cast<std::ptrdiff_t>(prev_n);
+  auto it = std::lower_bound(prev.begin(), end, pid,
+                             [](const ProcEntry& e, int32_t p) { return e.pid < p; });
+  return it == end || it->pid != pid ? nullptr : &*it;
+}
+
+ReadOutcome ProcessTracker::State::ReadStat(int proc_fd, int32_t pid, ProcessSample& out,
+                                            ProcEntry& entry) {
   FormatPidPath(path, pid, "stat");
-  if (reader.ReadAt(proc_fd, path) != 0) return ReadOutcome::kGone;
+  int err = ReadKept(proc_fd, entry.stat_fd, entry.keep_fds);
+  if (err != 0 && entry.stat_fd.valid()) {
+    // The process of the kept files has exited (ESRCH); the pid may be another one's by now.
+    entry.CloseFds();
+    err = ReadKept(proc_fd, entry.stat_fd, entry.keep_fds);
+  }
+  if (err != 0) return ReadOutcome::kGone;
   auto stat = ParsePidStat(reader.data());
   if (!stat) return ReadOutcome::kMalformed;
   out.pid = pid;
@@ -158,75 +322,140 @@ ReadOutcome ProcessTracker::State::ReadStat(int proc_fd, int32_t pid,
   out.state = stat->state;
   out.rss_bytes = stat->rss_pages * page_bytes;
   out.threads = stat->num_threads;
-  const uint64_t ticks = stat->utime_ticks + stat->stime_ticks;
-  out.cpu_pct.reset();
-  auto prev = std::lower_bound(prev_marks.begin(), prev_marks.end(), pid,
-                               [](const CpuMark& m, int32_t p) { return m.pid < p; });
-  if (interval_ns && prev != prev_marks.end() && prev->pid == pid &&
-      prev->start_time_ticks == stat->start_time_ticks && ticks >= prev->ticks) {
-    // 100 % = one core busy for the whole interval.
-    const double cpu_s = static_cast<double>(ticks - prev->ticks) / clock_ticks_per_s;
-    out.cpu_pct = cpu_s * 1e9 / static_cast<double>(*interval_ns) * 100.0;
-  }
-  cur_marks.push_back({pid, stat->start_time_ticks, ticks});
+  entry.pid = pid;
+  entry.start_time_ticks = stat->start_time_ticks;
+  entry.cpu_ticks = stat->utime_ticks + stat->stime_ticks;
   return ReadOutcome::kOk;
 }
 
-ReadOutcome ProcessTracker::State::ReadThreadStates(int proc_fd, int32_t pid, ProcessSample& out) {
+ReadOutcome ProcessTracker::State::ReadStatic(int proc_fd, const ProcEntry* old, ProcessSample& out,
+                                              ProcEntry& entry) {
+  // argv changes with an exec, which sets comm (unless the new binary has the same name), or
+  // when a program rewrites it (setproctitle): the refresh catches both late rather than never.
+  // An empty cmdline is read again every time: execve sets comm before the new argv is mapped
+  // (fs/exec.c: begin_new_exec, then the binfmt sets arg_start), so a process sampled in that
+  // window reads as empty once. Kernel threads stay empty and cost one read per sample.
+  if (old != nullptr && old->comm == out.comm && !old->cmdline.empty() &&
+      now_ns - old->static_read_ns < kStaticRefreshNs) {
+    entry.comm.assign(old->comm);
+    entry.cmdline.assign(old->cmdline);
+    entry.static_read_ns = old->static_read_ns;
+    entry.io_readable = old->io_readable;
+  } else {
+    FormatPidPath(path, out.pid, "cmdline");
+    const int err = reader.ReadAt(proc_fd, path);
+    if (err != 0 && IsGone(err, proc_fd, out.pid)) return ReadOutcome::kGone;
+    JoinCmdline(err == 0 ? reader.data() : std::string_view(), entry.cmdline);
+    entry.comm.assign(out.comm);
+    entry.static_read_ns = now_ns;
+    entry.io_readable = true;
+  }
+  // A zombie has no memory left to read argv from: empty, as its cmdline file is.
+  if (IsZombie(out.state)) {
+    out.cmdline.clear();
+  } else {
+    out.cmdline.assign(entry.cmdline);
+  }
+  return ReadOutcome::kOk;
+}
+
+ReadOutcome ProcessTracker::State::ReadCounters(int proc_fd, ProcessSample& out, ProcEntry& entry) {
+  // A permission error (another user's process) or a missing file leaves the fields empty.
+  FormatPidPath(path, out.pid, "status");
+  int err = ReadKept(proc_fd, entry.status_fd, entry.keep_fds);
+  if (err != 0 && IsGone(err, proc_fd, out.pid)) return ReadOutcome::kGone;
+  out.voluntary_ctxt_switches = FindU64Field(reader.data(), "voluntary_ctxt_switches");
+  out.nonvoluntary_ctxt_switches = FindU64Field(reader.data(), "nonvoluntary_ctxt_switches");
+
+  out.read_bytes.reset();
+  out.write_bytes.reset();
+  if (!entry.io_readable) return ReadOutcome::kOk;
+  FormatPidPath(path, out.pid, "io");
+  err = ReadKept(proc_fd, entry.io_fd, entry.keep_fds);
+  if (err != 0) {
+    if (IsGone(err, proc_fd, out.pid)) return ReadOutcome::kGone;
+    // io checks ptrace access on every read: a kept file can turn unreadable (setuid exec).
+    entry.io_fd = ScopedFd();
+    entry.io_readable = false;  // until the next refresh of the static fields
+    return ReadOutcome::kOk;
+  }
+  out.read_bytes = FindU64Field(reader.data(), "read_bytes");
+  out.write_bytes = FindU64Field(reader.data(), "write_bytes");
+  return ReadOutcome::kOk;
+}
+
+ReadOutcome ProcessTracker::State::ReadThreads(int proc_fd, bool walk, ProcessSample& out,
+                                               ProcEntry& entry) {
+  const int32_t pid = out.pid;
   out.threads_running = 0;
   out.threads_blocked = 0;
-  FormatPidPath(path, pid, "task");
-  ScopedFd task_dir = OpenDir(proc_fd, path);
-  const int err = task_dir.valid() ? lister.List(task_dir.get(), ".", tids) : errno;
-  if (err != 0) {
-    if (IsGone(err, proc_fd, pid)) return ReadOutcome::kGone;
-    // No task list: the main thread's state is the best we know.
+  int err = 0;
+  ScopedFd task_dir;
+  if (out.threads > 1) {
+    FormatPidPath(path, pid, "task");
+    task_dir = OpenDir(proc_fd, path);
+    err = task_dir.valid() ? lister.List(task_dir.get(), ".", tids) : errno;
+    if (err != 0 && IsGone(err, proc_fd, pid)) return ReadOutcome::kGone;
+  }
+  if (out.threads <= 1 || err != 0) {
+    // One thread: the process state is its state, and its tid is the pid. (Also the best we
+    // know when the task list cannot be read.)
     out.threads_running = out.state == 'R' ? 1 : 0;
     out.threads_blocked = out.state == 'D' ? 1 : 0;
+    if (walk) {
+      FormatTaskPath(path, pid, pid, "children");
+      AddChildren(proc_fd, &entry.children_fd, entry.keep_fds);
+    }
     return ReadOutcome::kOk;
   }
   for (int32_t tid : tids) {
     FormatPidPath(path, tid, "stat");
     if (reader.ReadAt(task_dir.get(), path) != 0) continue;  // the thread exited
-    auto stat = ParsePidStat(reader.data());
-    if (!stat) continue;
-    if (stat->state == 'R') ++out.threads_running;
-    if (stat->state == 'D') ++out.threads_blocked;
+    if (auto stat = ParsePidStat(reader.data())) {
+      if (stat->state == 'R') ++out.threads_running;
+      if (stat->state == 'D') ++out.threads_blocked;
+    }
+    // A child forked by a thread is listed under that thread, not under the main thread.
+    if (walk) {
+      FormatPidPath(path, tid, "children");
+      AddChildren(task_dir.get(), nullptr, false);
+    }
   }
   return ReadOutcome::kOk;
 }
 
-ReadOutcome ProcessTracker::State::ReadProcess(int proc_fd, int32_t pid,
-                                               std::optional<int64_t> interval_ns,
+ReadOutcome ProcessTracker::State::ReadProcess(int proc_fd, int32_t pid, bool walk,
                                                ProcessSample& out) {
-  const size_t marks_before = cur_marks.size();
-  ReadOutcome outcome = ReadStat(proc_fd, pid, interval_ns, out);
-  if (outcome != ReadOutcome::kOk) return outcome;
-  auto drop = [&] {
-    cur_marks.resize(marks_before);
-    return ReadOutcome::kGone;
-  };
-
-  FormatPidPath(path, pid, "cmdline");
-  int err = reader.ReadAt(proc_fd, path);
-  if (err != 0 && IsGone(err, proc_fd, pid)) return drop();
-  JoinCmdline(err == 0 ? reader.data() : std::string_view(), out.cmdline);
-
-  // A permission error (another user's process) or a missing file leaves the fields empty.
-  FormatPidPath(path, pid, "status");
-  err = reader.ReadAt(proc_fd, path);
-  if (err != 0 && IsGone(err, proc_fd, pid)) return drop();
-  out.voluntary_ctxt_switches = FindU64Field(reader.data(), "voluntary_ctxt_switches");
-  out.nonvoluntary_ctxt_switches = FindU64Field(reader.data(), "nonvoluntary_ctxt_switches");
-
-  FormatPidPath(path, pid, "io");
-  err = reader.ReadAt(proc_fd, path);
-  if (err != 0 && IsGone(err, proc_fd, pid)) return drop();
-  out.read_bytes = FindU64Field(reader.data(), "read_bytes");
-  out.write_bytes = FindU64Field(reader.data(), "write_bytes");
-
-  if (ReadThreadStates(proc_fd, pid, out) == ReadOutcome::kGone) return drop();
-  return ReadOutcome::kOk;
+  // cur[cur_n] is taken into this sample's entries only once the whole process was read.
+  if (cur_n == cur.size()) cur.emplace_back();
+  ProcEntry& entry = cur[cur_n];
+  ProcEntry* old = FindPrev(pid);
+  if (old != nullptr) {
+    entry.TakeFds(*old);
+  } else {
+    entry.keep_fds = fd_procs_prev + fd_procs_new < max_fd_procs;
+    if (entry.keep_fds) ++fd_procs_new;
+  }
+  ReadOutcome outcome = ReadStat(proc_fd, pid, out, entry);
+  // A reused pid is a new process: nothing of the old one is taken over.
+  if (old != nullptr && old->start_time_ticks != entry.start_time_ticks) old = nullptr;
+  out.cpu_pct.reset();
+  if (outcome == ReadOutcome::kOk && interval_ns && old != nullptr &&
+      entry.cpu_ticks >= old->cpu_ticks) {
+    // 100 % = one core busy for the whole interval.
+    const double cpu_s = static_cast<double>(entry.cpu_ticks - old->cpu_ticks) / clock_ticks_per_s;
+    out.cpu_pct = cpu_s * 1e9 / static_cast<double>(*interval_ns) * 100.0;
+  }
+  if (outcome == ReadOutcome::kOk) outcome = ReadStatic(proc_fd, old, out, entry);
+  if (outcome == ReadOutcome::kOk) outcome = ReadCounters(proc_fd, out, entry);
+  if (outcome == ReadOutcome::kOk) outcome = ReadThreads(proc_fd, walk, out, entry);
+  if (outcome == ReadOutcome::kOk) {
+    ++cur_n;
+  } else {
+    entry.CloseFds();  // keeps the invariant: no fds outside [0, cur_n)
+    entry.keep_fds = false;
+  }
+  return outcome;
 }
 
 }  // namespace stallscope::host

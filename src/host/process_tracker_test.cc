@@ -1,10 +1,18 @@
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,6 +50,31 @@ std::string StatLine(int pid, std::string_view comm, char state, int ppid, int u
   return std::to_string(pid) + " (" + std::string(comm) + ") " + state + " " +
          std::to_string(ppid) + " 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
          std::to_string(stime) + " 0 0 20 0 1 0 " + std::to_string(start) + " 1000 10 0 0\n";
+}
+
+std::vector<int32_t> Pids(const std::vector<ProcessSample>& procs) {
+  std::vector<int32_t> pids;
+  for (const auto& p : procs) pids.push_back(p.pid);
+  return pids;
+}
+
+/// Every field the tracker fills, compared one by one.
+void ExpectSameProcess(const ProcessSample& a, const ProcessSample& b) {
+  SCOPED_TRACE(a.pid);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.ppid, b.ppid);
+  EXPECT_EQ(a.comm, b.comm);
+  EXPECT_EQ(a.cmdline, b.cmdline);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.cpu_pct, b.cpu_pct);
+  EXPECT_EQ(a.rss_bytes, b.rss_bytes);
+  EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.read_bytes, b.read_bytes);
+  EXPECT_EQ(a.write_bytes, b.write_bytes);
+  EXPECT_EQ(a.voluntary_ctxt_switches, b.voluntary_ctxt_switches);
+  EXPECT_EQ(a.nonvoluntary_ctxt_switches, b.nonvoluntary_ctxt_switches);
+  EXPECT_EQ(a.threads_running, b.threads_running);
+  EXPECT_EQ(a.threads_blocked, b.threads_blocked);
 }
 
 // The node_a tree under the python job (pid 100). See tests/data/proc/node_a.
@@ -188,26 +221,126 @@ TEST(ProcessTracker, MissingProcRootGivesEmptyTree) {
   EXPECT_TRUE(out.empty());
 }
 
-/// Spawns `sh -c "sleep 30 & wait"` in its own process group; kills the group on destruction.
-class ShellWithChild {
+// node_a has no children files, like a kernel without CONFIG_PROC_CHILDREN: kAuto falls back to
+// the full scan. Forced children files then find the root only (documented).
+TEST(ProcessTracker, DiscoveryWithoutChildrenFilesTable) {
+  struct Case {
+    TreeDiscovery mode;
+    TreeDiscovery want_used;
+    std::vector<int32_t> want_pids;
+  };
+  const Case cases[] = {
+      {TreeDiscovery::kAuto, TreeDiscovery::kFullScan, {100, 200, 201, 300}},
+      {TreeDiscovery::kFullScan, TreeDiscovery::kFullScan, {100, 200, 201, 300}},
+      {TreeDiscovery::kChildrenFiles, TreeDiscovery::kChildrenFiles, {100}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.mode));
+    ProcessTracker tracker(NodeA(), 100, c.mode);
+    EXPECT_EQ(tracker.last_discovery(), TreeDiscovery::kAuto);  // nothing sampled yet
+    std::vector<ProcessSample> out;
+    tracker.Sample(kT0, out);
+    EXPECT_EQ(tracker.last_discovery(), c.want_used);
+    EXPECT_EQ(Pids(out), c.want_pids);
+    EXPECT_EQ(tracker.malformed_records(), 0u);
+  }
+}
+
+// node_a with children files as a kernel with CONFIG_PROC_CHILDREN writes them. 201 was forked
+// by thread 150 of the root, so only that thread lists it. 700 names 100 as its parent in its
+// stat but no children file lists it: the scan finds it, the walk does not.
+TEST(ProcessTracker, ChildrenFilesOnFixture) {
+  TempDir tmp;
+  const fs::path proc = tmp.path() / "proc";
+  CopyFixture("proc/node_a", proc);
+  WriteFile(proc / "100/task/100/children", "200 ");
+  WriteFile(proc / "100/task/150/children", "201 ");
+  WriteFile(proc / "100/task/151/children", "");
+  // 201 listed again (re-parented during a walk) and a token that is not a pid.
+  WriteFile(proc / "200/task/200/children", "300 201 x ");
+  WriteFile(proc / "300/task/300/children", "100 ");  // a loop to the root: hand-made only
+  WriteFile(proc / "700/stat", StatLine(700, "stray", 'S', 100, 1, 1, 8000));
+
+  ProcessTracker walk(FixtureFs(tmp.path()), 100);
+  std::vector<ProcessSample> walked;
+  walk.Sample(kT0, walked);
+  EXPECT_EQ(walk.last_discovery(), TreeDiscovery::kChildrenFiles);
+  EXPECT_EQ(Pids(walked), (std::vector<int32_t>{100, 200, 201, 300}));
+  EXPECT_EQ(walk.malformed_records(), 1u);  // "x"
+
+  ProcessTracker scan(FixtureFs(tmp.path()), 100, TreeDiscovery::kFullScan);
+  std::vector<ProcessSample> scanned;
+  scan.Sample(kT0, scanned);
+  EXPECT_EQ(Pids(scanned), (std::vector<int32_t>{100, 200, 201, 300, 700}));
+  for (size_t i = 0; i < walked.size(); ++i) ExpectSameProcess(walked[i], scanned[i]);
+}
+
+// cmdline is read again only after an exec (comm changed), a pid reuse (start time changed) or
+// kStaticRefreshNs; so is a missing io file. Steps run in order on one tracker.
+TEST(ProcessTracker, StaticFieldsCacheTable) {
+  static_assert(ProcessTracker::kStaticRefreshNs == 10 * kNsPerSec);
+  TempDir tmp;
+  const fs::path proc = tmp.path() / "proc";
+  CopyFixture("proc/node_a", proc);
+  ProcessTracker tracker(FixtureFs(tmp.path()), 100);
+  std::vector<ProcessSample> out;
+  tracker.Sample(kT0, out);
+  ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
+  ASSERT_EQ(out[1].cmdline, "worker -n 3");
+  ASSERT_FALSE(out[2].read_bytes);  // 201 has no io file
+  WriteFile(proc / "201" / "io", "read_bytes: 7\nwrite_bytes: 8\n");
+
+  struct Step {
+    const char* what;
+    int64_t at_s;              // since kT0
+    std::string stat_200;      // the new /proc/200/stat; empty: unchanged
+    std::string cmdline_200;   // the new /proc/200/cmdline
+    std::string want_cmdline;  // of 200
+    bool want_cpu;             // a CPU delta for 200: taken as the same process
+    bool want_io_201;          // 201's new io file seen
+  };
+  const Step steps[] = {
+      {"argv rewritten, same process: cached", 1, "", "worker -n 4", "worker -n 3", true, false},
+      {"pid reused: same comm, other start time", 2, StatLine(200, "a) (b", 'R', 100, 1, 1, 6500),
+       "fresh", "fresh", false, false},
+      {"exec: comm changed, same start time", 3, StatLine(200, "b", 'R', 100, 2, 2, 6500), "exec",
+       "exec", true, false},
+      {"argv rewritten again: cached", 9, "", "renamed", "exec", true, false},
+      {"10 s after the last read: read again", 13, "", "renamed", "renamed", true, true},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.what);
+    if (!step.stat_200.empty()) WriteFile(proc / "200" / "stat", step.stat_200);
+    WriteFile(proc / "200" / "cmdline", step.cmdline_200);
+    tracker.Sample(kT0 + step.at_s * kNsPerSec, out);
+    ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
+    EXPECT_EQ(out[1].cmdline, step.want_cmdline);
+    EXPECT_EQ(out[1].cpu_pct.has_value(), step.want_cpu);
+    EXPECT_EQ(out[2].read_bytes.has_value(), step.want_io_201);
+    EXPECT_EQ(out[0].cmdline, "python train.py --epochs 10");
+  }
+}
+
+/// Spawns `/bin/sh -c <script>` in its own process group; kills the group on destruction.
+class SpawnedShell {
  public:
-  ShellWithChild() {
+  explicit SpawnedShell(const char* script) {
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attr, 0);
-    const char* argv[] = {"/bin/sh", "-c", "sleep 30 & wait", nullptr};
+    const char* argv[] = {"/bin/sh", "-c", script, nullptr};
     const int rc = posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char**>(argv), environ);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) pid_ = 0;
   }
-  ~ShellWithChild() {
+  ~SpawnedShell() {
     if (pid_ <= 0) return;
-    kill(-pid_, SIGKILL);  // the group we created: sh and its sleep
+    kill(-pid_, SIGKILL);  // the group we created: sh and its children
     waitpid(pid_, nullptr, 0);
   }
-  ShellWithChild(const ShellWithChild&) = delete;
-  ShellWithChild& operator=(const ShellWithChild&) = delete;
+  SpawnedShell(const SpawnedShell&) = delete;
+  SpawnedShell& operator=(const SpawnedShell&) = delete;
 
   pid_t pid() const { return pid_; }
 
@@ -216,7 +349,7 @@ class ShellWithChild {
 };
 
 TEST(ProcessTrackerLive, SpawnedShellAndItsChild) {
-  ShellWithChild shell;
+  SpawnedShell shell("sleep 30 & wait");
   ASSERT_GT(shell.pid(), 0);
   SystemClock clock;
   ProcessTracker tracker(ProcFs{}, shell.pid());
@@ -252,6 +385,196 @@ TEST(ProcessTrackerLive, SelfIsRootWithThreads) {
   EXPECT_EQ(out[0].state, 'R');  // we are reading our own stat
   EXPECT_GE(out[0].threads_running, 1u);
   EXPECT_TRUE(out[0].read_bytes);  // our own io file is readable
+}
+
+/// A thread of this process that spawns `sleep 30` and lives until destruction, so that the
+/// child stays listed in that thread's children file (and not the main thread's).
+class ThreadWithChild {
+ public:
+  ThreadWithChild() : thread_([this] { Run(); }) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return started_; });
+  }
+  ~ThreadWithChild() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  ThreadWithChild(const ThreadWithChild&) = delete;
+  ThreadWithChild& operator=(const ThreadWithChild&) = delete;
+
+  pid_t child() const { return child_; }
+  pid_t tid() const { return tid_; }
+
+ private:
+  void Run() {
+    const char* argv[] = {"/bin/sleep", "30", nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+      pid = 0;
+    }
+    std::unique_lock lock(mu_);
+    child_ = pid;
+    tid_ = static_cast<pid_t>(syscall(SYS_gettid));
+    started_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return stop_; });
+    if (child_ > 0) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false, stop_ = false;
+  pid_t child_ = 0, tid_ = 0;
+  std::thread thread_;  // last: runs once the members above exist
+};
+
+std::vector<int32_t> ReadPidList(const std::string& path) {
+  std::ifstream in(path);
+  return std::vector<int32_t>(std::istream_iterator<int32_t>(in), std::istream_iterator<int32_t>());
+}
+
+bool Contains(const std::vector<int32_t>& pids, int32_t pid) {
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
+}
+
+bool HasChildrenFiles() {
+  return fs::exists("/proc/self/task/" + std::to_string(getpid()) + "/children");
+}
+
+TEST(ProcessTrackerLive, ChildOfNonMainThreadIsFound) {
+  if (!HasChildrenFiles()) GTEST_SKIP() << "kernel without CONFIG_PROC_CHILDREN";
+  ThreadWithChild thread;
+  ASSERT_GT(thread.child(), 0);
+  // The premise: the kernel lists the child under the thread that spawned it, only.
+  const std::string task = "/proc/self/task/";
+  EXPECT_TRUE(
+      Contains(ReadPidList(task + std::to_string(thread.tid()) + "/children"), thread.child()));
+  EXPECT_FALSE(
+      Contains(ReadPidList(task + std::to_string(getpid()) + "/children"), thread.child()));
+
+  ProcessTracker tracker(ProcFs{}, getpid(), TreeDiscovery::kChildrenFiles);
+  std::vector<ProcessSample> out;
+  auto child = out.end();
+  // posix_spawn returns once exec has begun, possibly before the new argv is mapped (then
+  // cmdline reads empty, and is read again on the next sample): wait up to 5 s.
+  for (int i = 0; i < 500; ++i) {
+    tracker.Sample(SystemClock().MonotonicNs(), out);
+    child = std::find_if(out.begin(), out.end(),
+                         [&](const ProcessSample& p) { return p.pid == thread.child(); });
+    ASSERT_NE(child, out.end());
+    if (!child->cmdline.empty()) break;
+    usleep(10 * 1000);
+  }
+  EXPECT_EQ(tracker.last_discovery(), TreeDiscovery::kChildrenFiles);
+  EXPECT_EQ(child->ppid, getpid());
+  EXPECT_EQ(child->cmdline, "/bin/sleep 30");
+  EXPECT_GE(out[0].threads, 2u);
+}
+
+// The walk and the scan find the same processes with the same values: a child of a non-main
+// thread, and a shell with two children and a subshell with its own child.
+TEST(ProcessTrackerLive, DiscoveryModesAgree) {
+  if (!HasChildrenFiles()) GTEST_SKIP() << "kernel without CONFIG_PROC_CHILDREN";
+  ThreadWithChild thread;
+  SpawnedShell shell("sleep 30 & sleep 30 & (sleep 30 & wait) & wait");
+  ASSERT_GT(thread.child(), 0);
+  ASSERT_GT(shell.pid(), 0);
+  SystemClock clock;
+  ProcessTracker walk(ProcFs{}, getpid());
+  ProcessTracker scan(ProcFs{}, getpid(), TreeDiscovery::kFullScan);
+  std::vector<ProcessSample> walked, scanned;
+  // Self, the thread's sleep, sh, its two sleeps, the subshell and its sleep; wait up to 5 s for
+  // the shells to fork and exec them.
+  auto sleeps = [](const std::vector<ProcessSample>& procs) {
+    return std::count_if(procs.begin(), procs.end(),
+                         [](const ProcessSample& p) { return p.comm == "sleep"; });
+  };
+  for (int i = 0; i < 500; ++i) {
+    scan.Sample(clock.MonotonicNs(), scanned);
+    if (scanned.size() == 7 && sleeps(scanned) == 4) break;
+    usleep(10 * 1000);
+  }
+  ASSERT_EQ(scanned.size(), 7u);
+  // States and counters move between two reads; the tree and what names it do not.
+  auto tree = [](const std::vector<ProcessSample>& procs) {
+    std::vector<std::tuple<int32_t, int32_t, std::string, std::string, uint32_t>> rows;
+    for (const auto& p : procs) rows.emplace_back(p.pid, p.ppid, p.comm, p.cmdline, p.threads);
+    return rows;
+  };
+  for (int i = 0; i < 3; ++i) {
+    const int64_t now_ns = clock.MonotonicNs();
+    walk.Sample(now_ns, walked);
+    scan.Sample(now_ns, scanned);
+    EXPECT_EQ(walk.last_discovery(), TreeDiscovery::kChildrenFiles);
+    EXPECT_EQ(tree(walked), tree(scanned));
+  }
+  EXPECT_EQ(walk.malformed_records(), 0u);
+  EXPECT_EQ(scan.malformed_records(), 0u);
+}
+
+size_t CountOpenFds() {
+  return static_cast<size_t>(
+      std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
+}
+
+int64_t ProcessCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * kNsPerSec + ts.tv_nsec;
+}
+
+// On procfs the per-process files stay open between samples: they must give fresh values, show
+// a process turning zombie and then vanishing, and be closed with the tracker.
+TEST(ProcessTrackerLive, KeptFilesAreFreshAndClosed) {
+  const size_t fds_before = CountOpenFds();
+  SystemClock clock;
+  {
+    ProcessTracker self(ProcFs{}, getpid());
+    std::vector<ProcessSample> out;
+    self.Sample(clock.MonotonicNs(), out);
+    const int64_t busy_until = ProcessCpuNs() + 60'000'000;  // 60 ms: several clock ticks
+    while (ProcessCpuNs() < busy_until) {
+    }
+    self.Sample(clock.MonotonicNs(), out);
+    ASSERT_FALSE(out.empty());
+    ASSERT_TRUE(out[0].cpu_pct);
+    EXPECT_GT(*out[0].cpu_pct, 0.0);
+  }
+  {
+    SpawnedShell shell("sleep 30 & sleep 30 & wait");
+    ASSERT_GT(shell.pid(), 0);
+    ProcessTracker tracker(ProcFs{}, shell.pid());
+    std::vector<ProcessSample> out;
+    auto sample_until = [&](auto done) {
+      for (int i = 0; i < 500; ++i) {
+        tracker.Sample(clock.MonotonicNs(), out);
+        if (done()) return true;
+        usleep(10 * 1000);
+      }
+      return false;
+    };
+    ASSERT_TRUE(sample_until(
+        [&] { return out.size() == 3 && out[1].comm == "sleep" && out[2].comm == "sleep"; }));
+    const int32_t victim = out[1].pid;
+    EXPECT_EQ(out[1].cmdline, "sleep 30");
+    // With the shell stopped the killed sleep stays a zombie; once it runs, it reaps it.
+    kill(shell.pid(), SIGSTOP);
+    kill(victim, SIGKILL);
+    ASSERT_TRUE(sample_until([&] { return out.size() == 3 && out[1].state == 'Z'; }));
+    EXPECT_EQ(out[1].pid, victim);
+    EXPECT_EQ(out[1].cmdline, "");
+    kill(shell.pid(), SIGCONT);
+    ASSERT_TRUE(sample_until([&] { return out.size() == 2; }));
+    EXPECT_FALSE(Contains(Pids(out), victim));
+  }
+  EXPECT_EQ(CountOpenFds(), fds_before);
 }
 
 }  // namespace
