@@ -1,6 +1,7 @@
 #include "base/clock.h"
 
 #include <cerrno>
+#include <chrono>
 #include <ctime>
 
 namespace stallscope {
@@ -24,6 +25,13 @@ void SystemClock::SleepUntil(int64_t deadline_ns) {
   // Absolute sleep: no drift across iterations; restart when a signal interrupts it.
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
+}
+
+void SystemClock::SleepUntil(int64_t deadline_ns, StopFlag& stop) {
+  std::unique_lock<std::mutex> lock(stop.mu_);
+  // libstdc++'s steady_clock is CLOCK_MONOTONIC, the clock deadlines are in.
+  auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns));
+  stop.cv_.wait_until(lock, deadline, [&] { return stop.stop_.load(std::memory_order_relaxed); });
 }
 
 }  // namespace stallscope

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,11 +26,12 @@ class JsonWriter {
   JsonWriter& BeginArray() { return Open('['); }
   JsonWriter& EndArray() { return Close(']'); }
 
-  /// Writes `"key":` (the next value follows).
+  /// Writes `"key":` (the next value follows). Keys are our own ASCII names: not escaped.
   JsonWriter& Key(std::string_view key) {
     Separate();
-    AppendJsonString(out_, key);
-    out_.push_back(':');
+    out_.push_back('"');
+    out_.append(key);
+    out_.append("\":", 2);
     after_key_ = true;
     return *this;
   }
@@ -53,7 +55,12 @@ class JsonWriter {
     requires std::is_integral_v<T>
   JsonWriter& Int(T v) {
     Separate();
-    fmt::format_to(std::back_inserter(out_), "{}", v);
+    if constexpr (std::is_same_v<T, bool>) {
+      out_ += v ? "true" : "false";
+    } else {
+      fmt::format_int text(v);  // no format-string parsing: this runs per field per sample
+      out_.append(text.data(), text.size());
+    }
     return *this;
   }
   /// A float with `decimals` digits after the point; NaN/inf become null (JSON has neither).
@@ -62,7 +69,13 @@ class JsonWriter {
     if (v != v || v > 1e300 || v < -1e300) {
       out_ += "null";
     } else {
-      fmt::format_to(std::back_inserter(out_), "{:.{}f}", v, decimals);
+      char buf[352];  // fixed notation of |v| <= 1e300 with up to 20 decimals fits
+      auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed, decimals);
+      if (ec == std::errc()) {
+        out_.append(buf, static_cast<size_t>(end - buf));
+      } else {
+        out_ += "null";
+      }
     }
     return *this;
   }

@@ -35,7 +35,7 @@ int Run(int argc, char** argv) {
   record->footer(
       "Examples:\n  stallscope record --duration 60s -o run.jsonl\n"
       "  stallscope record -i 500ms -- python train.py --epochs 1\n"
-      "With a command, the recording ends when it exits and its exit code is returned.");
+      "With a command, the recording ends when it exits and its exit code is returned.\n");
   AddSamplingFlags(record, rec.sampling);
 
   TopOptions top;
@@ -66,7 +66,7 @@ int Run(int argc, char** argv) {
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
       "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
-      "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.");
+      "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.\n");
   AddSamplingFlags(run_cmd, run.sampling);
 
   DiagnoseOptions diag;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -33,22 +34,28 @@ struct Deadlines {
 /// Waits in the main thread for the end of the recording: the command's exit, the duration, the
 /// followed PID's exit, or a signal (forwarded to the command when there is one).
 std::optional<int> WaitForEnd(ChildProcess* child, int32_t pid, const Deadlines& d, const Clock& clock,
-                              std::atomic<bool>& stop) {
+                              StopFlag& stop) {
   for (;;) {
-    int sig = WaitSignal(100'000'000);
+    // SIGCHLD and termination signals end the wait at once; otherwise wake once a second (to
+    // notice a --pid exit) or at the end of --duration.
+    int64_t timeout = kNsPerSec;
+    if (d.duration_ns > 0 && !stop.requested()) {
+      timeout = std::clamp<int64_t>(d.start_ns + d.duration_ns - clock.MonotonicNs(), 1, kNsPerSec);
+    }
+    int sig = WaitSignal(timeout);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       if (child == nullptr) return std::nullopt;  // Ctrl-C ends a plain recording normally
       child->Signal(sig);                         // the command decides; we record its end
     }
     if (child != nullptr) {
       if (auto code = child->Poll()) return code;
-    } else if (stop.load() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)) {
+    } else if (stop.requested() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)) {
       return std::nullopt;
     }
     if (d.duration_ns > 0 && clock.MonotonicNs() - d.start_ns >= d.duration_ns) {
       if (child == nullptr) return std::nullopt;
       // The recording ends; the command keeps running and its exit code is still returned.
-      stop.store(true);
+      stop.Request();
     }
   }
 }
@@ -104,7 +111,7 @@ int RunRecord(const RecordOptions& o) {
   std::optional<host::ProcessTracker> tracker;
   if (root > 0) tracker.emplace(machine.fs, root);
   sample::Sampler sampler(*machine.gpus, host_sampler, tracker ? &*tracker : nullptr, clock);
-  std::atomic<bool> stop{false};
+  StopFlag stop;
   std::string write_error;
   std::vector<bool> was_lost(machine.gpus->DeviceCount(), false);
   std::thread sampling([&] {
@@ -119,11 +126,11 @@ int RunRecord(const RecordOptions& o) {
       if (!st.ok()) write_error = st.error().message;
       return st.ok();
     });
-    stop.store(true);
+    stop.Request();
   });
   deadlines.start_ns = clock.MonotonicNs();
   std::optional<int> exit_code = WaitForEnd(child ? &*child : nullptr, o.pid, deadlines, clock, stop);
-  stop.store(true);
+  stop.Request();
   sampling.join();
   if (!write_error.empty()) {
     fmt::print(stderr, "stallscope record: {}\n", write_error);

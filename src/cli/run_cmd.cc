@@ -190,7 +190,7 @@ int RunRun(const RunOptions& o) {
   host::HostSampler host_sampler(machine.fs);
   host::ProcessTracker tracker(machine.fs, child->pid());
   sample::Sampler sampler(*machine.gpus, host_sampler, &tracker, clock);
-  std::atomic<bool> stop{false};
+  StopFlag stop;
   std::mutex latest_mu;
   sample::Sample latest;
   std::thread sampling([&] {
@@ -244,7 +244,7 @@ int RunRun(const RunOptions& o) {
   }
   // The job is gone: read what its processes left, then stop sampling.
   drain(phase::DrainMode::kFinal);
-  stop.store(true);
+  stop.Request();
   sampling.join();
   meta.end_mono_ns = clock.MonotonicNs();
   meta.exit_code = *exit_code;

@@ -147,10 +147,13 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     out += "Counters  " + syncs + "\n";
   }
   if (r.phases.outside_steps_s > 0.0005) out += fmt::format("Outside steps (setup, final save): {}\n", Seconds(r.phases.outside_steps_s));
-  if (!r.loaders.empty()) out += "\n" + LoaderLines(r.loaders);
+  if (!r.loaders.empty()) {
+    out += '\n';  // (not "\n" + string: GCC 12 -O3 warns falsely, -Wrestrict)
+    out += LoaderLines(r.loaders);
+  }
   out += ProcessTable(r.processes);
   out += MachineLines(r);
-  for (const auto& w : r.warnings) out += "warning: " + w + "\n";
+  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
   if (r.phases.lost_records > 0) out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
   out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", r.dir);
   return out;

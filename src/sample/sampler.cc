@@ -22,12 +22,11 @@ void Sampler::SampleOnce(Sample& out) {
   }
 }
 
-void Sampler::Run(int64_t interval_ns, const std::atomic<bool>& stop, const Sink& sink,
-                  int64_t max_samples) {
+void Sampler::Run(int64_t interval_ns, StopFlag& stop, const Sink& sink, int64_t max_samples) {
   interval_ns = std::max(interval_ns, kMinIntervalNs);
   Sample sample;
   int64_t next = clock_.MonotonicNs();
-  for (int64_t n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+  for (int64_t n = 0; !stop.requested(); ++n) {
     if (max_samples > 0 && n >= max_samples) break;
     SampleOnce(sample);
     if (!sink(sample)) break;
@@ -35,10 +34,7 @@ void Sampler::Run(int64_t interval_ns, const std::atomic<bool>& stop, const Sink
     // Fell behind (a slow NVML call, a suspended process): skip missed ticks, keep the grid.
     int64_t now = clock_.MonotonicNs();
     if (next < now) next += ((now - next) / interval_ns + 1) * interval_ns;
-    // Sleep in short slices so a stop request is honoured within ~50 ms.
-    while (!stop.load(std::memory_order_relaxed) && clock_.MonotonicNs() < next) {
-      clock_.SleepUntil(std::min(next, clock_.MonotonicNs() + kMinIntervalNs));
-    }
+    clock_.SleepUntil(next, stop);
   }
 }
 

@@ -28,10 +28,10 @@ class Sampler {
   /// Called with each sample; returns false to stop.
   using Sink = std::function<bool(const Sample&)>;
 
-  /// Samples every `interval_ns` (aligned to an absolute schedule, no drift) until `stop` is set,
-  /// `sink` returns false, or `max_samples` (> 0) samples were taken. Reuses one Sample.
-  void Run(int64_t interval_ns, const std::atomic<bool>& stop, const Sink& sink,
-           int64_t max_samples = 0);
+  /// Samples every `interval_ns` (aligned to an absolute schedule, no drift) until `stop` is
+  /// requested (it ends the sleep at once), `sink` returns false, or `max_samples` (> 0) samples
+  /// were taken. Reuses one Sample; sleeps without polling between samples.
+  void Run(int64_t interval_ns, StopFlag& stop, const Sink& sink, int64_t max_samples = 0);
 
  private:
   gpu::GpuBackend& gpus_;
