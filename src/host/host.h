@@ -88,11 +88,27 @@ struct ProcessSample {
 
 /// Samples whole-host metrics. Keeps previous counters to compute rates; the first call gives
 /// levels only (rates empty). Not thread-safe.
+///
+/// Per sample it reads /proc/{stat,meminfo,loadavg,diskstats,pressure/*} and the cgroup's
+/// cpu.max, cpu.stat and memory.max (the cgroup is found once, on the first sample), and
+/// statfs()s /dev/shm. On procfs and cgroupfs those files stay open (up to 10 fds) and are
+/// re-read with pread from offset 0, which makes their content anew: one syscall per file
+/// instead of open, read, read, close. A kept file whose read fails is closed and opened again
+/// on the next sample. Files on other filesystems (fixtures) are opened on every sample, so a
+/// file rewritten or replaced by rename between samples is seen. A file that cannot be opened
+/// because it is not there (ENOENT, ENOTDIR, EOPNOTSUPP, EACCES, EPERM: no PSI before Linux
+/// 4.20 or with psi=0, no cgroup v2 files on a v1 host) is not tried again for kReprobeNs.
+/// Each disk is classified (whole disk or not, by /sys/block/NAME) once, when first seen.
 class HostSampler {
  public:
   explicit HostSampler(ProcFs fs);
-  /// Reads everything readable into `out` (cleared first). `now_ns`: monotonic time, for rates.
+  /// Reads everything readable into `out` (cleared first). `now_ns`: monotonic time, for rates
+  /// and for the re-probe of absent files.
   void Sample(int64_t now_ns, HostSample& out);
+
+  /// An absent file is tried again this long (in `now_ns` time) after it was found absent, in
+  /// case it appears (a cgroup controller enabled later): one failed open per file a minute.
+  static constexpr int64_t kReprobeNs = 60'000'000'000;
 
  private:
   struct State;

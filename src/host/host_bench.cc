@@ -1,6 +1,6 @@
 // CPU time of one host sample: HostSampler::Sample + ProcessTracker::Sample over a 20-process
 // tree, on a generated /proc fixture (deterministic; found by the full scan, /0, or by children
-// files, /1) and on this machine's /proc (20 sleeps).
+// files, /1) and on this machine's /proc (20 sleeps); HostSampler::Sample alone on both.
 //
 //   build-host/src/host/host_bench --benchmark_min_time=2s
 
@@ -149,6 +149,18 @@ void BM_HostOnlyFixture(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_HostOnlyFixture)->Unit(benchmark::kMicrosecond);
+
+void BM_HostOnlyLive(benchmark::State& state) {
+  HostSampler host(ProcFs{});
+  HostSample out;
+  int64_t now_ns = 1'000'000'000;
+  for (auto _ : state) {
+    now_ns += 100'000'000;
+    host.Sample(now_ns, out);
+    benchmark::DoNotOptimize(out.cpu_count);
+  }
+}
+BENCHMARK(BM_HostOnlyLive)->Unit(benchmark::kMicrosecond);
 
 /// 20 `sleep` children of this process, killed (by pid) and reaped on destruction.
 class SleepChildren {

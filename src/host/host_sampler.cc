@@ -1,9 +1,12 @@
 // HostSampler: /proc/stat, meminfo, loadavg, pressure, diskstats, cgroup v2 and /dev/shm.
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 
+#include <cerrno>
 #include <cmath>
 #include <utility>
 
@@ -51,6 +54,30 @@ bool IsDirectory(const char* path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/// True for filesystems that make a file's content anew on each read from offset 0 (seq_file:
+/// procfs; kernfs: cgroup v1 and v2). A kept fd of any other file (a fixture of regular files,
+/// replaced by rename or rewritten between samples) could see an old or half-written file.
+bool RegeneratesOnRead(int fd) {
+  struct statfs sfs {};
+  if (fstatfs(fd, &sfs) != 0) return false;
+  return sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == CGROUP2_SUPER_MAGIC ||
+         sfs.f_type == CGROUP_SUPER_MAGIC;
+}
+
+/// errnos that say a file is not there for us (no pressure files before Linux 4.20, no cgroup v2
+/// controller files, EOPNOTSUPP from pressure files with psi=0), as opposed to a passing failure.
+bool IsAbsent(int err) {
+  return err == ENOENT || err == ENOTDIR || err == EOPNOTSUPP || err == EACCES || err == EPERM;
+}
+
+/// One file read on every sample, by absolute path.
+struct SampledFile {
+  std::string path;
+  ScopedFd fd;               // kept open between samples (procfs/cgroupfs only), re-read with pread
+  std::optional<bool> keep;  // RegeneratesOnRead, found out on the first successful open
+  std::optional<int64_t> absent_since_ns;  // not opened again before kReprobeNs after this
+};
+
 struct DiskCounters {
   uint32_t major = 0, minor = 0;
   uint64_t sectors_read = 0, sectors_written = 0;
@@ -64,8 +91,13 @@ struct DiskClass {
 }  // namespace
 
 struct HostSampler::State {
+  explicit State(const ProcFs& fs);
+
   FileReader reader;
-  std::string path;  // scratch for sysfs lookups
+  SampledFile stat, meminfo, loadavg, diskstats;
+  SampledFile pressure[3];                    // cpu, io, memory
+  SampledFile cpu_max, cpu_stat, memory_max;  // paths set by ResolveCgroupDir
+  std::string path;                           // scratch for sysfs lookups
   std::optional<int64_t> prev_ns;
   ProcStat prev_stat, cur_stat;
   std::vector<DiskCounters> prev_disks, cur_disks;
@@ -75,14 +107,50 @@ struct HostSampler::State {
   std::optional<std::string> cgroup_dir;  // resolved on the first sample
   std::optional<uint64_t> prev_nr_throttled, prev_throttled_us;
 
-  void ReadCpu(const ProcFs& fs, HostSample& out);
-  void ReadMemoryAndLoad(const ProcFs& fs, HostSample& out);
-  void ReadPressure(const ProcFs& fs, HostSample& out);
+  int64_t now_ns = 0;  // of the sample being taken
+
+  int Read(SampledFile& file);
+  void ReadCpu(HostSample& out);
+  void ReadMemoryAndLoad(HostSample& out);
+  void ReadPressure(HostSample& out);
   void ReadDisks(const ProcFs& fs, std::optional<int64_t> interval_ns, HostSample& out);
   bool CountDisk(const ProcFs& fs, const DiskLine& disk);
   void ResolveCgroupDir(const ProcFs& fs);
   void ReadCgroup(const ProcFs& fs, HostSample& out);
 };
+
+HostSampler::State::State(const ProcFs& fs) {
+  stat.path = fs.proc_root + "/stat";
+  meminfo.path = fs.proc_root + "/meminfo";
+  loadavg.path = fs.proc_root + "/loadavg";
+  diskstats.path = fs.proc_root + "/diskstats";
+  pressure[0].path = fs.proc_root + "/pressure/cpu";
+  pressure[1].path = fs.proc_root + "/pressure/io";
+  pressure[2].path = fs.proc_root + "/pressure/memory";
+}
+
+int HostSampler::State::Read(SampledFile& file) {
+  if (file.fd.valid()) {
+    const int err = reader.ReadFd(file.fd.get());
+    // A kept file that fails (a cgroup removed: ENODEV) is opened anew on the next sample.
+    if (err != 0) file.fd = ScopedFd();
+    return err;
+  }
+  if (file.absent_since_ns) {
+    if (now_ns - *file.absent_since_ns < kReprobeNs) return ENOENT;
+    file.absent_since_ns.reset();
+  }
+  const bool may_keep = file.keep.value_or(true);
+  ScopedFd fd;
+  const int err = reader.ReadAt(AT_FDCWD, file.path.c_str(), may_keep ? &fd : nullptr);
+  if (err != 0) {
+    if (IsAbsent(err)) file.absent_since_ns = now_ns;
+    return err;
+  }
+  if (!file.keep) file.keep = RegeneratesOnRead(fd.get());
+  if (*file.keep) file.fd = std::move(fd);
+  return 0;
+}
 
 void HostSample::Clear() {
   std::vector<CpuShares> keep = std::move(per_cpu);
@@ -91,16 +159,17 @@ void HostSample::Clear() {
   per_cpu = std::move(keep);
 }
 
-HostSampler::HostSampler(ProcFs fs) : fs_(std::move(fs)), state_(std::make_shared<State>()) {}
+HostSampler::HostSampler(ProcFs fs) : fs_(std::move(fs)), state_(std::make_shared<State>(fs_)) {}
 
 void HostSampler::Sample(int64_t now_ns, HostSample& out) {
   out.Clear();
   State& st = *state_;
   std::optional<int64_t> interval_ns;
   if (st.prev_ns && now_ns > *st.prev_ns) interval_ns = now_ns - *st.prev_ns;
-  st.ReadCpu(fs_, out);
-  st.ReadMemoryAndLoad(fs_, out);
-  st.ReadPressure(fs_, out);
+  st.now_ns = now_ns;
+  st.ReadCpu(out);
+  st.ReadMemoryAndLoad(out);
+  st.ReadPressure(out);
   st.ReadDisks(fs_, interval_ns, out);
   st.ReadCgroup(fs_, out);
   struct statvfs vfs {};
@@ -111,10 +180,10 @@ void HostSampler::Sample(int64_t now_ns, HostSample& out) {
   st.prev_ns = now_ns;
 }
 
-void HostSampler::State::ReadCpu(const ProcFs& fs, HostSample& out) {
+void HostSampler::State::ReadCpu(HostSample& out) {
   cur_stat.total.reset();
   cur_stat.per_cpu.clear();
-  if (reader.ReadPath(fs.proc_root, "/stat") == 0) {
+  if (Read(stat) == 0) {
     ParseProcStat(reader.data(), cur_stat);
     out.malformed_records += cur_stat.malformed_lines;
   }
@@ -135,8 +204,8 @@ void HostSampler::State::ReadCpu(const ProcFs& fs, HostSample& out) {
   std::swap(prev_stat, cur_stat);
 }
 
-void HostSampler::State::ReadMemoryAndLoad(const ProcFs& fs, HostSample& out) {
-  if (reader.ReadPath(fs.proc_root, "/meminfo") == 0) {
+void HostSampler::State::ReadMemoryAndLoad(HostSample& out) {
+  if (Read(meminfo) == 0) {
     const MemInfo mem = ParseMeminfo(reader.data());
     out.mem_total_bytes = mem.total_bytes;
     out.mem_available_bytes = mem.available_bytes;
@@ -145,7 +214,7 @@ void HostSampler::State::ReadMemoryAndLoad(const ProcFs& fs, HostSample& out) {
     }
     if (!mem.total_bytes) ++out.malformed_records;
   }
-  if (reader.ReadPath(fs.proc_root, "/loadavg") == 0) {
+  if (Read(loadavg) == 0) {
     if (auto load = ParseLoadavg(reader.data())) {
       out.load1 = load->load1;
       out.load5 = load->load5;
@@ -157,18 +226,12 @@ void HostSampler::State::ReadMemoryAndLoad(const ProcFs& fs, HostSample& out) {
   }
 }
 
-void HostSampler::State::ReadPressure(const ProcFs& fs, HostSample& out) {
+void HostSampler::State::ReadPressure(HostSample& out) {
   // Linux >= 4.20 with CONFIG_PSI; a missing file or EOPNOTSUPP (psi=0) leaves the field empty.
-  struct Source {
-    const char* file;
-    std::optional<Pressure>* field;
-  };
-  const Source sources[3] = {{"/pressure/cpu", &out.psi_cpu},
-                             {"/pressure/io", &out.psi_io},
-                             {"/pressure/memory", &out.psi_memory}};
+  std::optional<Pressure>* const fields[3] = {&out.psi_cpu, &out.psi_io, &out.psi_memory};
   for (int i = 0; i < 3; ++i) {
     std::optional<uint64_t>& prev_total = prev_psi_total_us[i];
-    if (reader.ReadPath(fs.proc_root, sources[i].file) != 0) {
+    if (Read(pressure[i]) != 0) {
       prev_total.reset();
       continue;
     }
@@ -183,7 +246,7 @@ void HostSampler::State::ReadPressure(const ProcFs& fs, HostSample& out) {
     p.full_avg10_pct = psi->full_avg10_pct;
     if (prev_total) p.some_stall_us_delta = Growth(*prev_total, psi->some_total_us);
     prev_total = psi->some_total_us;
-    *sources[i].field = p;
+    *fields[i] = p;
   }
 }
 
@@ -210,7 +273,7 @@ bool HostSampler::State::CountDisk(const ProcFs& fs, const DiskLine& disk) {
 void HostSampler::State::ReadDisks(const ProcFs& fs, std::optional<int64_t> interval_ns,
                                    HostSample& out) {
   cur_disks.clear();
-  if (reader.ReadPath(fs.proc_root, "/diskstats") != 0) {
+  if (Read(diskstats) != 0) {
     prev_disks.clear();
     return;
   }
@@ -247,18 +310,22 @@ void HostSampler::State::ResolveCgroupDir(const ProcFs& fs) {
   // Our own cgroup from /proc/self/cgroup ("0::/path"). Inside a container without a cgroup
   // namespace that path does not exist under the mount, which is then our cgroup itself.
   cgroup_dir = fs.cgroup_root;
-  if (reader.ReadPath(fs.proc_root, "/self/cgroup") != 0) return;
-  auto rel = ParseCgroupV2Path(reader.data());
-  if (!rel || *rel == "/") return;
-  std::string candidate = fs.cgroup_root;
-  candidate.append(*rel);
-  if (IsDirectory(candidate.c_str())) cgroup_dir = std::move(candidate);
+  if (reader.ReadPath(fs.proc_root, "/self/cgroup") == 0) {
+    auto rel = ParseCgroupV2Path(reader.data());
+    if (rel && *rel != "/") {
+      std::string candidate = fs.cgroup_root;
+      candidate.append(*rel);
+      if (IsDirectory(candidate.c_str())) cgroup_dir = std::move(candidate);
+    }
+  }
+  cpu_max.path = *cgroup_dir + "/cpu.max";
+  cpu_stat.path = *cgroup_dir + "/cpu.stat";
+  memory_max.path = *cgroup_dir + "/memory.max";
 }
 
 void HostSampler::State::ReadCgroup(const ProcFs& fs, HostSample& out) {
   if (!cgroup_dir) ResolveCgroupDir(fs);
-  const std::string& dir = *cgroup_dir;
-  if (reader.ReadPath(dir, "/cpu.max") == 0) {
+  if (Read(cpu_max) == 0) {
     if (auto max = ParseCpuMax(reader.data())) {
       if (!max->unlimited) {
         out.cgroup_cpu_quota_cpus =
@@ -269,7 +336,7 @@ void HostSampler::State::ReadCgroup(const ProcFs& fs, HostSample& out) {
     }
   }
   std::optional<uint64_t> nr_throttled, throttled_us;
-  if (reader.ReadPath(dir, "/cpu.stat") == 0) {
+  if (Read(cpu_stat) == 0) {
     nr_throttled = FindU64Field(reader.data(), "nr_throttled");
     throttled_us = FindU64Field(reader.data(), "throttled_usec");
   }
@@ -281,7 +348,7 @@ void HostSampler::State::ReadCgroup(const ProcFs& fs, HostSample& out) {
   }
   prev_nr_throttled = nr_throttled;
   prev_throttled_us = throttled_us;
-  if (reader.ReadPath(dir, "/memory.max") == 0) {
+  if (Read(memory_max) == 0) {
     if (auto max = ParseMemoryMax(reader.data())) {
       out.cgroup_mem_limit_bytes = max->limit_bytes;
     } else {

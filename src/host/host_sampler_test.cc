@@ -1,13 +1,22 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "host/file_reader.h"
 #include "host/host.h"
 #include "host/host_test_util.h"
+#include "host/proc_parse.h"
 
 namespace stallscope::host {
 namespace {
@@ -231,6 +240,43 @@ TEST(HostSampler, CgroupFallsBackToRoot) {
   EXPECT_FALSE(s.cgroup_mem_limit_bytes);  // root memory.max is "max"
 }
 
+// Regression: fixture files are regular files; a kept fd would still see the file a test
+// replaced by rename. They are opened on every sample.
+TEST(HostSampler, FixtureReplacedByRenameIsSeen) {
+  TempDir tmp;
+  HostSampler sampler(CopyNodeA(tmp.path()));
+  HostSample s;
+  sampler.Sample(kT0, s);
+  EXPECT_EQ(s.load1, 2.5);
+  const fs::path loadavg = tmp.path() / "proc" / "loadavg";
+  WriteFile(tmp.path() / "loadavg.new", "7.25 1.75 1.00 3/456 7890\n");
+  fs::rename(tmp.path() / "loadavg.new", loadavg);
+  sampler.Sample(kT0 + kNsPerSec, s);
+  EXPECT_EQ(s.load1, 7.25);
+}
+
+// Absent files are probed once, then again only after kReprobeNs (a cgroup file can appear).
+TEST(HostSampler, AbsentFileIsProbedAgainAfterAMinute) {
+  TempDir tmp;
+  ProcFs pfs = CopyNodeA(tmp.path());
+  fs::rename(tmp.path() / "proc" / "pressure", tmp.path() / "pressure.away");
+  HostSampler sampler(pfs);
+  HostSample s;
+  sampler.Sample(kT0, s);
+  EXPECT_FALSE(s.psi_cpu);
+  fs::rename(tmp.path() / "pressure.away", tmp.path() / "proc" / "pressure");
+  sampler.Sample(kT0 + kNsPerSec, s);
+  EXPECT_FALSE(s.psi_cpu);  // not tried again yet
+  sampler.Sample(kT0 + HostSampler::kReprobeNs - 1, s);
+  EXPECT_FALSE(s.psi_cpu);
+  sampler.Sample(kT0 + HostSampler::kReprobeNs, s);
+  ASSERT_TRUE(s.psi_cpu);
+  EXPECT_DOUBLE_EQ(s.psi_cpu->some_avg10_pct, 12.5);
+  EXPECT_TRUE(s.psi_memory);
+  // Present files are read on every sample meanwhile.
+  EXPECT_EQ(s.load1, 2.5);
+}
+
 TEST(HostSample, ClearEmptiesAndKeepsCapacity) {
   HostSampler sampler(NodeA());
   HostSample s;
@@ -266,6 +312,147 @@ TEST(HostSamplerLive, RealProc) {
   EXPECT_GE(s.cpu->busy_pct, 0.0);
   EXPECT_LE(s.cpu->busy_pct, 100.0 + 1e-9);
   EXPECT_EQ(s.per_cpu.size(), s.cpu_count);
+}
+
+/// fd -> path of this process's open files.
+std::map<int, std::string> OpenFds() {
+  std::map<int, std::string> fds;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code link_ec;
+    const fs::path target = fs::read_symlink(entry.path(), link_ec);
+    if (link_ec) continue;  // the directory's own fd, closed by now
+    fds[std::stoi(entry.path().filename().string())] = target.string();
+  }
+  return fds;
+}
+
+TEST(HostSamplerLive, KeepsFilesOpenAcrossSamples) {
+  SystemClock clock;
+  HostSampler sampler(ProcFs{});
+  HostSample s;
+  const std::map<int, std::string> before = OpenFds();
+  sampler.Sample(clock.MonotonicNs(), s);
+  const std::map<int, std::string> kept = OpenFds();
+  std::map<std::string, int> kept_by_path;
+  for (const auto& [fd, path] : kept) {
+    auto it = before.find(fd);
+    if (it == before.end() || it->second != path) kept_by_path[path] = fd;
+  }
+  EXPECT_LE(kept.size() - before.size(), 10u);
+  for (const char* path : {"/proc/stat", "/proc/meminfo", "/proc/loadavg"}) {
+    EXPECT_EQ(kept_by_path.count(path), 1u) << path << " is not kept open";
+  }
+  std::vector<uint64_t> mem_available;
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    usleep(30 * 1000);  // > 1 jiffy summed over the CPUs at any CONFIG_HZ
+    sampler.Sample(clock.MonotonicNs(), s);
+    EXPECT_EQ(OpenFds(), kept);  // same fds, same files: nothing reopened, nothing leaked
+    // Rates need /proc/stat counters that moved since the previous pread.
+    ASSERT_TRUE(s.cpu);
+    EXPECT_EQ(s.per_cpu.size(), s.cpu_count);
+    EXPECT_TRUE(s.load1);
+    ASSERT_TRUE(s.mem_available_bytes);
+    EXPECT_EQ(s.malformed_records, 0u);
+  }
+}
+
+/// The text of the file open at `fd`, re-read with pread from offset 0.
+std::string PreadAll(FileReader& reader, int fd) {
+  EXPECT_EQ(reader.ReadFd(fd), 0);
+  return std::string(reader.data());
+}
+
+void BurnCpu(int64_t ns) {
+  timespec start{}, now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  do {
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while ((now.tv_sec - start.tv_sec) * kNsPerSec + (now.tv_nsec - start.tv_nsec) < ns);
+}
+
+// What HostSampler relies on: a procfs or cgroupfs file kept open makes its content anew on
+// each pread from offset 0. Checked for each kind of file it keeps.
+TEST(HostSamplerLive, PreadAtZeroSeesNewContent) {
+  FileReader reader;
+  auto open_file = [](const std::string& path) {
+    return ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  };
+
+  // /proc/stat: cpu ticks and ctxt grow (we sleep, so we switch).
+  ScopedFd stat = open_file("/proc/stat");
+  ASSERT_TRUE(stat.valid());
+  const std::string stat1 = PreadAll(reader, stat.get());
+  usleep(30 * 1000);
+  const std::string stat2 = PreadAll(reader, stat.get());
+  ProcStat p1, p2;
+  ParseProcStat(stat1, p1);
+  ParseProcStat(stat2, p2);
+  ASSERT_TRUE(p1.total && p2.total);
+  EXPECT_GT(p2.total->Total(), p1.total->Total());
+
+  // /proc/loadavg: its last field is the last pid made; a fork makes a new one.
+  ScopedFd loadavg = open_file("/proc/loadavg");
+  ASSERT_TRUE(loadavg.valid());
+  const std::string load1 = PreadAll(reader, loadavg.get());
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);
+  const std::string load2 = PreadAll(reader, loadavg.get());
+  EXPECT_NE(load1, load2);
+  EXPECT_TRUE(ParseLoadavg(load2));
+
+  // /proc/meminfo: MemFree drops when we touch 64 MiB.
+  ScopedFd meminfo = open_file("/proc/meminfo");
+  ASSERT_TRUE(meminfo.valid());
+  const std::string mem1 = PreadAll(reader, meminfo.get());
+  constexpr size_t kTouch = 64 << 20;
+  void* mem = mmap(nullptr, kTouch, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  std::memset(mem, 1, kTouch);
+  const std::string mem2 = PreadAll(reader, meminfo.get());
+  munmap(mem, kTouch);
+  EXPECT_NE(mem1, mem2);
+  EXPECT_TRUE(ParseMeminfo(mem2).total_bytes);
+
+  // diskstats and pressure need no activity to check: they parse on a second pread.
+  ScopedFd diskstats = open_file("/proc/diskstats");
+  if (diskstats.valid()) {
+    PreadAll(reader, diskstats.get());
+    size_t pos = 0;
+    const std::string again = PreadAll(reader, diskstats.get());
+    auto line = NextLine(again, pos);
+    ASSERT_TRUE(line);
+    EXPECT_TRUE(ParseDiskstatsLine(*line));
+  }
+  for (const char* path : {"/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory"}) {
+    ScopedFd psi = open_file(path);
+    if (!psi.valid()) continue;  // no PSI on this kernel
+    PreadAll(reader, psi.get());
+    EXPECT_TRUE(ParsePressure(PreadAll(reader, psi.get()))) << path;
+  }
+
+  // cgroup v2 cpu.stat usage_usec and v1 cpuacct.usage grow when we use CPU.
+  std::vector<std::string> cgroup_files = {
+      "/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/unified/cpu.stat",
+      "/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"};
+  if (reader.ReadPath("/proc", "/self/cgroup") == 0) {
+    if (auto rel = ParseCgroupV2Path(reader.data()); rel && *rel != "/") {
+      cgroup_files.push_back("/sys/fs/cgroup" + std::string(*rel) + "/cpu.stat");
+    }
+  }
+  int cgroup_checked = 0;
+  for (const std::string& path : cgroup_files) {
+    ScopedFd file = open_file(path);
+    if (!file.valid()) continue;
+    const std::string before = PreadAll(reader, file.get());
+    BurnCpu(20'000'000);
+    EXPECT_NE(before, PreadAll(reader, file.get())) << path;
+    ++cgroup_checked;
+  }
+  RecordProperty("cgroup_files_checked", cgroup_checked);
 }
 
 }  // namespace
