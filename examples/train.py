@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""A small, real PyTorch training job with knobs that make it slow in known ways.
+
+stallscope wraps it from the outside (`stallscope run -- python3 examples/train.py ...`); this file
+imports nothing from stallscope. Each `--situation` preset recreates one bottleneck from the
+diagnosis playbooks (seed 000 §1-4; seed 001 T1, T3-T8):
+
+  compute           forward/backward dominate; data is an in-memory tensor bank
+  data_cpu          expensive per-sample CPU transform in __getitem__, num_workers=0
+  data_cpu_workers  the same transform with num_workers=2
+  data_io           one file per sample, read with the page cache bypassed (O_DIRECT)
+  periodic          torch.save checkpoints and a no-grad sampling loop every N steps
+  logging           per-step .item() calls and heavy numpy metrics on CPU copies
+  oversub           16 intra-op threads in the trainer and in each worker on a small box
+
+Explicit flags override a preset. See examples/README.md for the measured numbers.
+"""
+
+import argparse
+import functools
+import json
+import mmap
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+NUM_CLASSES = 10
+IMAGE_RES = 64  # every sample reaches the model as 3 x 64 x 64 float32
+PAGE_BYTES = 4096  # O_DIRECT needs block-aligned offsets, sizes and buffers
+
+# Preset values were tuned on a 2-core VM with Debian's CPU-only torch 1.13 so that each run takes
+# roughly 10-20 s and the intended phase clearly dominates (examples/README.md has the timings).
+SITUATIONS = {
+    "compute": dict(model="cnn", size=16, batch_size=32, threads=2, steps=150),
+    "data_cpu": dict(model="mlp", size=128, batch_size=32, transform_ms=4.0, steps=80),
+    "data_cpu_workers": dict(model="mlp", size=128, batch_size=32, transform_ms=4.0,
+                             num_workers=2, steps=80),
+    "data_io": dict(model="mlp", size=128, batch_size=32, dataset="files", io_mode="direct",
+                    file_res=512, dataset_size=512, steps=200),
+    "periodic": dict(model="mlp", size=512, batch_size=32, checkpoint_every=30,
+                     checkpoint_extra_mb=128, sample_every=25, sample_iters=20, steps=150),
+    "logging": dict(model="mlp", size=512, batch_size=32, log_every_step=True, steps=150),
+    "oversub": dict(model="cnn", size=16, batch_size=32, threads=16, worker_threads=16,
+                    num_workers=2, transform_ms=1.0, steps=30),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------
+
+def class_prototypes(seed, res):
+    """One smooth random pattern per class, so the labels are learnable (loss goes down)."""
+    rng = np.random.default_rng(seed)
+    coarse = rng.normal(size=(NUM_CLASSES, 3, 8, 8)).astype(np.float32)
+    reps = res // 8
+    return np.repeat(np.repeat(coarse, reps, axis=2), reps, axis=3)
+
+
+def make_images(seed, n, res):
+    """n uint8 images (n, 3, res, res) and their labels, deterministic in seed. Content is made
+    at 64 x 64 and upsampled (plus fine noise), so striding back down to 64 keeps the signal."""
+    rng = np.random.default_rng(seed + 1)
+    protos = class_prototypes(seed, IMAGE_RES)
+    labels = rng.integers(0, NUM_CLASSES, size=n).astype(np.int64)
+    images = np.empty((n, 3, res, res), dtype=np.uint8)
+    up = res // IMAGE_RES
+    for i in range(n):
+        img = 128 + 40 * protos[labels[i]] + rng.normal(0, 30, size=(3, IMAGE_RES, IMAGE_RES))
+        img = np.clip(img, 0, 247).astype(np.uint8)
+        if up > 1:
+            img = np.repeat(np.repeat(img, up, axis=1), up, axis=2)
+            img += rng.integers(0, 8, size=img.shape, dtype=np.uint8)
+        images[i] = img
+    return images, labels
+
+
+def gaussian_kernel5():
+    k1 = torch.tensor([1.0, 4.0, 6.0, 4.0, 1.0])
+    k2 = torch.outer(k1, k1)
+    k2 = k2 / k2.sum()
+    return k2.expand(3, 1, 5, 5).contiguous()  # depthwise: one 5x5 filter per channel
+
+
+def augment(x, reps, gen, kernel):
+    """The expensive CPU transform: `reps` rounds of flip, 5x5 blur, colour jitter, noise, shift.
+
+    Plain torch ops on one 3x64x64 sample, the way torchvision-style augmentation pipelines spend
+    their time. Deterministic in `gen`, so results do not depend on which worker ran it.
+    """
+    with torch.no_grad():
+        for _ in range(reps):
+            if torch.rand(1, generator=gen).item() < 0.5:
+                x = x.flip(-1)
+            x = F.conv2d(x.unsqueeze(0), kernel, padding=2, groups=3).squeeze(0)
+            scale = 1.0 + 0.2 * (torch.rand(3, 1, 1, generator=gen) - 0.5)
+            x = x * scale + 0.02 * torch.randn(x.shape, generator=gen)
+            dy, dx = torch.randint(-2, 3, (2,), generator=gen).tolist()
+            x = torch.roll(x, shifts=(dy, dx), dims=(1, 2))
+        return (x - x.mean()) / (x.std() + 1e-5)
+
+
+def calibrate_transform(transform_ms, seed):
+    """Number of augment() rounds that cost about transform_ms per sample on one thread."""
+    if transform_ms <= 0:
+        return 0
+    kernel = gaussian_kernel5()
+    x = torch.rand(3, IMAGE_RES, IMAGE_RES)
+    gen = torch.Generator().manual_seed(seed)
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # workers run with 1 thread (DataLoader's default), so measure that
+    try:
+        augment(x, 5, gen, kernel)  # warm-up
+        trials = []
+        for _ in range(5):
+            t = time.perf_counter()
+            augment(x, 20, gen, kernel)
+            trials.append((time.perf_counter() - t) / 20)
+    finally:
+        torch.set_num_threads(saved_threads)
+    per_round_ms = sorted(trials)[len(trials) // 2] * 1e3
+    return max(1, round(transform_ms / per_round_ms))
+
+
+class BaseImages(Dataset):
+    """Shared transform logic: uint8 image -> float 3x64x64 (+ optional expensive augment)."""
+
+    def __init__(self, labels, transform_reps, seed):
+        self.labels = labels
+        self.transform_reps = transform_reps
+        self.seed = seed
+        self.kernel = gaussian_kernel5()
+
+    def __len__(self):
+        return len(self.labels)
+
+    def finish(self, idx, img_u8):
+        x = torch.from_numpy(np.ascontiguousarray(img_u8, dtype=np.float32)) / 255.0
+        if self.transform_reps:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + idx)
+            x = augment(x, self.transform_reps, gen, self.kernel)
+        return x, int(self.labels[idx])
+
+
+class MemoryImages(BaseImages):
+    """An in-memory bank of images: loading costs nothing unless a transform is requested."""
+
+    def __init__(self, n, transform_reps, seed):
+        images, labels = make_images(seed, n, IMAGE_RES)
+        super().__init__(labels, transform_reps, seed)
+        self.images = images
+
+    def __getitem__(self, idx):
+        return self.finish(idx, self.images[idx])
+
+
+class FileImages(BaseImages):
+    """One raw uint8 file per sample (3 x res x res), decoded by striding down to 64 x 64.
+
+    io_mode:
+      direct   O_DIRECT read into a page-aligned mmap buffer: every read goes to the block
+               device, so the reader shows the real I/O signature (state D, iowait, read_bytes).
+      fadvise  posix_fadvise(POSIX_FADV_DONTNEED) drops the file's cached pages, then a normal read.
+      cached   plain buffered read (after the first epoch it is served from the page cache).
+    io_latency_ms adds a sleep per file to emulate a slow network filesystem; a sleeping reader is
+    in state S, not D, so it does not look like disk I/O to a host sampler.
+    """
+
+    def __init__(self, root, n, res, io_mode, io_latency_ms, transform_reps, seed):
+        self.root = ensure_file_dataset(root, n, res, seed)
+        super().__init__(np.load(os.path.join(self.root, "labels.npy")), transform_reps, seed)
+        self.res = res
+        self.nbytes = 3 * res * res
+        self.file_bytes = -(-self.nbytes // PAGE_BYTES) * PAGE_BYTES
+        self.io_latency_s = io_latency_ms / 1e3
+        self.io_mode = resolve_io_mode(io_mode, self.path(0))
+        self._buf = None  # created lazily in each process; mmap objects do not pickle
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_buf"] = None
+        return state
+
+    def path(self, idx):
+        return os.path.join(self.root, f"{idx:06d}.raw")
+
+    def read(self, idx):
+        path = self.path(idx)
+        if self.io_mode == "direct":
+            if self._buf is None:
+                self._buf = mmap.mmap(-1, self.file_bytes)  # anonymous mmap: page-aligned
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            try:
+                got = os.readv(fd, [self._buf])
+            finally:
+                os.close(fd)
+            data = np.frombuffer(self._buf, dtype=np.uint8, count=self.nbytes).copy()
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if self.io_mode == "fadvise":
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                data = np.frombuffer(os.read(fd, self.file_bytes), dtype=np.uint8)[: self.nbytes]
+                got = len(data)
+            finally:
+                os.close(fd)
+        if got < self.nbytes:
+            raise IOError(f"{path}: short read ({got} of {self.nbytes} bytes)")
+        if self.io_latency_s:
+            time.sleep(self.io_latency_s)
+        return data.reshape(3, self.res, self.res)
+
+    def __getitem__(self, idx):
+        img = self.read(idx)
+        stride = self.res // IMAGE_RES
+        return self.finish(idx, img[:, ::stride, ::stride])
+
+
+def ensure_file_dataset(data_dir, n, res, seed):
+    """Generate the small-files dataset on first use; a COMPLETE marker guards partial writes."""
+    root = os.path.join(data_dir, f"images-r{res}-n{n}-s{seed}")
+    marker = os.path.join(root, "COMPLETE")
+    if os.path.exists(marker):
+        return root
+    os.makedirs(root, exist_ok=True)
+    print(f"generating {n} files of {3 * res * res} bytes in {root} ...", flush=True)
+    nbytes = 3 * res * res
+    pad = -(-nbytes // PAGE_BYTES) * PAGE_BYTES - nbytes
+    labels = []
+    chunk = 32
+    for start in range(0, n, chunk):
+        count = min(chunk, n - start)
+        images, lab = make_images(seed + start, count, res)
+        labels.extend(lab.tolist())
+        for j in range(count):
+            with open(os.path.join(root, f"{start + j:06d}.raw"), "wb") as f:
+                f.write(images[j].tobytes())
+                f.write(b"\0" * pad)
+    np.save(os.path.join(root, "labels.npy"), np.asarray(labels, dtype=np.int64))
+    with open(marker, "w") as f:
+        json.dump({"n": n, "res": res, "seed": seed}, f)
+    return root
+
+
+def resolve_io_mode(io_mode, probe_path):
+    """direct falls back to fadvise where the filesystem refuses O_DIRECT (tmpfs, some overlays)."""
+    if io_mode != "direct":
+        return io_mode
+    try:
+        fd = os.open(probe_path, os.O_RDONLY | os.O_DIRECT)
+        os.close(fd)
+        return "direct"
+    except OSError as e:
+        print(f"O_DIRECT not supported here ({e.strerror}); using posix_fadvise(DONTNEED)",
+              flush=True)
+        return "fadvise"
+
+
+def worker_init(threads, worker_id):
+    # DataLoader sets 1 thread in each worker; --worker-threads undoes that (oversubscription).
+    if threads:
+        torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------------------------
+# Model and side work
+# ----------------------------------------------------------------------------------------------
+
+def make_model(kind, size):
+    if kind == "mlp":
+        # Pool 4x first: Debian's torch uses a generic (slow) BLAS; keep the Linear layers modest.
+        return nn.Sequential(
+            nn.AvgPool2d(4), nn.Flatten(),
+            nn.Linear(3 * (IMAGE_RES // 4) ** 2, size), nn.ReLU(),
+            nn.Linear(size, size), nn.ReLU(),
+            nn.Linear(size, NUM_CLASSES))
+    c = size  # convolutions go through oneDNN, which uses all intra-op threads
+    return nn.Sequential(
+        nn.Conv2d(3, c, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 2 * c, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(2 * c, 2 * c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(2 * c, 4 * c, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * c, NUM_CLASSES))
+
+
+def sample(model, batch, iters, device):
+    """A no-grad generation loop: refine a batch of noise images by repeated forward passes."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        x = torch.randn(batch, 3, IMAGE_RES, IMAGE_RES, device=device)
+        for _ in range(iters):
+            conf = model(x).softmax(-1).amax(-1)
+            x = 0.98 * x + 0.02 * conf.view(-1, 1, 1, 1) * torch.randn_like(x)
+    model.train(was_training)
+    return x
+
+
+def heavy_metrics(model, logits, y, loss):
+    """Per-step metrics computed the slow way: host syncs plus numpy over CPU copies of weights."""
+    out = {"loss": loss.item(), "acc": (logits.argmax(-1) == y).float().mean().item()}
+    for name, p in model.named_parameters():
+        w = p.detach().cpu().numpy()
+        g = p.grad.detach().cpu().numpy() if p.grad is not None else np.zeros_like(w)
+        out[name] = {
+            "w_pct": np.percentile(np.abs(w), [50, 90, 99]).tolist(),
+            "g_pct": np.percentile(np.abs(g), [50, 90, 99]).tolist(),
+            "w_hist": np.histogram(w, bins=64)[0].tolist(),
+            "g_hist": np.histogram(g, bins=64)[0].tolist(),
+            "g_norm": float(np.linalg.norm(g)),
+            "update_ratio": float(np.linalg.norm(g) / (np.linalg.norm(w) + 1e-12)),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Driver
+# ----------------------------------------------------------------------------------------------
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--situation", choices=sorted(SITUATIONS), help="preset; flags override it")
+    p.add_argument("--steps", type=int, default=100, help="stop after this many steps (0: no cap)")
+    p.add_argument("--epochs", type=int, default=0, help="stop after this many epochs (0: no cap)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--size", type=int, default=128, help="mlp hidden width / cnn base channels")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads in the trainer (Debian's torch defaults to 1)")
+    # data
+    p.add_argument("--dataset", choices=["memory", "files"], default="memory")
+    p.add_argument("--dataset-size", type=int, default=1024, help="number of samples")
+    p.add_argument("--transform-ms", type=float, default=0.0,
+                   help="CPU cost of the per-sample augmentation (calibrated at start)")
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--worker-threads", type=int, default=0,
+                   help="intra-op threads inside each worker (0: DataLoader default of 1)")
+    p.add_argument("--mp-context", default="forkserver",
+                   help="DataLoader multiprocessing_context (fork may crash after OpenMP use)")
+    p.add_argument("--pin-memory", action="store_true")
+    p.add_argument("--persistent-workers", action="store_true")
+    p.add_argument("--prefetch-factor", type=int, default=None)
+    p.add_argument("--data-dir",
+                   default=os.path.join(tempfile.gettempdir(), "stallscope-example-data"))
+    p.add_argument("--file-res", type=int, default=256, help="stored resolution of each file")
+    p.add_argument("--io-mode", choices=["direct", "fadvise", "cached"], default="direct")
+    p.add_argument("--io-latency-ms", type=float, default=0.0,
+                   help="sleep per file read, emulating a network filesystem (state S, not D)")
+    # side work
+    p.add_argument("--out-dir",
+                   default=os.path.join(tempfile.gettempdir(), "stallscope-example-out"))
+    p.add_argument("--checkpoint-every", type=int, default=0, help="torch.save every N steps")
+    p.add_argument("--checkpoint-extra-mb", type=int, default=0,
+                   help="extra MiB of tensors in each checkpoint, standing in for the weights of "
+                        "a model too big to train on a small CPU box")
+    p.add_argument("--sample-every", type=int, default=0, help="no-grad sampling every N steps")
+    p.add_argument("--sample-iters", type=int, default=40)
+    p.add_argument("--sample-batch", type=int, default=64)
+    p.add_argument("--log-every-step", action="store_true",
+                   help=".item() and numpy metrics on CPU copies every step")
+    p.add_argument("--print-every", type=int, default=10)
+    # test hooks
+    p.add_argument("--crash-at-step", type=int, default=-1, help="raise RuntimeError at step N")
+    p.add_argument("--exit-code", type=int, default=0, help="exit with this code after training")
+    return p
+
+
+def parse_args(argv):
+    parser = build_parser()
+    first, _ = parser.parse_known_args(argv)
+    if first.situation:
+        parser.set_defaults(**SITUATIONS[first.situation])
+    args = parser.parse_args(argv)
+    if args.file_res % IMAGE_RES:
+        parser.error(f"--file-res must be a multiple of {IMAGE_RES}")
+    return args
+
+
+def make_loader(args, dataset):
+    kw = dict(batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers,
+              pin_memory=args.pin_memory, drop_last=True,
+              generator=torch.Generator().manual_seed(args.seed))
+    if args.num_workers > 0:
+        if args.mp_context == "forkserver":
+            # Python 3.11's forkserver never preloads __main__ (its preload list asks for a
+            # "main_path" key that spawn no longer provides), so each worker would import torch
+            # again: ~1-2 s per worker start. Preloading torch makes a worker start take ms.
+            multiprocessing.set_forkserver_preload(["torch", "numpy"])
+        kw.update(persistent_workers=args.persistent_workers,
+                  multiprocessing_context=args.mp_context,
+                  worker_init_fn=functools.partial(worker_init, args.worker_threads))
+        if args.prefetch_factor is not None:
+            kw["prefetch_factor"] = args.prefetch_factor
+    return DataLoader(dataset, **kw)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if args.device == "auto" else args.device))
+
+    reps = calibrate_transform(args.transform_ms, args.seed)
+    if args.dataset == "files":
+        dataset = FileImages(args.data_dir, args.dataset_size, args.file_res, args.io_mode,
+                             args.io_latency_ms, reps, args.seed)
+        io_note = f" io={dataset.io_mode} latency={args.io_latency_ms}ms"
+    else:
+        dataset = MemoryImages(args.dataset_size, reps, args.seed)
+        io_note = ""
+    loader = make_loader(args, dataset)
+    model = make_model(args.model, args.size).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    os.makedirs(args.out_dir, exist_ok=True)
+    ckpt_path = os.path.join(args.out_dir, "checkpoint.pt")
+    log_file = None
+    if args.log_every_step:
+        log_file = open(os.path.join(args.out_dir, "metrics.jsonl"), "w")
+    ckpt_extra = torch.zeros(args.checkpoint_extra_mb * 2**18) if args.checkpoint_extra_mb else None
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"situation={args.situation or 'custom'} model={args.model}/{args.size} "
+          f"params={n_params} batch={args.batch_size} workers={args.num_workers} "
+          f"threads={args.threads} transform_reps={reps} dataset={args.dataset}{io_note} "
+          f"device={device}", flush=True)
+
+    non_blocking = args.pin_memory and device.type == "cuda"
+    step, epoch, done = 0, 0, False
+    t_start = time.perf_counter()
+    t_last, step_last = t_start, 0
+    while not done:
+        for x, y in loader:
+            if step == args.crash_at_step:
+                raise RuntimeError(f"crash requested at step {step} (--crash-at-step)")
+            x = x.to(device, non_blocking=non_blocking)
+            y = y.to(device, non_blocking=non_blocking)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            if log_file is not None:
+                log_file.write(json.dumps({"step": step, **heavy_metrics(model, logits, y, loss)}))
+                log_file.write("\n")
+            if args.checkpoint_every and step % args.checkpoint_every == 0:
+                torch.save({"step": step, "model": model.state_dict(),
+                            "optimizer": opt.state_dict(), "extra": ckpt_extra}, ckpt_path)
+            if args.sample_every and step % args.sample_every == 0:
+                sample(model, args.sample_batch, args.sample_iters, device)
+            if args.print_every and step % args.print_every == 0:
+                now = time.perf_counter()
+                print(f"step {step} epoch {epoch} loss {loss.item():.4f} "
+                      f"{(step - step_last) / (now - t_last):.2f} steps/s", flush=True)
+                t_last, step_last = now, step
+            if args.steps and step >= args.steps:
+                done = True
+                break
+        epoch += 1
+        if args.epochs and epoch >= args.epochs:
+            done = True
+    elapsed = time.perf_counter() - t_start
+    if log_file is not None:
+        log_file.close()
+    print(f"done situation={args.situation or 'custom'} steps={step} epochs={epoch} "
+          f"elapsed_s={elapsed:.2f} steps/s={step / elapsed:.2f} "
+          f"samples/s={step * args.batch_size / elapsed:.1f}", flush=True)
+    return args.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,535 @@
+"""Tests for the zero-code-change hooks (python/stallscope/auto.py, python/sitecustomize.py).
+
+Run with the interpreter that has torch:  /usr/bin/python3 -m unittest discover -s python/tests
+In-process tests drive auto.install() with a fake API that records calls; subprocess tests run
+real interpreters with the startup shim on PYTHONPATH and a fake stallscope core in front of it,
+so they pass whether or not the real core is built.
+"""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PYTHON_DIR)
+
+from stallscope import auto  # noqa: E402  (after the path tweak)
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset, TensorDataset
+except ImportError:  # the interpreter has no torch: only the no-torch tests can run
+    torch = None
+    Dataset = object
+
+needs_torch = unittest.skipIf(torch is None, "needs torch (use /usr/bin/python3)")
+
+
+class FakeApi:
+    """Records stallscope API calls as tuples; `fail` names calls that raise."""
+
+    def __init__(self, fail=()):
+        self.events = []
+        self.fail = set(fail)
+
+    def _maybe_fail(self, what):
+        if what in self.fail:
+            raise RuntimeError(f"injected failure in {what}")
+
+    def phase(self, name):
+        self._maybe_fail("phase")
+        api = self
+
+        class _Phase:
+            def __enter__(self):
+                api.events.append(("B", name))
+                return self
+
+            def __exit__(self, *exc):
+                api.events.append(("E", name))
+                api._maybe_fail("exit")
+                return True  # a misbehaving core that would swallow errors: must not matter
+
+        return _Phase()
+
+    def step(self):
+        self._maybe_fail("step")
+        self.events.append(("S",))
+
+    def mark(self, name, **kw):
+        self.events.append(("M", name, kw))
+
+    def info(self, kind, data):
+        self._maybe_fail("info")
+        self.events.append(("I", kind, data))
+
+    def count(self, name, n=1):
+        self._maybe_fail("count")
+        self.events.append(("C", name, n))
+
+    def enabled(self):
+        return True
+
+    def names(self):
+        """Events as short strings: 'B:forward_pass', 'S', 'I:dataloader', 'C:host_sync.item'."""
+        return [e[0] if len(e) == 1 else f"{e[0]}:{e[1]}" for e in self.events]
+
+    def infos(self, kind):
+        return [e[2] for e in self.events if e[0] == "I" and e[1] == kind]
+
+
+def tiny_run(epochs=2, seed=0, checkpoint=True, user_steps=None):
+    """A complete little training job; returns (losses, final parameters)."""
+    torch.manual_seed(seed)
+    data = TensorDataset(torch.randn(24, 8), torch.randint(0, 3, (24,)))
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(epochs):
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if user_steps is not None:
+                user_steps()
+    if checkpoint:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, io.BytesIO())
+    return losses, [p.detach().clone() for p in model.parameters()]
+
+
+class TransformDataset(Dataset):
+    """__getitem__ calls an nn.Module and .numpy(), as a transform pipeline would. Each item
+    also returns how many API events this process recorded while producing it."""
+
+    def __init__(self, api):
+        self.api = api
+        self.blur = nn.Conv2d(1, 1, 3, padding=1)
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, idx):
+        before = len(self.api.events)
+        with torch.no_grad():
+            x = self.blur(torch.full((1, 1, 4, 4), float(idx)))
+        x.numpy()
+        return x.view(-1), len(self.api.events) - before
+
+
+@needs_torch
+class InProcessTest(unittest.TestCase):
+    def setUp(self):
+        auto.uninstall()
+        auto._error_reported = False
+        self.api = FakeApi()
+
+    def tearDown(self):
+        auto.uninstall()
+
+    def install(self, api=None):
+        self.assertTrue(auto.install(api or self.api))
+
+    def test_phase_sequence_of_a_training_loop(self):
+        self.install()
+        tiny_run(epochs=2)
+        names = self.api.names()
+        first_step = names[: names.index("S") + 1]
+        self.assertEqual(first_step, [
+            "I:torch",
+            "B:data_loading", "E:data_loading",  # DataLoader.__iter__
+            "I:dataloader",
+            "B:data_loading", "E:data_loading",  # __next__
+            "B:forward_pass", "E:forward_pass",
+            "B:backward_pass", "E:backward_pass",  # Tensor.backward -> autograd.backward: once
+            "B:optimizer_step", "E:optimizer_step",
+            "S",
+        ])
+        self.assertEqual(names.count("S"), 6)  # 3 batches x 2 epochs
+        self.assertEqual(names.count("B:forward_pass"), 6)
+        self.assertEqual(names.count("B:backward_pass"), 6)
+        self.assertEqual(names.count("B:optimizer_step"), 6)
+        # 2 x __iter__, 2 x (3 batches + the StopIteration call)
+        self.assertEqual(names.count("B:data_loading"), 10)
+        self.assertEqual(names.count("B:checkpointing"), 1)
+        # loss.item() once per step; Adam's internal .item() calls are not counted
+        self.assertEqual(names.count("C:host_sync.item"), 6)
+        self.assertEqual(names.count("B:data_loading"), names.count("E:data_loading"))
+        self.assertEqual(names[-2:], ["B:checkpointing", "E:checkpointing"])
+
+    def test_dataloader_settings_reported_once(self):
+        self.install()
+        tiny_run(epochs=3)
+        infos = self.api.infos("dataloader")
+        self.assertEqual(len(infos), 1)
+        self.assertEqual(infos[0]["num_workers"], 0)
+        self.assertEqual(infos[0]["batch_size"], 8)
+        self.assertEqual(infos[0]["dataset_len"], 24)
+        self.assertEqual(infos[0]["worker_pids"], [])
+        self.assertIsNone(infos[0]["prefetch_factor"])
+        self.assertFalse(infos[0]["pin_memory"])
+        self.assertFalse(infos[0]["drop_last"])
+        self.assertEqual(len(self.api.infos("torch")), 1)
+
+    def test_results_identical_with_and_without_hooks(self):
+        losses_plain, params_plain = tiny_run(epochs=2, seed=3)
+        self.install()
+        losses_hooked, params_hooked = tiny_run(epochs=2, seed=3)
+        self.assertEqual(losses_plain, losses_hooked)
+        for a, b in zip(params_plain, params_hooked):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_iterator_is_not_proxied(self):
+        self.install()
+        loader = DataLoader(TensorDataset(torch.arange(10.0)), batch_size=4)
+        it = iter(loader)
+        self.assertEqual(type(it).__name__, "_SingleProcessDataLoaderIter")
+        self.assertEqual(len(it), 3)
+        self.assertEqual([b[0].tolist() for b in it], [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]])
+        with self.assertRaises(StopIteration):
+            next(it)
+
+    def test_hook_errors_are_swallowed_and_reported_once(self):
+        baseline, _ = tiny_run(epochs=2, seed=5)
+        for fail in ("phase", "exit", "count", "info", "step"):
+            with self.subTest(fail=fail):
+                auto.uninstall()
+                auto._error_reported = False
+                self.install(FakeApi(fail=[fail]))
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    losses, _ = tiny_run(epochs=2, seed=5)
+                self.assertEqual(losses, baseline)
+                lines = [ln for ln in err.getvalue().splitlines() if ln.startswith("[stallscope]")]
+                self.assertEqual(len(lines), 1, err.getvalue())
+                self.assertFalse(auto.installed())
+
+    def test_job_exceptions_pass_through_and_close_the_phase(self):
+        self.install()
+
+        class Boom(nn.Module):
+            def forward(self, x):
+                raise ValueError("from the job")
+
+        with self.assertRaisesRegex(ValueError, "from the job"):
+            Boom()(torch.zeros(1))
+        self.assertEqual(self.api.names()[-2:], ["B:forward_pass", "E:forward_pass"])
+        self.assertTrue(auto.installed())  # the job's error is not a hook error
+
+    def test_no_grad_forward_is_eval_forward(self):
+        self.install()
+        model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+        with torch.no_grad():
+            model(torch.zeros(1, 2))
+        model(torch.zeros(1, 2))
+        phases = [n for n in self.api.names() if n.startswith("B:")]
+        self.assertEqual(phases, ["B:eval_forward", "B:forward_pass"])
+
+    def test_modules_and_syncs_in_transforms_are_not_training_phases(self):
+        self.install()
+        loader = DataLoader(TransformDataset(self.api), batch_size=4)
+        for _ in loader:
+            pass
+        names = self.api.names()
+        self.assertNotIn("B:eval_forward", names)
+        self.assertNotIn("B:forward_pass", names)
+        self.assertFalse([n for n in names if n.startswith("C:")])
+
+    def test_nothing_recorded_in_workers_and_pids_reported(self):
+        torch.set_num_threads(1)  # fork after multi-threaded OpenMP use can crash workers
+        self.install()
+        loader = DataLoader(TransformDataset(self.api), batch_size=2, num_workers=2,
+                            multiprocessing_context="fork")
+        for epoch in range(2):
+            worker_events = sum(int(n.sum()) for _, n in loader)
+            self.assertEqual(worker_events, 0)
+        infos = self.api.infos("dataloader")
+        self.assertEqual(len(infos), 1)
+        pids = infos[0]["worker_pids"]
+        self.assertEqual(len(pids), 2)
+        self.assertNotIn(os.getpid(), pids)
+        self.assertEqual(infos[0]["multiprocessing_context"], "fork")
+        self.assertEqual(infos[0]["prefetch_factor"], 2)
+        # non-persistent workers are new processes in epoch 2
+        respawned = self.api.infos("dataloader_workers")
+        self.assertEqual(len(respawned), 1)
+        self.assertEqual(len(set(respawned[0]["worker_pids"]) & set(pids)), 0)
+
+    def test_nothing_recorded_where_worker_info_is_set(self):
+        # forkserver/spawn workers install the hooks afresh (sitecustomize runs there too);
+        # get_worker_info() is what keeps them quiet.
+        self.install()
+        auto._get_worker_info = lambda: object()
+        model = nn.Linear(2, 2)
+        loss = model(torch.zeros(1, 2)).sum()
+        loss.backward()
+        loss.item()
+        torch.save({}, io.BytesIO())
+        self.assertEqual(self.api.events, [])
+
+    def test_every_optimizer_class_is_timed_once(self):
+        self.install()
+
+        class Custom(torch.optim.SGD):
+            def step(self, closure=None):
+                return super().step(closure)
+
+        for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, Custom):
+            with self.subTest(optimizer=cls.__name__):
+                self.api.events.clear()
+                for _ in range(2):  # a second instance must not add another wrapper layer
+                    p = nn.Parameter(torch.ones(2))
+                    opt = cls([p], lr=0.1)
+                    p.grad = torch.ones(2)
+                    opt.step()
+                names = self.api.names()
+                self.assertEqual(names.count("B:optimizer_step"), 2)
+                if hasattr(torch.optim.Optimizer, "_hook_for_profile"):  # torch 1.x
+                    self.assertTrue(getattr(cls.step, "hooked", False))
+
+    def test_only_the_first_optimizer_ends_a_step(self):
+        self.install()
+        a, b = nn.Parameter(torch.ones(1)), nn.Parameter(torch.ones(1))
+        opt_d, opt_g = torch.optim.SGD([a], lr=0.1), torch.optim.SGD([b], lr=0.1)
+        for _ in range(3):  # a GAN: two optimizers, one step
+            a.grad, b.grad = torch.ones(1), torch.ones(1)
+            opt_d.step()
+            opt_g.step()
+        self.assertEqual(self.api.names().count("S"), 3)
+        self.assertEqual(self.api.names().count("B:optimizer_step"), 6)
+
+    def test_user_marked_steps_disable_automatic_steps(self):
+        self.install()
+        tiny_run(epochs=1, user_steps=lambda: self.api.step())
+        names = self.api.names()
+        # the first iteration ends before the job's first step() call is seen
+        self.assertEqual(names.count("S"), 3 + 1)
+
+    def test_checkpointing_both_save_entry_points(self):
+        self.install()
+        torch.save({"a": 1}, io.BytesIO())
+        torch.serialization.save({"a": 1}, io.BytesIO())
+        self.assertEqual(self.api.names().count("B:checkpointing"), 2)
+
+    def test_uninstall_restores_torch(self):
+        originals = (nn.Module.__call__, torch.Tensor.backward, torch.autograd.backward,
+                     torch.save, torch.Tensor.item, torch.optim.Optimizer.__init__)
+        self.install()
+        self.assertIsNot(nn.Module.__call__, originals[0])
+        auto.uninstall()
+        now = (nn.Module.__call__, torch.Tensor.backward, torch.autograd.backward,
+               torch.save, torch.Tensor.item, torch.optim.Optimizer.__init__)
+        for before, after in zip(originals, now):
+            self.assertIs(before, after)
+
+    def test_disabled_api_installs_nothing(self):
+        api = FakeApi()
+        api.enabled = lambda: False
+        self.assertFalse(auto.install(api))
+        self.assertFalse(hasattr(nn.Module.__call__, "_stallscope_auto"))
+
+
+# A stand-in for the stallscope core, first on PYTHONPATH in subprocess tests: it writes each
+# call as a JSON line to $STALLSCOPE_RUN_DIR/events.jsonl; FAKE_FAIL=phase makes phase() raise.
+FAKE_CORE = textwrap.dedent("""
+    import contextlib, json, os
+    __path__.append({stallscope_dir!r})
+    def _emit(*rec):
+        with open(os.path.join(os.environ["STALLSCOPE_RUN_DIR"], "events.jsonl"), "a") as f:
+            f.write(json.dumps([os.getpid(), *rec]) + "\\n")
+    @contextlib.contextmanager
+    def phase(name):
+        if os.environ.get("FAKE_FAIL") == "phase":
+            raise RuntimeError("injected")
+        _emit("B", name)
+        try:
+            yield
+        finally:
+            _emit("E", name)
+    def step(): _emit("S")
+    def mark(name, **kw): _emit("M", name)
+    def info(kind, data): _emit("I", kind)
+    def count(name, n=1): _emit("C", name)
+    def enabled(): return True
+""")
+
+TRAIN_SCRIPT = textwrap.dedent("""
+    import torch, torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(f"{loss.item():.6f}")
+""")
+
+WORKER_SCRIPT = textwrap.dedent("""
+    import os, torch, torch.nn as nn
+    from torch.utils.data import DataLoader, Dataset
+    class Blurred(Dataset):
+        def __init__(self):
+            self.blur = nn.Conv2d(1, 1, 3, padding=1)
+        def __len__(self):
+            return 8
+        def __getitem__(self, i):
+            x = self.blur(torch.ones(1, 1, 4, 4))  # grad enabled: would be a forward_pass
+            x.sum().item()
+            return x.detach().view(-1)
+    if __name__ == "__main__":
+        loader = DataLoader(Blurred(), batch_size=2, num_workers=2,
+                            multiprocessing_context="forkserver")
+        for batch in loader:
+            pass
+        print(os.getpid())
+""")
+
+NO_TORCH_SCRIPT = textwrap.dedent("""
+    import json, sys
+    print("hello from a job without torch")
+    print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "stallscope"))))
+    sys.exit(3)
+""")
+
+
+class SubprocessTest(unittest.TestCase):
+    """Real interpreters with the shim on PYTHONPATH, as `stallscope run` starts them."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run_dir = os.path.join(self.tmp.name, "run")
+        os.mkdir(self.run_dir)
+        fake_pkg = os.path.join(self.tmp.name, "fakecore", "stallscope")
+        os.makedirs(fake_pkg)
+        with open(os.path.join(fake_pkg, "__init__.py"), "w") as f:
+            f.write(FAKE_CORE.format(stallscope_dir=os.path.join(PYTHON_DIR, "stallscope")))
+        self.fake_core_dir = os.path.dirname(fake_pkg)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_py(self, code, shim=True, extra_path=(), **env):
+        """Runs `code` (-c), or the file it names when it ends in .py."""
+        full_env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("STALLSCOPE") and k != "PYTHONPATH"}
+        if shim:
+            full_env["STALLSCOPE_RUN_DIR"] = self.run_dir
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                [self.fake_core_dir, PYTHON_DIR, *extra_path])
+        elif extra_path:
+            full_env["PYTHONPATH"] = os.pathsep.join(extra_path)
+        full_env.update(env)
+        argv = [code] if code.endswith(".py") else ["-c", code]
+        return subprocess.run([sys.executable, *argv], env=full_env, capture_output=True,
+                              text=True, timeout=120, cwd=self.tmp.name)
+
+    def events(self):
+        path = os.path.join(self.run_dir, "events.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line)[1:] for line in f]
+
+    def event_pids(self):
+        path = os.path.join(self.run_dir, "events.jsonl")
+        with open(path) as f:
+            return {json.loads(line)[0] for line in f}
+
+    @needs_torch
+    def test_forkserver_workers_record_nothing(self):
+        script = os.path.join(self.tmp.name, "workers.py")
+        with open(script, "w") as f:
+            f.write(WORKER_SCRIPT)
+        result = self.run_py(script)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.event_pids(), {int(result.stdout.split()[-1])})
+        names = [":".join(e) for e in self.events()]
+        self.assertNotIn("B:forward_pass", names)
+        self.assertEqual(names.count("I:dataloader"), 1)
+
+    def test_job_without_torch_runs_unchanged(self):
+        plain = self.run_py(NO_TORCH_SCRIPT, shim=False)
+        shimmed = self.run_py(NO_TORCH_SCRIPT)
+        self.assertEqual(plain.returncode, 3)
+        self.assertEqual((shimmed.returncode, shimmed.stdout, shimmed.stderr),
+                         (plain.returncode, plain.stdout, plain.stderr))
+        self.assertIn("[]", shimmed.stdout)  # neither torch nor stallscope got imported
+        self.assertEqual(self.events(), [])
+
+    @needs_torch
+    def test_hooks_installed_when_torch_is_imported(self):
+        plain = self.run_py(TRAIN_SCRIPT, shim=False)
+        shimmed = self.run_py(TRAIN_SCRIPT)
+        self.assertEqual(shimmed.returncode, 0, shimmed.stderr)
+        self.assertEqual(shimmed.stdout, plain.stdout)  # same losses
+        self.assertNotIn("[stallscope]", shimmed.stderr)
+        names = [":".join(e) for e in self.events()]
+        self.assertEqual(names.count("S"), 4)
+        for phase in ("data_loading", "forward_pass", "backward_pass", "optimizer_step"):
+            self.assertIn(f"B:{phase}", names)
+        self.assertEqual(names.count("I:dataloader"), 1)
+
+    @needs_torch
+    def test_no_auto_installs_nothing(self):
+        probe = ("import sys, torch; print(hasattr(torch.nn.Module.__call__, '_stallscope_auto'),"
+                 " 'stallscope' in sys.modules,"
+                 " any(type(f).__name__ == '_PostImportFinder' for f in sys.meta_path))")
+        off = self.run_py(probe, STALLSCOPE_AUTO="0")
+        self.assertEqual(off.stdout.split(), ["False", "False", "False"], off.stderr)
+        on = self.run_py(probe)
+        self.assertEqual(on.stdout.split(), ["True", "True", "False"], on.stderr)
+
+    @needs_torch
+    def test_core_failure_never_breaks_the_job(self):
+        plain = self.run_py(TRAIN_SCRIPT, shim=False)
+        broken = self.run_py(TRAIN_SCRIPT, FAKE_FAIL="phase")
+        self.assertEqual(broken.returncode, 0, broken.stderr)
+        self.assertEqual(broken.stdout, plain.stdout)
+        self.assertEqual(broken.stderr.count("[stallscope]"), 1, broken.stderr)
+
+    def test_chains_to_the_shadowed_sitecustomize(self):
+        other = os.path.join(self.tmp.name, "other")
+        os.mkdir(other)
+        with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+            f.write("print('chained sitecustomize ran')\n")
+        result = self.run_py("print('job')", extra_path=[other])
+        self.assertEqual(result.stdout, "chained sitecustomize ran\njob\n", result.stderr)
+        # also without STALLSCOPE_RUN_DIR (the shim stays on PYTHONPATH of child processes)
+        result = self.run_py("print('job')", extra_path=[other], STALLSCOPE_RUN_DIR="")
+        self.assertEqual(result.stdout, "chained sitecustomize ran\njob\n", result.stderr)
+
+    def test_chains_to_the_system_sitecustomize(self):
+        system = self.run_py("import sitecustomize; print(sitecustomize.__file__)", shim=False)
+        shimmed = self.run_py("import sitecustomize as s; c = s._chained_sitecustomize;"
+                              " print(c.__file__ if c else None)")
+        if system.returncode != 0:  # this interpreter has no system sitecustomize
+            self.assertEqual(shimmed.stdout.strip(), "None")
+        else:
+            self.assertEqual(shimmed.stdout.strip(), system.stdout.strip())
+
+    def test_error_in_chained_sitecustomize_is_reported_like_site(self):
+        other = os.path.join(self.tmp.name, "other")
+        os.mkdir(other)
+        with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+            f.write("raise RuntimeError('broken site config')\n")
+        result = self.run_py("print('job')", extra_path=[other])
+        self.assertEqual(result.returncode, 0)
+        self.assertEqual(result.stdout, "job\n")
+        self.assertIn("Error in sitecustomize", result.stderr)
+        self.assertIn("broken site config", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
