@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "analysis/phases.h"
+
+namespace stallscope::analysis {
+
+/// Robust outliers of a series: values above median + k × MAD (scaled to σ: 1.4826 × MAD).
+struct Outliers {
+  double median = 0;
+  double mad = 0;               ///< median absolute deviation (unscaled)
+  double threshold = 0;         ///< median + k × 1.4826 × MAD
+  std::vector<size_t> indices;  ///< positions above threshold, ascending
+};
+
+/// Default k for outliers (3.5 robust σ: Iglewicz & Hoaglin's modified z-score cut).
+inline constexpr double kOutlierRobustZ = 3.5;
+
+/// Outliers of `values` (any order kept). Empty input → empty result. A zero MAD (most values
+/// equal) uses a floor of 1% of the median so exact repeats are not all outliers (the floor
+/// applies to any MAD below 1% of the median; `mad` reports the unfloored value).
+[[nodiscard]] Outliers FindOutliers(std::span<const double> values, double k = kOutlierRobustZ);
+
+/// A detected period of a series.
+struct Period {
+  double period = 0;         ///< in samples (steps, or samples of a time series)
+  double strength = 0;       ///< autocorrelation at the period, 0..1
+  double p_value = 1;        ///< significance of the periodogram peak (Fisher's g test)
+  bool significant = false;  ///< p_value < kPeriodAlpha and strength >= kMinPeriodStrength
+};
+inline constexpr double kPeriodAlpha = 0.01;
+inline constexpr double kMinPeriodStrength = 0.3;
+
+/// Period detection on an evenly spaced series: periodogram peak (Fisher's g test for
+/// significance) confirmed and refined by the autocorrelation peak near it. Needs ≥ 3 full
+/// periods and ≥ 16 points; returns nullopt when there is no candidate at all.
+[[nodiscard]] std::optional<Period> DetectPeriod(std::span<const double> values);
+
+/// Periodic side work: a phase whose long occurrences recur every N steps
+/// ("every 20 steps: checkpointing, +0.9 s each, 21% of wall time").
+struct PeriodicPhase {
+  int32_t rank = 0;
+  std::string phase;          ///< the phase that makes the outlier steps slow
+  int64_t every_steps = 0;    ///< period in steps (0: irregular, or < 3 occurrences)
+  int64_t occurrences = 0;    ///< outlier steps explained by this phase
+  double extra_s_each = 0;    ///< mean extra time per occurrence vs the median step
+  double share_of_wall = 0;   ///< occurrences × extra / sum of step times
+  std::vector<int64_t> steps; ///< step indices (1-based) of the occurrences
+};
+
+/// Outlier steps (median + MAD on step times) matched to the phase that made each slow (the
+/// phase with the largest excess over its own median in that step, "other" included), grouped
+/// by phase, with the period of their step indices (regular spacing, or DetectPeriod on the
+/// phase's per-step series). Only groups of ≥ 2 occurrences.
+[[nodiscard]] std::vector<PeriodicPhase> FindPeriodicPhases(const PhaseAnalysis& phases);
+
+/// Step stalls tied to DataLoader epochs or worker round-robin.
+struct LoaderStall {
+  int32_t rank = 0;
+  int64_t stalls = 0;          ///< number of slow data_loading steps matching the pattern
+  double extra_s_each = 0;     ///< mean extra data_loading time of those steps
+  double share_of_wall = 0;
+  int64_t every_steps = 0;     ///< the spacing (steps per epoch, or num_workers)
+  std::vector<int64_t> steps;
+};
+
+/// Seed 001 T5: the first step of every epoch stalls in data_loading (workers re-spawned when
+/// persistent_workers=False). `steps_per_epoch` from the loader (dataset_len / batch_size,
+/// drop_last aware). nullopt unless ≥ 2 epoch starts are slow outliers.
+[[nodiscard]] std::optional<LoaderStall> FindEpochStartStalls(const RankSteps& rank,
+                                                              int64_t steps_per_epoch);
+
+/// Seed 001 T7: with workers, every num_workers-th step has a long data_loading stall (all
+/// workers busy producing the next batch). nullopt unless the slow data_loading steps recur with
+/// period num_workers (± 0) in ≥ 60% of the cycles.
+[[nodiscard]] std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank, int64_t num_workers);
+
+}  // namespace stallscope::analysis
