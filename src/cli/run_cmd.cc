@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/run_report.h"
+#include "diagnose/verdict.h"
 #include "phase/event_log.h"
 #include "phase/phase_aggregator.h"
 #include "report/render.h"
@@ -71,9 +72,23 @@ class LiveView {
     if (main == nullptr || main_window.steps == 0 || window_s <= 0) return "";
     std::string out = fmt::format("{:.2f} steps/s", static_cast<double>(main_window.steps) / window_s);
     int shown = 0;
+    double data = 0, compute = 0, covered = 0;
     for (const auto& t : main_window.phases) {
-      if (shown++ == 3) break;
-      out += fmt::format(" | {} {:.0f}%", main->ring->Name(t.phase_id), static_cast<double>(t.total_ns) / (window_s * 1e9) * 100);
+      const std::string& name = main->ring->Name(t.phase_id);
+      double share = static_cast<double>(t.total_ns) / (window_s * 1e9);
+      covered += share;
+      if (name == "data_loading") data = share;
+      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step") compute += share;
+      if (shown++ < 3) out += fmt::format(" | {} {:.0f}%", name, share * 100);
+    }
+    // The current suspicion, from this window alone (the full verdict comes with the report).
+    // Seed 000: data_loading > 30% of the step is data-bound.
+    if (data > 0.30) {
+      out += " | suspect: input pipeline";
+    } else if (1.0 - covered > 0.30) {
+      out += " | suspect: work outside the training phases (logging, syncs, side work)";
+    } else if (compute > 0.70) {
+      out += " | compute-bound so far";
     }
     main_steps_ += main_window.steps;
     return out;
@@ -131,6 +146,7 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
     return 1;
   }
   auto report = diagnose::BuildRunReport(*data);
+  report.verdict = diagnose::Diagnose(*data, report);
   std::string text = report::RenderRunReportText(report);
   auto st1 = diagnose::WriteFileAtomic(paths.report_txt(), text);
   auto st2 = diagnose::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
@@ -262,6 +278,7 @@ int RunDiagnose(const DiagnoseOptions& o) {
     return 1;
   }
   auto report = diagnose::BuildRunReport(*data);
+  report.verdict = diagnose::Diagnose(*data, report);
   fmt::print("{}", o.json ? report::RenderRunReportJson(report) : report::RenderRunReportText(report));
   return 0;
 }

@@ -98,6 +98,63 @@ std::string MachineLines(const diagnose::RunReport& r) {
   return out;
 }
 
+std::string FindingHeadline(const diagnose::Finding& f) {
+  return fmt::format("{} (confidence {:.2f}, costs ~{:.0f}% of wall time)", diagnose::FindingClassName(f.cls),
+                     f.confidence, f.cost_fraction * 100);
+}
+
+std::string VerdictLines(const diagnose::RunReport& r) {
+  const auto& v = r.verdict;
+  if (!v.principal) return "VERDICT  none: not enough data to name a bottleneck (no steps measured)\n";
+  const diagnose::Finding& f = *v.principal;
+  std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
+  if (f.predicted_steps_per_s && !r.phases.ranks.empty()) {
+    out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n", *f.predicted_steps_per_s,
+                       r.phases.ranks.front().per_second);
+  }
+  for (size_t i = 0; i < f.recommendations.size(); ++i) {
+    out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1, f.recommendations[i].text);
+  }
+  for (size_t i = 0; i < f.evidence.size(); ++i) {
+    out += fmt::format("{}{}\n", i == 0 ? "EVIDENCE " : "         ", f.evidence[i].text);
+  }
+  for (size_t i = 0; i < v.secondary.size(); ++i) {
+    const auto& s2 = v.secondary[i];
+    out += fmt::format("{}{}: {}\n", i == 0 ? "ALSO     " : "         ", FindingHeadline(s2), s2.reason);
+    if (!s2.recommendations.empty()) out += fmt::format("           fix: {}\n", s2.recommendations.front().text);
+  }
+  return out;
+}
+
+void WriteFindingJson(JsonWriter& w, const diagnose::Finding& f) {
+  w.BeginObject()
+      .Field("class", diagnose::FindingClassName(f.cls))
+      .Field("confidence", f.confidence, 2)
+      .Field("cost_fraction", f.cost_fraction, 3)
+      .Field("reason", f.reason)
+      .Field("predicted_steps_per_s", f.predicted_steps_per_s, 3);
+  w.Key("evidence").BeginArray();
+  for (const auto& e : f.evidence) {
+    w.BeginObject().Field("text", e.text).Field("metric", e.metric).Field("value", e.value, 4).Field("unit", e.unit);
+    w.Field("threshold", e.threshold, 4).EndObject();
+  }
+  w.EndArray().Key("recommendations").BeginArray();
+  for (const auto& rec : f.recommendations) w.BeginObject().Field("text", rec.text).Field("cost", rec.cost).EndObject();
+  w.EndArray().EndObject();
+}
+
+void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& v) {
+  w.Key("verdict").BeginObject().Key("principal");
+  if (v.principal) {
+    WriteFindingJson(w, *v.principal);
+  } else {
+    w.Null();
+  }
+  w.Key("secondary").BeginArray();
+  for (const auto& f : v.secondary) WriteFindingJson(w, f);
+  w.EndArray().EndObject();
+}
+
 void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
   w.BeginObject()
       .Field("name", p.name)
@@ -134,6 +191,8 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
 
 std::string RenderRunReportText(const diagnose::RunReport& r) {
   std::string out = fmt::format("stallscope run report: {}  ({})\n", r.meta.name, r.dir);
+  out += VerdictLines(r);
+  out += '\n';
   out += JobLines(r);
   out += RenderPhaseTable(r.phases);
   if (!r.phases.counters_total.empty()) {
@@ -163,6 +222,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
+  WriteVerdictJson(w, r.verdict);
   w.Key("job").BeginObject().Field("name", r.meta.name).Key("command").BeginArray();
   for (const auto& a : r.meta.command) w.String(a);
   w.EndArray().Field("exit_code", r.meta.exit_code).Field("status", r.meta.status).Field("wall_s", r.wall_s, 3);

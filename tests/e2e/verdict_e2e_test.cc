@@ -1,0 +1,158 @@
+// The verdict on GPU situations a CPU-only machine cannot show: `stallscope run` on a job that
+// marks its phases with the stallscope API (tests/e2e/fake_job.py, no torch), while the fake
+// libnvidia-ml.so.1 plays the GPUs (tests/fakes/nvml scenarios written here).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class VerdictE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+    dir_ = fs::temp_directory_path() / ("stallscope_verdict_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);
+  }
+
+  /// Writes a scenario of `gpus` (each merged with `per_gpu[i]` if given, else `common`).
+  std::string Scenario(const std::vector<json>& gpus) {
+    json s = {{"driver_version", "550.54.15"}, {"gpus", json::array()}};
+    for (const auto& g : gpus) {
+      json base = {{"name", "NVIDIA H100 80GB HBM3"}, {"memory_total_mib", 81559}, {"memory_used_mib", 40000},
+                   {"power_limit_w", 700}, {"power_w_at_full", 650}, {"sm_clock_max_mhz", 1980}};
+      base.update(g);
+      s["gpus"].push_back(base);
+    }
+    std::string path = (dir_ / "scenario.json").string();
+    std::ofstream(path) << s.dump(1);
+    return path;
+  }
+
+  /// Runs fake_job.py under `stallscope run` with the scenario; returns report.json.
+  json Run(const std::string& scenario, const std::vector<std::string>& job_args) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("STALLSCOPE_", 0) != 0) env.push_back(kv);
+    }
+    env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
+    env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
+    std::vector<std::string> args = {STALLSCOPE_BIN, "run", "--quiet", "--out", (dir_ / "run").string(), "-i", "100ms",
+                                     "--", "/usr/bin/python3", std::string(STALLSCOPE_SOURCE_DIR) + "/tests/e2e/fake_job.py"};
+    args.insert(args.end(), job_args.begin(), job_args.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string log = (dir_ / "log").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(log);
+    auto j = json::parse(Slurp(dir_ / "run" / "report.json"), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << Slurp(log);
+    return j;
+  }
+
+  static std::string Principal(const json& r) {
+    const auto& p = r["verdict"]["principal"];
+    return p.is_null() ? "none" : p["class"].get<std::string>();
+  }
+  static bool Has(const json& r, const std::string& cls) {
+    if (Principal(r) == cls) return true;
+    for (const auto& f : r["verdict"]["secondary"]) {
+      if (f["class"] == cls) return true;
+    }
+    return false;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(VerdictE2e, SawtoothAlignedWithDataLoadingIsDataBound) {
+  // 150 ms of CPU-busy loading, then 50 ms of "GPU work": the GPU saws 100% → 0% every 200 ms.
+  auto r = Run(Scenario({{{"pattern", {{"kind", "sawtooth"}, {"util_high", 100}, {"util_low", 0}, {"period_s", 0.2}, {"duty", 0.25}}}}}),
+               {"--steps", "25", "--data-ms", "150", "--compute-ms", "50", "--data-busy"});
+  EXPECT_EQ(Principal(r), "data_bound_cpu") << r["verdict"].dump(1);
+}
+
+TEST_F(VerdictE2e, ThermalThrottling) {
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 97}}},
+                          {"throttle", {{{"start_s", 0}, {"end_s", 1000}, {"reasons", {"hw_thermal"}}, {"sm_clock_mhz", 1100}}}}}}),
+               {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_TRUE(Has(r, "gpu_throttled")) << r["verdict"].dump(1);
+}
+
+TEST_F(VerdictE2e, HighUtilizationWithLowClockAndPowerIsMisleading) {
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 98}}}, {"power_w_at_full", 200},
+                          {"throttle", {{{"start_s", 0}, {"end_s", 1000}, {"reasons", json::array()}, {"sm_clock_mhz", 900}}}}}}),
+               {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_TRUE(Has(r, "util_misleading")) << r["verdict"].dump(1);
+}
+
+TEST_F(VerdictE2e, ImbalanceAcrossFourGpus) {
+  json busy = {{"pattern", {{"kind", "steady"}, {"util_high", 97}}}};
+  json idle = {{"pattern", {{"kind", "steady"}, {"util_high", 55}}}, {"memory_used_mib", 20000}};
+  auto r = Run(Scenario({busy, idle, idle, idle}), {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_TRUE(Has(r, "load_imbalance")) << r["verdict"].dump(1);
+}
+
+TEST_F(VerdictE2e, StragglerRank) {
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 95}}}}, {{"pattern", {{"kind", "steady"}, {"util_high", 95}}}}}),
+               {"--steps", "30", "--ranks", "2", "--slow-rank", "1", "--slow-factor", "1.6", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_TRUE(Has(r, "straggler")) << r["verdict"].dump(1);
+  EXPECT_EQ(r["steps"]["ranks"].size(), 2u);
+}
+
+TEST_F(VerdictE2e, MemoryPressure) {
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 96}}}, {"memory_used_mib", 78500}}}),
+               {"--steps", "30", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_TRUE(Has(r, "gpu_memory_pressure")) << r["verdict"].dump(1);
+}
+
+TEST_F(VerdictE2e, BusyGpuWithNothingElseIsGpuBound) {
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 99}}}}}),
+               {"--steps", "30", "--data-ms", "1", "--compute-ms", "60"});
+  EXPECT_EQ(Principal(r), "gpu_bound") << r["verdict"].dump(1);
+}
+
+}  // namespace
