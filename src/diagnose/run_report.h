@@ -7,6 +7,7 @@
 
 #include "analysis/phases.h"
 #include "analysis/summary.h"
+#include "diagnose/findings.h"
 #include "diagnose/run_dir.h"
 #include "phase/event_log.h"
 #include "sample/recording.h"
@@ -85,6 +86,7 @@ struct RunReport {
   analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the run
   std::vector<Series> series;
   std::vector<std::string> warnings;
+  Verdict verdict;  ///< filled by Diagnose() (verdict.h); empty from BuildRunReport alone
 };
 
 /// Builds the report from loaded data. Pure: no I/O.

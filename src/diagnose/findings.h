@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stallscope::diagnose {
+
+/// The bottleneck classes (report.json "class"; README "Findings").
+enum class FindingClass {
+  kGpuBound,               ///< "gpu_bound" (compute-bound on a CPU-only run)
+  kDataBoundCpu,           ///< "data_bound_cpu"
+  kDataBoundIo,            ///< "data_bound_io"
+  kHostSyncOrLogging,      ///< "host_sync_or_logging"
+  kPeriodicSideWork,       ///< "periodic_side_work"
+  kEpochBoundaryStall,     ///< "epoch_boundary_stall"
+  kPrefetchTooShallow,     ///< "prefetch_too_shallow"
+  kThreadOversubscription, ///< "thread_oversubscription"
+  kGpuThrottled,           ///< "gpu_throttled"
+  kUtilMisleading,         ///< "util_misleading"
+  kLoadImbalance,          ///< "load_imbalance"
+  kStraggler,              ///< "straggler"
+  kSmallBatch,             ///< "small_batch"
+  kGpuMemoryPressure,      ///< "gpu_memory_pressure"
+};
+
+[[nodiscard]] std::string_view FindingClassName(FindingClass c);
+
+/// A number that triggered a finding, with what it was compared to.
+struct Evidence {
+  std::string text;       ///< for people: "data_loading is 91% of step time (threshold 30%, seed 000)"
+  std::string metric;     ///< machine name: "phase_share.data_loading"
+  double value = 0;
+  std::string unit;       ///< "fraction", "s", "%", "MHz", ...
+  std::optional<double> threshold;
+};
+
+/// One change to make. `cost` orders them: 0 = a free knob (seed 001 order), 1 = a code change,
+/// 2 = hardware or architecture.
+struct Recommendation {
+  std::string text;  ///< concrete for this run: "num_workers=0 → num_workers=4 (8 CPUs allowed)"
+  int cost = 0;
+};
+
+struct Finding {
+  FindingClass cls = FindingClass::kGpuBound;
+  double confidence = 0;     ///< 0..1
+  double cost_fraction = 0;  ///< estimated share of wall time lost to it, 0..1
+  std::string reason;        ///< one sentence
+  std::vector<Evidence> evidence;
+  std::vector<Recommendation> recommendations;  ///< cheapest first
+  /// For data-bound findings: predicted steps/s after the fix (checkable against a re-run).
+  std::optional<double> predicted_steps_per_s;
+};
+
+/// The principal bottleneck and the secondaries, ranked by cost.
+struct Verdict {
+  std::optional<Finding> principal;
+  std::vector<Finding> secondary;
+};
+
+}  // namespace stallscope::diagnose

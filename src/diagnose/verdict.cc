@@ -1,0 +1,315 @@
+#include "diagnose/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace stallscope::diagnose {
+namespace {
+
+constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/auto.py
+
+std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
+  return j[key].get<int64_t>();
+}
+
+std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
+  std::vector<TorchProcess> out;
+  std::set<int32_t> seen;
+  for (const auto& m : events.meta) {
+    if (m.kind != "info" || m.name != "torch" || seen.count(m.pid)) continue;
+    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;  // bad data is skipped, not fatal
+    seen.insert(m.pid);
+    TorchProcess t;
+    t.pid = m.pid;
+    t.rank = m.rank;
+    t.intra_op_threads = JsonInt(j, "intra_op_threads");
+    t.cpu_count = JsonInt(j, "cpu_count");
+    t.cpu_affinity = JsonInt(j, "cpu_affinity");
+    if (j.contains("omp_num_threads_env") && j["omp_num_threads_env"].is_string()) {
+      t.omp_num_threads_env = j["omp_num_threads_env"].get<std::string>();
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// Host-wide facts: CPUs, cgroup quota, runnable counts, I/O wait.
+void HostFacts(const RunData& data, RuleContext& c) {
+  const auto& samples = data.recording.samples;
+  c.host_cpus = data.recording.header.cpu_count;
+  RunningStats procs_running, iowait, psi_io, job_runnable;
+  for (const auto& s : samples) {
+    if (s.host.cpu_count > 0) c.host_cpus = s.host.cpu_count;
+    if (s.host.cgroup_cpu_quota_cpus) c.cgroup_quota_cpus = s.host.cgroup_cpu_quota_cpus;
+    if (s.host.cgroup_nr_throttled_delta)
+      c.cgroup_nr_throttled += *s.host.cgroup_nr_throttled_delta;
+    if (s.host.procs_running) procs_running.Add(*s.host.procs_running);
+    if (s.host.cpu) iowait.Add(s.host.cpu->iowait_pct);
+    if (s.host.psi_io) psi_io.Add(s.host.psi_io->some_avg10_pct);
+    if (s.host.shm_total_bytes) {
+      c.shm_total_bytes = s.host.shm_total_bytes;
+      c.shm_used_bytes = s.host.shm_used_bytes;
+    }
+    if (s.has_processes && !s.processes.empty()) {
+      double running = 0;
+      for (const auto& p : s.processes) running += p.threads_running;
+      job_runnable.Add(running);
+    }
+  }
+  if (procs_running.count() > 0) c.host_procs_running = procs_running.mean();
+  if (iowait.count() > 0) c.iowait_pct = iowait.mean();
+  if (psi_io.count() > 0) c.psi_io_pct = psi_io.mean();
+  if (job_runnable.count() > 0) c.job_runnable_threads = job_runnable.mean();
+
+  for (const auto& t : c.torch) {
+    if (t.cpu_affinity && *t.cpu_affinity > 0) {
+      c.affinity_cpus = std::min(c.affinity_cpus.value_or(*t.cpu_affinity), *t.cpu_affinity);
+    }
+    if (c.host_cpus == 0 && t.cpu_count) c.host_cpus = static_cast<uint32_t>(*t.cpu_count);
+  }
+  int64_t allowed = c.host_cpus > 0 ? c.host_cpus : 1;
+  if (c.cgroup_quota_cpus && *c.cgroup_quota_cpus > 0) {
+    allowed = std::min(allowed, static_cast<int64_t>(std::ceil(*c.cgroup_quota_cpus - 1e-9)));
+  }
+  if (c.affinity_cpus) allowed = std::min(allowed, *c.affinity_cpus);
+  c.allowed_cpus = std::max<int64_t>(1, allowed);
+}
+
+/// Step and phase facts pooled over ranks.
+void StepFacts(const RunReport& report, RuleContext& c) {
+  double duration_s = 0;
+  double rate_sum = 0;
+  for (const auto& r : report.phases.ranks) {
+    if (r.count <= 0) continue;
+    ++c.ranks;
+    c.steps += r.count;
+    duration_s += r.duration_s;
+    rate_sum += r.per_second;
+  }
+  if (c.steps > 0) c.step_mean_s = duration_s / static_cast<double>(c.steps);
+  if (c.ranks > 0) c.steps_per_s = rate_sum / static_cast<double>(c.ranks);
+  if (duration_s > 0) {
+    for (const auto& p : report.phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
+  }
+  if (c.steps > 0) {
+    for (const auto& r : report.phases.ranks) {
+      for (const auto& s : r.steps) {
+        for (const auto& [name, n] : s.counters) {
+          if (!std::string_view(name).starts_with(kHostSyncPrefix)) continue;
+          double per_step = static_cast<double>(n) / static_cast<double>(c.steps);
+          c.host_syncs_by_counter[name] += per_step;
+          c.host_syncs_per_step += per_step;
+        }
+      }
+    }
+  }
+}
+
+/// Main-process and worker facts from the process table and the per-sample process list.
+void ProcessFacts(const RunData& data, const RunReport& report, RuleContext& c) {
+  std::set<int32_t> worker_pids;
+  for (size_t i = 0; i < report.processes.size(); ++i) {
+    const ProcessRow& p = report.processes[i];
+    if (p.role == "main" || p.role.starts_with("rank ")) c.main_rows.push_back(i);
+    if (p.role == "dataloader worker") {
+      c.worker_rows.push_back(i);
+      worker_pids.insert(p.pid);
+    }
+    if (p.role != "launcher") c.job_nvcsw_per_s += p.nonvoluntary_switches_per_s;
+  }
+  auto mean_of = [&](const std::vector<size_t>& rows, auto field) {
+    double sum = 0;
+    for (size_t i : rows) sum += field(report.processes[i]);
+    return rows.empty() ? 0.0 : sum / static_cast<double>(rows.size());
+  };
+  c.main_cpu_pct = mean_of(c.main_rows, [](const ProcessRow& p) { return p.cpu_mean_pct; });
+  c.main_running_share = mean_of(c.main_rows, [](const ProcessRow& p) { return p.running_share; });
+  c.main_blocked_share = mean_of(c.main_rows, [](const ProcessRow& p) { return p.blocked_share; });
+  c.worker_blocked_share =
+      mean_of(c.worker_rows, [](const ProcessRow& p) { return p.blocked_share; });
+  bool first = true;
+  for (size_t i : c.worker_rows) {
+    const ProcessRow& p = report.processes[i];
+    if (p.samples < 2) continue;  // a worker seen once has no CPU rate yet
+    c.worker_cpu_min_pct = first ? p.cpu_mean_pct : std::min(c.worker_cpu_min_pct, p.cpu_mean_pct);
+    first = false;
+  }
+  // Non-persistent workers are new processes every epoch: sum the CPU of the workers alive at
+  // the same moment, not the per-pid means.
+  RunningStats concurrent;
+  for (const auto& s : data.recording.samples) {
+    double sum = 0;
+    bool any = false;
+    for (const auto& p : s.processes) {
+      if (!worker_pids.count(p.pid) || !p.cpu_pct) continue;
+      sum += *p.cpu_pct;
+      any = true;
+    }
+    if (any) concurrent.Add(sum);
+  }
+  c.worker_cpu_sum_pct = concurrent.count() > 0 ? concurrent.mean() : 0;
+}
+
+void GpuFactsOf(const RunData& data, const RunReport& report, RuleContext& c) {
+  const auto& statics = data.recording.header.gpus;
+  for (const auto& g : report.machine.gpus) {
+    if (g.samples <= 0) continue;
+    GpuFacts f;
+    f.index = g.index;
+    f.name = g.name;
+    f.samples = g.samples;
+    f.util_mean_pct = g.util_pct.mean();
+    const gpu::GpuStatic* st = nullptr;
+    for (const auto& s : statics) {
+      if (s.index == g.index) st = &s;
+    }
+    if (st && st->sm_clock_max_mhz && *st->sm_clock_max_mhz > 0 && g.sm_clock_mhz.count() > 0) {
+      f.sm_clock_fraction = g.sm_clock_mhz.mean() / *st->sm_clock_max_mhz;
+    }
+    if (st && st->power_limit_mw && *st->power_limit_mw > 0 && g.power_w.count() > 0) {
+      f.power_fraction = g.power_w.mean() * 1000.0 / *st->power_limit_mw;
+    }
+    f.memory_used_max_mib = g.memory_used_mib.max();
+    f.memory_total_mib = g.memory_total_mib;
+    if (!f.memory_total_mib && st && st->mem_total_bytes) {
+      f.memory_total_mib = static_cast<double>(*st->mem_total_bytes) / sample::kBytesPerMiB;
+    }
+    if (f.memory_total_mib && *f.memory_total_mib > 0 && g.memory_used_mib.count() > 0) {
+      f.memory_used_fraction = f.memory_used_max_mib / *f.memory_total_mib;
+    }
+    f.throttled_share = static_cast<double>(g.throttled_samples) / static_cast<double>(g.samples);
+    c.gpus.push_back(std::move(f));
+  }
+  // Slowdown reasons by name (summary.cc's mask: not idle, app clocks or display clocks).
+  constexpr uint64_t kSlowdown = gpu::kClockEventSwPowerCap | gpu::kClockEventHwSlowdown |
+                                 gpu::kClockEventSwThermal | gpu::kClockEventHwThermal |
+                                 gpu::kClockEventHwPowerBrake;
+  for (GpuFacts& f : c.gpus) {
+    std::map<std::string, int64_t> counts;
+    for (const auto& s : data.recording.samples) {
+      if (f.index >= s.gpus.size() || s.gpus[f.index].lost) continue;
+      const auto& mask = s.gpus[f.index].clock_event_reasons;
+      if (!mask) continue;
+      for (const auto& r : gpu::kClockEventReasons) {
+        if ((*mask & r.bit & kSlowdown) != 0) ++counts[std::string(r.name)];
+      }
+    }
+    f.throttle_reasons.assign(counts.begin(), counts.end());
+    std::stable_sort(f.throttle_reasons.begin(), f.throttle_reasons.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
+  c.has_gpu = !c.gpus.empty();
+}
+
+}  // namespace
+
+std::string_view FindingClassName(FindingClass c) {
+  switch (c) {
+    case FindingClass::kGpuBound:
+      return "gpu_bound";
+    case FindingClass::kDataBoundCpu:
+      return "data_bound_cpu";
+    case FindingClass::kDataBoundIo:
+      return "data_bound_io";
+    case FindingClass::kHostSyncOrLogging:
+      return "host_sync_or_logging";
+    case FindingClass::kPeriodicSideWork:
+      return "periodic_side_work";
+    case FindingClass::kEpochBoundaryStall:
+      return "epoch_boundary_stall";
+    case FindingClass::kPrefetchTooShallow:
+      return "prefetch_too_shallow";
+    case FindingClass::kThreadOversubscription:
+      return "thread_oversubscription";
+    case FindingClass::kGpuThrottled:
+      return "gpu_throttled";
+    case FindingClass::kUtilMisleading:
+      return "util_misleading";
+    case FindingClass::kLoadImbalance:
+      return "load_imbalance";
+    case FindingClass::kStraggler:
+      return "straggler";
+    case FindingClass::kSmallBatch:
+      return "small_batch";
+    case FindingClass::kGpuMemoryPressure:
+      return "gpu_memory_pressure";
+  }
+  return "unknown";
+}
+
+double RuleContext::Share(const std::string& phase) const {
+  auto it = phase_share.find(phase);
+  return it == phase_share.end() ? 0.0 : it->second;
+}
+
+int64_t RuleContext::NumWorkers() const {
+  if (loader && loader->num_workers) return *loader->num_workers;
+  // No loader info (hooks off): infer from the processes seen.
+  return static_cast<int64_t>(worker_rows.size());
+}
+
+RuleContext BuildRuleContext(const RunData& data, const RunReport& report) {
+  RuleContext c;
+  c.torch = TorchInfos(data.events);
+  HostFacts(data, c);
+  StepFacts(report, c);
+  ProcessFacts(data, report, c);
+  GpuFactsOf(data, report, c);
+  for (const auto& l : report.loaders) {
+    if (!c.loader || l.rank < c.loader->rank) c.loader = l;
+  }
+  return c;
+}
+
+Verdict RankFindings(std::vector<Finding> findings) {
+  Verdict v;
+  if (findings.empty()) return v;
+  auto is_gpu_bound = [](const Finding& f) { return f.cls == FindingClass::kGpuBound; };
+  bool costly_other = std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
+    return !is_gpu_bound(f) && f.cost_fraction >= kThresholds.min_cost.value;
+  });
+  auto best = findings.end();
+  if (!costly_other) best = std::find_if(findings.begin(), findings.end(), is_gpu_bound);
+  if (best == findings.end()) {
+    // The good case (gpu_bound) is principal only when nothing else costs ≥ 5% of wall time.
+    for (auto it = findings.begin(); it != findings.end(); ++it) {
+      if (costly_other && is_gpu_bound(*it)) continue;
+      if (best == findings.end() ||
+          it->cost_fraction * it->confidence > best->cost_fraction * best->confidence) {
+        best = it;
+      }
+    }
+  }
+  v.principal = std::move(*best);
+  findings.erase(best);
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+    return a.cost_fraction > b.cost_fraction;
+  });
+  v.secondary = std::move(findings);
+  return v;
+}
+
+Verdict Diagnose(const RunData& data, const RunReport& report) {
+  RuleContext context = BuildRuleContext(data, report);
+  std::vector<Finding> findings;
+  for (const NamedRule& rule : Rules()) {
+    if (auto f = rule.fn(data, report, context)) findings.push_back(std::move(*f));
+  }
+  // A CPU-only run is compute-bound only when no data or sync finding costs ≥ 10%.
+  bool data_or_sync = std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return (f.cls == FindingClass::kDataBoundCpu || f.cls == FindingClass::kDataBoundIo ||
+            f.cls == FindingClass::kHostSyncOrLogging) &&
+           f.cost_fraction >= kThresholds.cpu_compute_other_max.value;
+  });
+  if (!context.has_gpu && data_or_sync) {
+    std::erase_if(findings, [](const Finding& f) { return f.cls == FindingClass::kGpuBound; });
+  }
+  return RankFindings(std::move(findings));
+}
+
+}  // namespace stallscope::diagnose

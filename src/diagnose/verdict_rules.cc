@@ -1,0 +1,1218 @@
+// The verdict rules: one function per finding class (data_bound_cpu and data_bound_io share one,
+// since they split the same symptom). Each reads RuleContext facts, compares them to
+// kThresholds (thresholds.h, every number cited there) and returns a priced Finding.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "analysis/detect.h"
+#include "diagnose/verdict.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+constexpr const ThresholdSet& T = kThresholds;
+constexpr std::string_view kData = "data_loading";
+
+// ---------------------------------------------------------------------------------------------
+// Formatting and building blocks
+// ---------------------------------------------------------------------------------------------
+
+/// 0.913 → "91%", 0.046 → "4.6%".
+std::string Pct(double fraction) {
+  double p = fraction * 100.0;
+  return std::fabs(p) < 9.95 ? fmt::format("{:.1f}%", p) : fmt::format("{:.0f}%", p);
+}
+
+/// 0.0123 → "12.3 ms", 1.42 → "1.42 s".
+std::string Secs(double s) {
+  return s < 0.1 ? fmt::format("{:.1f} ms", s * 1000.0) : fmt::format("{:.2f} s", s);
+}
+
+std::string GiB(double mib) { return fmt::format("{:.1f}", mib / 1024.0); }
+
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+std::string Cpus(int64_t n) { return Plural(n, "CPU", "CPUs"); }
+
+Evidence Ev(std::string text, std::string metric, double value, std::string unit,
+            std::optional<double> threshold = std::nullopt) {
+  return Evidence{std::move(text), std::move(metric), value, std::move(unit), threshold};
+}
+
+Finding Make(FindingClass cls, double confidence, double cost, std::string reason) {
+  Finding f;
+  f.cls = cls;
+  f.confidence = confidence;
+  f.cost_fraction = std::clamp(cost, 0.0, 1.0);
+  f.reason = fmt::format("{}: {}", FindingClassName(cls), reason);
+  return f;
+}
+
+void Rec(Finding& f, int cost, std::string text) {
+  f.recommendations.push_back({std::move(text), cost});
+}
+
+/// Keeps recommendations cheapest first, in insertion order within a cost.
+void SortRecs(Finding& f) {
+  std::stable_sort(
+      f.recommendations.begin(), f.recommendations.end(),
+      [](const Recommendation& a, const Recommendation& b) { return a.cost < b.cost; });
+}
+
+std::string AllowedWhy(const RuleContext& c) {
+  std::string why = fmt::format("host {}", c.host_cpus);
+  if (c.cgroup_quota_cpus) why += fmt::format(", cgroup quota {:.1f}", *c.cgroup_quota_cpus);
+  if (c.affinity_cpus) why += fmt::format(", affinity {}", *c.affinity_cpus);
+  return why;
+}
+
+Evidence AllowedEvidence(const RuleContext& c) {
+  return Ev(fmt::format("{} allowed ({})", Cpus(c.allowed_cpus), AllowedWhy(c)), "allowed_cpus",
+            static_cast<double>(c.allowed_cpus), "CPUs");
+}
+
+Evidence ShareEvidence(const RuleContext& c, std::string_view phase, const Threshold& th) {
+  double share = c.Share(std::string(phase));
+  return Ev(fmt::format("{} is {} of step time (threshold {}, {})", phase, Pct(share),
+                        Pct(th.value), th.cite()),
+            fmt::format("phase_share.{}", phase), share, "fraction", th.value);
+}
+
+double MeanGpuUtil(const RuleContext& c) {
+  double sum = 0;
+  for (const auto& g : c.gpus) sum += g.util_mean_pct;
+  return c.gpus.empty() ? 0.0 : sum / static_cast<double>(c.gpus.size());
+}
+
+/// Seed 004: low GPU utilization as supporting evidence.
+void AddLowUtilEvidence(const RuleContext& c, Finding& f) {
+  if (!c.has_gpu) return;
+  double util = MeanGpuUtil(c);
+  if (util >= T.low_util_warn.value) return;
+  f.evidence.push_back(
+      Ev(fmt::format("GPU utilization averages {:.0f}% (warning below {:.0f}%, {})", util,
+                     T.low_util_warn.value, T.low_util_warn.cite()),
+         "gpu.util_mean_pct", util, "%", T.low_util_warn.value));
+}
+
+const analysis::RankSteps* RankOf(const RunReport& r, int32_t rank) {
+  for (const auto& s : r.phases.ranks) {
+    if (s.rank == rank) return &s;
+  }
+  return nullptr;
+}
+
+double PhaseOf(const analysis::StepRecord& s, std::string_view phase) {
+  auto it = s.phase_s.find(std::string(phase));
+  return it == s.phase_s.end() ? 0.0 : it->second;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread oversubscription facts (shared: data-bound advice must not add workers on top of it)
+// ---------------------------------------------------------------------------------------------
+
+struct Oversubscription {
+  std::optional<double> runnable;  ///< measured runnable threads (job, else host when unconfined)
+  bool runnable_from_job = false;
+  int64_t intra_op = 0;  ///< the largest intra_op_threads of the torch processes
+  int64_t torch_procs = 0;
+  double nvcsw_per_cpu = 0;
+  bool hit = false;
+  double load = 0;  ///< threads competing for the allowed CPUs (for the cost)
+};
+
+Oversubscription OversubscriptionOf(const RuleContext& c) {
+  Oversubscription o;
+  if (c.job_runnable_threads) {
+    o.runnable = c.job_runnable_threads;
+    o.runnable_from_job = true;
+  } else if (c.host_procs_running && c.host_cpus == c.allowed_cpus) {
+    // /proc/loadavg counts the whole host: only meaningful when the job may use all of it.
+    o.runnable = c.host_procs_running;
+  }
+  for (const auto& t : c.torch) {
+    o.intra_op = std::max(o.intra_op, t.intra_op_threads.value_or(0));
+  }
+  o.torch_procs = static_cast<int64_t>(c.torch.size());
+  double allowed = static_cast<double>(c.allowed_cpus);
+  o.nvcsw_per_cpu = c.job_nvcsw_per_s / allowed;
+  double limit = T.oversub_threads_per_cpu.value * allowed;
+  double planned = static_cast<double>(o.intra_op * o.torch_procs);
+  bool many = (o.runnable && *o.runnable > limit) || planned > limit;
+  o.hit = many && o.nvcsw_per_cpu >= T.oversub_nvcsw_per_cpu.value;
+  o.load = std::max(o.runnable.value_or(0), planned);
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// data_bound_cpu / data_bound_io
+// ---------------------------------------------------------------------------------------------
+
+/// How the loading processes (main with num_workers=0, else the workers) spend their time.
+struct Loading {
+  int64_t num_workers = 0;
+  bool known = false;  ///< process samples exist for the loaders
+  double cpu = 0;      ///< fraction of one CPU per loading process
+  double running = 0;  ///< share of samples in R
+  double blocked = 0;  ///< share of samples in D
+  std::string who;     ///< "the main process", "the 2 DataLoader workers"
+};
+
+Loading LoadingOf(const RunReport& r, const RuleContext& c) {
+  Loading l;
+  l.num_workers = c.NumWorkers();
+  if (l.num_workers == 0) {
+    l.known = !c.main_rows.empty();
+    l.cpu = c.main_cpu_pct / 100.0;
+    l.running = c.main_running_share;
+    l.blocked = c.main_blocked_share;
+    l.who = "the main process";
+    return l;
+  }
+  l.known = !c.worker_rows.empty() && c.worker_cpu_sum_pct > 0;
+  l.cpu = c.worker_cpu_sum_pct / 100.0 / static_cast<double>(l.num_workers);
+  for (size_t i : c.worker_rows) l.running += r.processes[i].running_share;
+  if (!c.worker_rows.empty()) l.running /= static_cast<double>(c.worker_rows.size());
+  l.blocked = c.worker_blocked_share;
+  l.who = fmt::format("the {}", Plural(l.num_workers, "DataLoader worker", "DataLoader workers"));
+  return l;
+}
+
+/// Steady-state step time with `workers` loader processes per rank (seed 001 T4 model): the step
+/// is gated by the compute left in the loop, by one worker's batch time divided over the
+/// workers, and by the CPU budget all of it shares.
+struct Prediction {
+  double step_s = 0;
+  double compute_s = 0;  ///< step time that is not waiting for data
+  double batch_s = 0;    ///< one batch's production time
+  double cpu_s = 0;      ///< CPU seconds per step (loaders + main) of one rank
+  int64_t workers = 0;
+  bool cpu_limited = false;
+};
+
+std::optional<Prediction> Predict(const RuleContext& c, const Loading& l, int64_t workers) {
+  if (c.step_mean_s <= 0 || workers <= 0) return std::nullopt;
+  double t = c.step_mean_s;
+  double data_s = c.Share(std::string(kData)) * t;
+  Prediction p;
+  p.workers = workers;
+  p.compute_s = t - data_s;
+  double batch_cpu_s = 0, main_cpu_s = 0;
+  if (l.num_workers == 0) {
+    // The main process both loads and computes: split its CPU time between the two.
+    double main_s = c.main_rows.empty() ? t : c.main_cpu_pct / 100.0 * t;
+    p.batch_s = data_s;
+    batch_cpu_s = std::min(data_s, main_s);
+    main_cpu_s = std::max(0.0, main_s - batch_cpu_s);
+  } else {
+    if (c.worker_cpu_sum_pct <= 0) return std::nullopt;
+    batch_cpu_s = c.worker_cpu_sum_pct / 100.0 * t;  // one batch per step
+    p.batch_s = batch_cpu_s;
+    main_cpu_s = c.main_cpu_pct / 100.0 * t;
+  }
+  double ranks = static_cast<double>(std::max<int64_t>(1, c.ranks));
+  p.cpu_s = batch_cpu_s + main_cpu_s;
+  double cpu_bound_s = p.cpu_s * ranks / static_cast<double>(c.allowed_cpus);
+  double worker_bound_s = p.batch_s / static_cast<double>(workers);
+  p.step_s = std::max({p.compute_s, worker_bound_s, cpu_bound_s});
+  p.cpu_limited = cpu_bound_s >= p.step_s && cpu_bound_s > p.compute_s;
+  return p;
+}
+
+void LoaderKnobRecs(const RuleContext& c, Finding& f, int64_t workers) {
+  const auto& ld = c.loader;
+  if (!ld || !ld->persistent_workers.value_or(false)) {
+    Rec(f, 0,
+        fmt::format(
+            "persistent_workers=True (keep {} alive across epochs instead of "
+            "re-spawning each epoch; seed 001 T5)",
+            workers == 1 ? std::string("the worker") : fmt::format("the {} workers", workers)));
+  }
+  if (c.has_gpu && !(ld && ld->pin_memory.value_or(false))) {
+    Rec(f, 0, "pin_memory=True with .to(device, non_blocking=True) (seed 001 T6)");
+  }
+  int64_t pf = ld && ld->prefetch_factor ? *ld->prefetch_factor : 2;
+  auto target = static_cast<int64_t>(T.prefetch_factor_target.value);
+  if (pf < target) {
+    Rec(f, 0,
+        fmt::format("prefetch_factor={} → {} if steps still stall in bursts (seed 001 T7)", pf,
+                    target));
+  }
+}
+
+void TransformRecs(const RuleContext& c, Finding& f, int cost) {
+  Rec(f, cost,
+      "lighter per-sample transforms (cheaper decode/augmentation, or cache "
+      "pre-processed samples)");
+  if (c.has_gpu) {
+    Rec(f, cost,
+        "move transforms to the GPU: NVIDIA DALI, or torchvision.transforms.v2 on GPU "
+        "tensors (seed 001 T8)");
+  }
+}
+
+void AddCgroupThrottleEvidence(const RuleContext& c, Finding& f) {
+  if (c.cgroup_nr_throttled == 0) return;
+  f.evidence.push_back(
+      Ev(fmt::format("cgroup CPU quota throttled the job {} times", c.cgroup_nr_throttled),
+         "cgroup.nr_throttled", static_cast<double>(c.cgroup_nr_throttled), "periods"));
+}
+
+std::string DataCpuReason(const RuleContext& c, const Loading& l, bool saturated) {
+  double share = c.Share(std::string(kData));
+  if (l.num_workers == 0) {
+    return fmt::format(
+        "the main process spends {} of each step loading data (num_workers=0) while using "
+        "{:.0f}% of {}",
+        Pct(share), c.main_cpu_pct, c.allowed_cpus == 1 ? "the only allowed CPU" : "a CPU");
+  }
+  if (saturated) {
+    return fmt::format(
+        "the training loop waits for data {} of each step while {} are CPU-bound (runnable in "
+        "{} of samples, {:.0f}% CPU together) on the {} allowed",
+        Pct(share), l.who, Pct(l.running), c.worker_cpu_sum_pct, Cpus(c.allowed_cpus));
+  }
+  return fmt::format(
+      "the training loop waits for data {} of each step while {} use {:.0f}% CPU together ({} "
+      "allowed)",
+      Pct(share), l.who, c.worker_cpu_sum_pct, Cpus(c.allowed_cpus));
+}
+
+void AddLoaderCpuEvidence(const RuleContext& c, const Loading& l, Finding& f) {
+  if (l.num_workers == 0) {
+    f.evidence.push_back(
+        Ev(fmt::format("main process CPU {:.0f}% of one core, running in {} of samples "
+                       "(threshold {}, {})",
+                       c.main_cpu_pct, Pct(c.main_running_share), Pct(T.loader_cpu_busy.value),
+                       T.loader_cpu_busy.cite()),
+           "process.main.cpu_mean_pct", c.main_cpu_pct, "%", T.loader_cpu_busy.value * 100));
+    return;
+  }
+  double pegged_pct = T.worker_cpu_pegged.value * 100;
+  f.evidence.push_back(
+      Ev(fmt::format("{} use {:.0f}% CPU together, the least busy {:.0f}%, runnable in {} of "
+                     "samples (threshold {:.0f}% each, or {:.0f}% of allowed CPUs; {})",
+                     l.who, c.worker_cpu_sum_pct, c.worker_cpu_min_pct, Pct(l.running), pegged_pct,
+                     pegged_pct, T.worker_cpu_pegged.cite()),
+         "process.workers.cpu_sum_pct", c.worker_cpu_sum_pct, "%",
+         pegged_pct * static_cast<double>(c.allowed_cpus)));
+}
+
+/// Seed 001 T4: more workers, the knobs that go with them, and the predicted rate.
+void AddWorkersAdvice(const RuleContext& c, const Loading& l, int64_t target, Finding& f) {
+  Rec(f, 0,
+      fmt::format("num_workers={} → num_workers={} ({} allowed)", l.num_workers, target,
+                  Cpus(c.allowed_cpus)));
+  LoaderKnobRecs(c, f, target);
+  TransformRecs(c, f, 1);
+  auto p = Predict(c, l, target);
+  if (!p) return;
+  f.predicted_steps_per_s = 1.0 / p->step_s;
+  bool persistent = c.loader && c.loader->persistent_workers.value_or(false);
+  auto ranks = std::max<int64_t>(1, c.ranks);
+  f.evidence.push_back(Ev(
+      fmt::format("predicted {:.2f} steps/s steady state with num_workers={}{} (now {:.2f}): "
+                  "step ≈ max(compute {}, batch {} / {}, CPU {}{} / {}); worker start-up "
+                  "excluded",
+                  *f.predicted_steps_per_s, target, persistent ? "" : ", persistent_workers=True",
+                  c.steps_per_s, Secs(p->compute_s), Secs(p->batch_s),
+                  Plural(target, "worker", "workers"), Secs(p->cpu_s),
+                  ranks > 1 ? fmt::format(" × {} ranks", ranks) : "", Cpus(c.allowed_cpus)),
+      "predicted_steps_per_s", *f.predicted_steps_per_s, "steps/s"));
+  if (p->cpu_limited) {
+    Rec(f, 2,
+        fmt::format("more CPUs: the predicted rate is limited by the {} allowed ({})",
+                    Cpus(c.allowed_cpus), AllowedWhy(c)));
+  }
+}
+
+/// The loaders already fill every allowed CPU: never "add workers" (seed 001 T8).
+void AddSaturatedAdvice(const RuleContext& c, const Loading& l, Finding& f) {
+  std::string users = l.num_workers == 0
+                          ? std::string("the main process already uses")
+                          : fmt::format("{} and the main process already fill", l.who);
+  f.evidence.push_back(
+      Ev(fmt::format("{} all {} allowed: more workers cannot help", users, Cpus(c.allowed_cpus)),
+         "allowed_cpus_used", (c.worker_cpu_sum_pct + c.main_cpu_pct) / 100.0, "CPUs",
+         static_cast<double>(c.allowed_cpus)));
+  if (l.num_workers > 0 && !(c.loader && c.loader->persistent_workers.value_or(false))) {
+    Rec(f, 0,
+        "persistent_workers=True (re-spawning workers every epoch spends CPU that is already "
+        "short; seed 001 T5)");
+  }
+  TransformRecs(c, f, 1);
+  Rec(f, 2,
+      fmt::format("more CPUs: the job is allowed {} ({})", Cpus(c.allowed_cpus), AllowedWhy(c)));
+}
+
+std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, double confidence) {
+  auto ranks = std::max<int64_t>(1, c.ranks);
+  // Seed 001 T4: start at cores − 1 (per rank when ranks share the host).
+  int64_t target = std::max<int64_t>(
+      1, c.allowed_cpus / ranks - static_cast<int64_t>(T.worker_headroom_cpus.value));
+  double pegged_cpus = T.worker_cpu_pegged.value * static_cast<double>(c.allowed_cpus);
+  bool saturated = l.num_workers == 0
+                       ? c.allowed_cpus <= ranks
+                       : c.worker_cpu_sum_pct / 100.0 >= pegged_cpus || target <= l.num_workers;
+  bool oversubscribed = OversubscriptionOf(c).hit;
+
+  Finding f = Make(FindingClass::kDataBoundCpu, confidence, c.Share(std::string(kData)),
+                   DataCpuReason(c, l, saturated));
+  f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
+  AddLoaderCpuEvidence(c, l, f);
+  f.evidence.push_back(AllowedEvidence(c));
+  AddLowUtilEvidence(c, f);
+  AddCgroupThrottleEvidence(c, f);
+  if (oversubscribed) {
+    // Seed 001 T3/U40: many threads thrashing a few cores is not fixed by more processes.
+    Rec(f, 0,
+        "fix the thread oversubscription first (see thread_oversubscription); adding "
+        "DataLoader workers would make it worse");
+  }
+  if (saturated) {
+    AddSaturatedAdvice(c, l, f);
+  } else if (oversubscribed) {
+    TransformRecs(c, f, 1);
+  } else {
+    AddWorkersAdvice(c, l, target, f);
+  }
+  SortRecs(f);
+  return f;
+}
+
+/// Evidence of waiting on storage; returns the loaders' read rate (MiB/s, 0 when unknown).
+double AddIoEvidence(const RunReport& r, const RuleContext& c, const Loading& l, Finding& f) {
+  f.evidence.push_back(Ev(
+      fmt::format("{} blocked on I/O (state D) in {} of samples (threshold {}, "
+                  "{})",
+                  l.who, Pct(l.blocked), Pct(T.io_blocked_share.value), T.io_blocked_share.cite()),
+      "loaders.blocked_share", l.blocked, "fraction", T.io_blocked_share.value));
+  f.evidence.push_back(
+      Ev(fmt::format("{} CPU {:.0f}% of one core{} (low below {:.0f}%)", l.who, l.cpu * 100,
+                     l.num_workers > 0 ? " each" : "", T.io_low_cpu.value * 100),
+         "loaders.cpu_pct", l.cpu * 100, "%", T.io_low_cpu.value * 100));
+  if (c.iowait_pct || c.psi_io_pct) {
+    std::string what;
+    if (c.iowait_pct) what = fmt::format("host iowait {:.1f}%", *c.iowait_pct);
+    if (c.psi_io_pct) {
+      what += fmt::format("{}PSI io some {:.1f}%", what.empty() ? "" : ", ", *c.psi_io_pct);
+    }
+    double io = std::max(c.iowait_pct.value_or(0), c.psi_io_pct.value_or(0));
+    f.evidence.push_back(Ev(fmt::format("{} (threshold {:.0f}%)", what, T.io_wait_pct.value),
+                            "host.io_wait_pct", io, "%", T.io_wait_pct.value));
+  }
+  uint64_t read = 0;
+  for (size_t i : l.num_workers == 0 ? c.main_rows : c.worker_rows) {
+    read += r.processes[i].read_bytes;
+  }
+  if (read == 0 || r.wall_s <= 0) return 0;
+  double mib = static_cast<double>(read) / sample::kBytesPerMiB;
+  f.evidence.push_back(
+      Ev(fmt::format("loaders read {:.0f} MiB from storage ({:.1f} MiB/s)", mib, mib / r.wall_s),
+         "loaders.read_mib_per_s", mib / r.wall_s, "MiB/s"));
+  return mib / r.wall_s;
+}
+
+/// More workers overlap more reads (they are cheap while blocked), storage permitting.
+void AddIoWorkersAdvice(const RuleContext& c, const Loading& l, double read_mib_per_s, Finding& f) {
+  int64_t target =
+      l.num_workers == 0 ? std::max<int64_t>(4, 2 * c.allowed_cpus) : 2 * l.num_workers;
+  target = std::min<int64_t>(target, 16);
+  if (target <= l.num_workers) return;
+  Rec(f, 0,
+      fmt::format("num_workers={} → num_workers={} to overlap reads (workers blocked on I/O cost "
+                  "little CPU; {} allowed)",
+                  l.num_workers, target, Cpus(c.allowed_cpus)));
+  if (c.step_mean_s <= 0) return;
+  double t = c.step_mean_s, data_s = c.Share(std::string(kData)) * t;
+  // Each worker spends about one current batch time per batch; all of the job's CPU work shares
+  // the allowed CPUs; the storage must deliver proportionally more bytes per second.
+  double batch_s = l.num_workers == 0 ? data_s : static_cast<double>(l.num_workers) * t;
+  double cpu_s = (c.main_cpu_pct + c.worker_cpu_sum_pct) / 100.0 * t *
+                 static_cast<double>(std::max<int64_t>(1, c.ranks));
+  double step = std::max({t - data_s, batch_s / static_cast<double>(target),
+                          cpu_s / static_cast<double>(c.allowed_cpus)});
+  f.predicted_steps_per_s = 1.0 / step;
+  std::string bandwidth = read_mib_per_s > 0
+                              ? fmt::format(" (needs {:.0f} MiB/s from storage, now {:.0f})",
+                                            read_mib_per_s * t / step, read_mib_per_s)
+                              : std::string();
+  f.evidence.push_back(Ev(fmt::format("predicted at most {:.2f} steps/s with num_workers={} (now "
+                                      "{:.2f}) if the storage keeps up{}",
+                                      *f.predicted_steps_per_s, target, c.steps_per_s, bandwidth),
+                          "predicted_steps_per_s", *f.predicted_steps_per_s, "steps/s"));
+}
+
+std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, const Loading& l,
+                                   double confidence, std::string_view how) {
+  double share = c.Share(std::string(kData));
+  Finding f =
+      Make(FindingClass::kDataBoundIo, confidence, share,
+           fmt::format("{} {} {} of each step loading data (num_workers={}) and {}",
+                       l.num_workers == 0 ? "the main process" : "the training loop",
+                       l.num_workers == 0 ? "spends" : "waits", Pct(share), l.num_workers, how));
+  f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
+  double read_mib_per_s = AddIoEvidence(r, c, l, f);
+  AddLowUtilEvidence(c, f);
+  AddIoWorkersAdvice(c, l, read_mib_per_s, f);
+  std::string shm = "/dev/shm";
+  if (c.shm_total_bytes) {
+    uint64_t used = std::min(c.shm_used_bytes.value_or(0), *c.shm_total_bytes);
+    shm = fmt::format("/dev/shm: {} GiB free of {} GiB",
+                      GiB(static_cast<double>(*c.shm_total_bytes - used) / sample::kBytesPerMiB),
+                      GiB(static_cast<double>(*c.shm_total_bytes) / sample::kBytesPerMiB));
+  }
+  Rec(f, 1,
+      fmt::format("stage the dataset to local NVMe or a RAM disk ({}) before training (seed 001 "
+                  "U8)",
+                  shm));
+  Rec(f, 1, "shard many small files into tar shards read sequentially (WebDataset; seed 001 U25)");
+  SortRecs(f);
+  return f;
+}
+
+std::optional<Finding> DataBoundRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  double share = c.Share(std::string(kData));
+  if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
+  Loading l = LoadingOf(r, c);
+  // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
+  bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
+  if (l.num_workers > 0) {
+    cpu_busy =
+        cpu_busy ||
+        c.worker_cpu_sum_pct / 100.0 >=
+            T.worker_cpu_pegged.value * static_cast<double>(c.allowed_cpus) ||
+        (!c.worker_rows.empty() && c.worker_cpu_min_pct / 100.0 >= T.worker_cpu_pegged.value);
+  }
+  bool blocked = l.blocked >= T.io_blocked_share.value;
+  double io_pct = std::max(c.iowait_pct.value_or(0), c.psi_io_pct.value_or(0));
+  bool low_cpu = l.known && l.cpu < T.io_low_cpu.value && l.running < T.io_low_cpu.value;
+  bool io_pressure = io_pct >= T.io_wait_pct.value && low_cpu;
+  // With num_workers=0 the main process also runs (computes) outside data_loading: compare D
+  // with the running time left inside the data phase.
+  double running_in_data = l.num_workers == 0 ? l.running - (1.0 - share) : l.running;
+  if (cpu_busy && !(blocked && l.blocked > running_in_data)) return DataBoundCpu(c, l, 0.9);
+  if (blocked) {
+    return DataBoundIo(r, c, l, 0.9,
+                       fmt::format("is blocked on I/O (state D) in {} of samples", Pct(l.blocked)));
+  }
+  if (io_pressure) {
+    return DataBoundIo(r, c, l, 0.8,
+                       fmt::format("waits on storage (host I/O wait {:.0f}%) at {:.0f}% CPU",
+                                   io_pct, l.cpu * 100));
+  }
+  if (low_cpu) {
+    // Neither computing nor in D: sleeping on a network filesystem or remote store.
+    return DataBoundIo(r, c, l, 0.6,
+                       fmt::format("is mostly waiting, not computing ({:.0f}% CPU)", l.cpu * 100));
+  }
+  return DataBoundCpu(c, l, 0.5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// host_sync_or_logging
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const RuleContext& c) {
+  double other = c.Share("other");
+  double syncs = c.host_syncs_per_step;
+  bool with_time =
+      other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
+  if (c.steps == 0 || !(with_time || syncs >= T.host_sync_per_step_high.value)) return std::nullopt;
+  Finding f = Make(FindingClass::kHostSyncOrLogging, with_time ? 0.85 : 0.6, other,
+                   fmt::format("{} of each step is spent outside forward/backward/optimizer/data "
+                               "with {:.1f} host syncs (.item/.cpu) per step",
+                               Pct(other), syncs));
+  f.evidence.push_back(ShareEvidence(c, "other", T.host_sync_other_share));
+  f.evidence.push_back(
+      Ev(fmt::format("{:.1f} host syncs per step (threshold {:.0f} with time "
+                     "outside phases, or {:.0f})",
+                     syncs, T.host_sync_per_step_low.value, T.host_sync_per_step_high.value),
+         "host_syncs_per_step", syncs, "per step", T.host_sync_per_step_low.value));
+  std::vector<std::pair<std::string, double>> top(c.host_syncs_by_counter.begin(),
+                                                  c.host_syncs_by_counter.end());
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string counters;
+  for (const auto& [name, n] : top) {
+    counters += fmt::format("{}{} {:.1f}/step", counters.empty() ? "" : ", ", name, n);
+  }
+  // Log every N steps: the smallest usual interval that leaves < 1% of the step to logging.
+  int64_t every = 100;
+  for (int64_t n : {10, 20, 50, 100}) {
+    if (other / static_cast<double>(n) < T.logging_residual_share.value) {
+      every = n;
+      break;
+    }
+  }
+  Rec(f, 1,
+      fmt::format("log every {} steps instead of every step (cuts the {} to ≈ {})", every,
+                  Pct(other), Pct(other / static_cast<double>(every))));
+  Rec(f, 1,
+      "accumulate metrics on the device (loss_sum += loss.detach()) and sync once per log "
+      "interval");
+  if (!counters.empty()) {
+    Rec(f, 1, fmt::format("avoid .item()/.cpu()/.numpy() in the step loop: {}", counters));
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// periodic_side_work
+// ---------------------------------------------------------------------------------------------
+
+void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
+  std::string interval = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
+                                           : std::string("at its current interval");
+  std::string doubled = g.every_steps > 0 ? fmt::format("every {} steps", 2 * g.every_steps)
+                                          : std::string("half as often");
+  if (g.phase == "checkpointing") {
+    Rec(f, 0,
+        fmt::format("checkpoint {} instead of {} (halves its {} of wall time)", doubled, interval,
+                    Pct(g.share_of_wall)));
+    Rec(f, 1,
+        "async checkpointing: torch.distributed.checkpoint.async_save, or copy the "
+        "state_dict to CPU and torch.save it on a background thread");
+    if (ranks > 1) Rec(f, 1, "save from rank 0 only (or shard the save across ranks)");
+  } else if (g.phase == "eval_forward" || g.phase == "sampling" || g.phase == "evaluation") {
+    Rec(f, 0,
+        fmt::format("sample/evaluate {} instead of {} (halves its {} of wall time)", doubled,
+                    interval, Pct(g.share_of_wall)));
+    Rec(f, 1,
+        "move sampling/eval off the critical path: a separate job on saved checkpoints, or "
+        "on fewer ranks");
+  } else {
+    Rec(f, 0, fmt::format("run the {} work {} instead of {}", g.phase, doubled, interval));
+    if (g.phase == "other") {
+      Rec(f, 1,
+          "name the periodic work outside any phase with stallscope.phase(...) to see what "
+          "it is (logging? eval?)");
+    } else {
+      Rec(f, 1,
+          fmt::format("move {} off the critical path (a background thread or a separate "
+                      "job)",
+                      g.phase));
+    }
+  }
+}
+
+std::optional<Finding> PeriodicRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  // The loader rules own data_loading spikes (epoch starts, prefetch).
+  std::map<std::string, analysis::PeriodicPhase> by_phase;
+  for (auto& g : analysis::FindPeriodicPhases(r.phases)) {
+    // Slow forward/backward/optimizer steps are noise or contention, not side work.
+    bool core =
+        g.phase == "forward_pass" || g.phase == "backward_pass" || g.phase == "optimizer_step";
+    if (g.phase == kData || core || g.share_of_wall < T.periodic_share.value) continue;
+    auto it = by_phase.find(g.phase);
+    if (it == by_phase.end() || g.share_of_wall > it->second.share_of_wall) {
+      by_phase[g.phase] = std::move(g);
+    }
+  }
+  if (by_phase.empty()) return std::nullopt;
+  std::vector<const analysis::PeriodicPhase*> groups;
+  double cost = 0;
+  for (const auto& [name, g] : by_phase) {
+    groups.push_back(&g);
+    cost += g.share_of_wall;
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
+    return a->share_of_wall > b->share_of_wall;
+  });
+  auto describe = [](const analysis::PeriodicPhase& g) {
+    std::string when = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
+                                         : fmt::format("at {} irregular steps", g.occurrences);
+    return fmt::format("{}: {}, +{} each, {} of wall time", when, g.phase, Secs(g.extra_s_each),
+                       Pct(g.share_of_wall));
+  };
+  const auto& top = *groups.front();
+  Finding f = Make(FindingClass::kPeriodicSideWork, top.every_steps > 0 ? 0.85 : 0.6, cost,
+                   fmt::format("{} steps are slow in turn ({})",
+                               Plural(top.occurrences, "of the", "of the"), describe(top)));
+  // One sentence: "every 20 steps: checkpointing, +0.9 s each, 21% of wall time".
+  f.reason = fmt::format("{}: {}", FindingClassName(f.cls), describe(top));
+  for (const auto* g : groups) {
+    f.evidence.push_back(Ev(fmt::format("{} (rank {}, {} occurrences; threshold {})", describe(*g),
+                                        g->rank, g->occurrences, Pct(T.periodic_share.value)),
+                            fmt::format("periodic.{}.share_of_wall", g->phase), g->share_of_wall,
+                            "fraction", T.periodic_share.value));
+    PeriodicRecs(*g, c.ranks, f);
+  }
+  SortRecs(f);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// epoch_boundary_stall / prefetch_too_shallow
+// ---------------------------------------------------------------------------------------------
+
+std::optional<int64_t> StepsPerEpoch(const LoaderInfo& l) {
+  if (!l.dataset_length || !l.batch_size || *l.batch_size <= 0 || *l.dataset_length <= 0) {
+    return std::nullopt;
+  }
+  int64_t n = *l.dataset_length, b = *l.batch_size;
+  return l.drop_last.value_or(false) ? n / b : (n + b - 1) / b;
+}
+
+std::optional<Finding> EpochStallRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  if (!c.loader || c.loader->persistent_workers.value_or(false) || c.NumWorkers() == 0) {
+    return std::nullopt;
+  }
+  auto spe = StepsPerEpoch(*c.loader);
+  if (!spe || *spe < 1) return std::nullopt;
+  std::optional<analysis::LoaderStall> worst;
+  for (const auto& rank : r.phases.ranks) {
+    auto s = analysis::FindEpochStartStalls(rank, *spe);
+    if (s && (!worst || s->share_of_wall > worst->share_of_wall)) worst = std::move(s);
+  }
+  if (!worst) return std::nullopt;
+  int64_t nw = c.NumWorkers();
+  Finding f =
+      Make(FindingClass::kEpochBoundaryStall, 0.85, worst->share_of_wall,
+           fmt::format("the first step of each epoch waits {} longer for {} "
+                       "(persistent_workers=False), {} of wall time",
+                       Secs(worst->extra_s_each),
+                       Plural(nw, "re-spawned DataLoader worker", "re-spawned DataLoader workers"),
+                       Pct(worst->share_of_wall)));
+  f.evidence.push_back(Ev(fmt::format("{} epoch starts stall +{} each in data_loading, every {} "
+                                      "steps (rank {})",
+                                      worst->stalls, Secs(worst->extra_s_each), *spe, worst->rank),
+                          "epoch_stall.extra_s_each", worst->extra_s_each, "s"));
+  f.evidence.push_back(Ev(fmt::format("{} of wall time (worth fixing above {})",
+                                      Pct(worst->share_of_wall), Pct(T.min_cost.value)),
+                          "epoch_stall.share_of_wall", worst->share_of_wall, "fraction",
+                          T.min_cost.value));
+  Rec(f, 0,
+      fmt::format("persistent_workers=False → persistent_workers=True (epochs are {} steps; "
+                  "seed 001 T5)",
+                  *spe));
+  return f;
+}
+
+std::optional<Finding> PrefetchRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  int64_t nw = c.NumWorkers();
+  if (nw <= 0) return std::nullopt;
+  std::optional<analysis::LoaderStall> worst;
+  const analysis::RankSteps* worst_rank = nullptr;
+  for (const auto& rank : r.phases.ranks) {
+    auto s = analysis::FindPrefetchStalls(rank, nw);
+    if (s && (!worst || s->share_of_wall > worst->share_of_wall)) {
+      worst = std::move(s);
+      worst_rank = &rank;
+    }
+  }
+  if (!worst || worst_rank == nullptr) return std::nullopt;
+  // Seed 001 T7: depth smooths bursts; it cannot fix an average rate that is too low.
+  std::set<int64_t> stalled(worst->steps.begin(), worst->steps.end());
+  std::vector<double> calm_share;
+  for (const auto& s : worst_rank->steps) {
+    double len = static_cast<double>(s.end_ns - s.begin_ns) / 1e9;
+    if (!stalled.count(s.index) && len > 0) calm_share.push_back(PhaseOf(s, kData) / len);
+  }
+  double calm = Median(calm_share);
+  bool rate_ok = calm < T.data_bound_share.value;
+  int64_t pf = c.loader && c.loader->prefetch_factor ? *c.loader->prefetch_factor : 2;
+  auto target = std::max(static_cast<int64_t>(T.prefetch_factor_target.value), 2 * pf);
+  Finding f = Make(
+      FindingClass::kPrefetchTooShallow, rate_ok ? 0.75 : 0.4, worst->share_of_wall,
+      fmt::format("every {} steps (num_workers={}) a step waits {} longer for data, {} "
+                  "of wall time",
+                  worst->every_steps, nw, Secs(worst->extra_s_each), Pct(worst->share_of_wall)));
+  f.evidence.push_back(
+      Ev(fmt::format("{} data_loading stalls +{} each with period {} = num_workers", worst->stalls,
+                     Secs(worst->extra_s_each), worst->every_steps),
+         "prefetch_stall.extra_s_each", worst->extra_s_each, "s"));
+  f.evidence.push_back(Ev(fmt::format("between stalls data_loading is {} of the step (the average "
+                                      "rate keeps up below {})",
+                                      Pct(calm), Pct(T.data_bound_share.value)),
+                          "prefetch_stall.calm_data_share", calm, "fraction",
+                          T.data_bound_share.value));
+  if (rate_ok) {
+    Rec(f, 0,
+        fmt::format("prefetch_factor={} → {} (seed 001 T7): it helps here because between "
+                    "stalls the workers keep up",
+                    pf, target));
+  } else {
+    Rec(f, 0,
+        fmt::format("prefetch_factor={} → {} helps only if the average rate suffices; it "
+                    "does not here (data_loading {} between stalls): raise the rate first",
+                    pf, target, Pct(calm)));
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// thread_oversubscription
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> OversubscriptionRule(const RunData&, const RunReport& r,
+                                            const RuleContext& c) {
+  Oversubscription o = OversubscriptionOf(c);
+  if (!o.hit) return std::nullopt;
+  double allowed = static_cast<double>(c.allowed_cpus);
+  double excess = o.load > allowed ? 1.0 - allowed / o.load : 0.0;
+  double cost = excess * std::min(1.0, c.main_cpu_pct / 100.0);
+  int64_t procs = std::max<int64_t>(1, o.torch_procs);
+  int64_t per_proc = std::max<int64_t>(1, c.allowed_cpus / procs);
+  std::string who = o.intra_op > 0 ? fmt::format("{} intra-op threads × {}", o.intra_op,
+                                                 Plural(procs, "torch process", "torch processes"))
+                                   : fmt::format("{:.1f} runnable threads", o.runnable.value_or(0));
+  if (!c.worker_rows.empty()) {
+    who +=
+        fmt::format(" plus {}", Plural(c.NumWorkers(), "DataLoader worker", "DataLoader workers"));
+  }
+  Finding f = Make(FindingClass::kThreadOversubscription, 0.7, cost,
+                   fmt::format("{} compete for {} allowed with {:.0f} involuntary context "
+                               "switches/s, so adding DataLoader workers would make it worse",
+                               who, Cpus(c.allowed_cpus), c.job_nvcsw_per_s));
+  double limit = T.oversub_threads_per_cpu.value * allowed;
+  if (o.runnable) {
+    f.evidence.push_back(
+        Ev(fmt::format("{:.1f} runnable threads on average ({}; threshold {:.0f} = "
+                       "{:.0f}× allowed CPUs)",
+                       *o.runnable, o.runnable_from_job ? "the job's" : "host-wide", limit,
+                       T.oversub_threads_per_cpu.value),
+           "runnable_threads", *o.runnable, "threads", limit));
+  }
+  if (o.intra_op > 0) {
+    f.evidence.push_back(Ev(
+        fmt::format("intra_op_threads {} × {} = {} (threshold {:.0f})", o.intra_op,
+                    Plural(procs, "process", "processes"), o.intra_op * procs, limit),
+        "torch.intra_op_threads_total", static_cast<double>(o.intra_op * procs), "threads", limit));
+  }
+  f.evidence.push_back(Ev(fmt::format("{:.0f} involuntary context switches/s per allowed CPU "
+                                      "(threshold {:.0f})",
+                                      o.nvcsw_per_cpu, T.oversub_nvcsw_per_cpu.value),
+                          "nonvoluntary_switches_per_s_per_cpu", o.nvcsw_per_cpu, "1/s",
+                          T.oversub_nvcsw_per_cpu.value));
+  f.evidence.push_back(AllowedEvidence(c));
+  AddCgroupThrottleEvidence(c, f);
+  std::string now = o.intra_op > 0 ? fmt::format("now {}", o.intra_op) : std::string("now default");
+  std::string where = procs == 1 ? std::string("in the training process")
+                                 : fmt::format("in each of the {} processes", procs);
+  Rec(f, 0,
+      fmt::format("OMP_NUM_THREADS={0} / torch.set_num_threads({0}) {1} ({2}; {3} allowed; "
+                  "seed 001 U40)",
+                  per_proc, where, now, Cpus(c.allowed_cpus)));
+  uint32_t worker_threads = 0;
+  for (size_t i : c.worker_rows)
+    worker_threads = std::max(worker_threads, r.processes[i].threads_max);
+  if (worker_threads > 2) {
+    Rec(f, 0,
+        fmt::format("torch.set_num_threads(1) in each DataLoader worker (worker_init_fn); they "
+                    "run up to {} threads",
+                    worker_threads));
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU rules
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> ThrottledRule(const RunData&, const RunReport&, const RuleContext& c) {
+  const GpuFacts* worst = nullptr;
+  for (const auto& g : c.gpus) {
+    if (g.throttled_share > T.throttled_share.value &&
+        (!worst || g.throttled_share > worst->throttled_share)) {
+      worst = &g;
+    }
+  }
+  if (!worst) return std::nullopt;
+  std::string reasons, counts;
+  bool power = false, thermal = false, hw = false;
+  for (const auto& [name, n] : worst->throttle_reasons) {
+    reasons += fmt::format("{}{}", reasons.empty() ? "" : ", ", name);
+    counts += fmt::format("{}{} in {} samples", counts.empty() ? "" : ", ", name, n);
+    power = power || name == "sw_power_cap";
+    thermal = thermal || name.find("thermal") != std::string::npos;
+    hw = hw || name == "hw_slowdown" || name == "hw_power_brake";
+  }
+  if (reasons.empty()) reasons = "slowdown";
+  double clock_loss =
+      worst->sm_clock_fraction ? std::max(0.0, 1.0 - *worst->sm_clock_fraction) : 0.1;
+  double cost = worst->throttled_share * std::max(0.05, clock_loss);
+  std::string clock = worst->sm_clock_fraction
+                          ? fmt::format(" (SM clock {} of max)", Pct(*worst->sm_clock_fraction))
+                          : std::string();
+  Finding f = Make(FindingClass::kGpuThrottled, 0.8, cost,
+                   fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}",
+                               worst->index, reasons, Pct(worst->throttled_share), clock));
+  f.evidence.push_back(
+      Ev(fmt::format("GPU {} throttled in {} of samples (threshold {}): {}", worst->index,
+                     Pct(worst->throttled_share), Pct(T.throttled_share.value), counts),
+         fmt::format("gpu{}.throttled_share", worst->index), worst->throttled_share, "fraction",
+         T.throttled_share.value));
+  if (power) {
+    Rec(f, 0,
+        "check the enforced power limit (nvidia-smi -q -d POWER); an admin may raise it "
+        "with nvidia-smi -pl up to the default");
+  }
+  if (thermal) {
+    Rec(f, 2,
+        "improve cooling: fans, airflow, ambient temperature (nvidia-smi -q -d "
+        "TEMPERATURE,PERFORMANCE; seed 001 U23)");
+  }
+  if (hw || (!power && !thermal)) {
+    Rec(f, 2,
+        "hardware slowdown: check the node's power supply and power-brake signal with the "
+        "operator");
+  }
+  SortRecs(f);
+  return f;
+}
+
+std::optional<Finding> UtilMisleadingRule(const RunData&, const RunReport&, const RuleContext& c) {
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct <= T.util_misleading_util.value) continue;
+    // A low clock from throttling is gpu_throttled's finding, not a misleading util.
+    bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
+                     g.throttled_share <= T.throttled_share.value;
+    bool power_low = g.power_fraction && *g.power_fraction < T.util_misleading_power.value;
+    if (!clock_low && !power_low) continue;
+    double cost = power_low ? 1.0 - *g.power_fraction / T.gpu_bound_power.value
+                            : 1.0 - *g.sm_clock_fraction / T.gpu_bound_clock.value;
+    cost = std::clamp(cost, 0.0, 0.5);
+    std::string what;
+    if (power_low) what += fmt::format("draws {} of its power limit", Pct(*g.power_fraction));
+    if (g.sm_clock_fraction) {
+      what += fmt::format("{}at {} of max SM clock", what.empty() ? "" : " ",
+                          Pct(*g.sm_clock_fraction));
+    }
+    Finding f = Make(FindingClass::kUtilMisleading, 0.5, cost,
+                     fmt::format("GPU {} reports {:.0f}% utilization but {}: a trickle of small "
+                                 "kernels, not a busy GPU",
+                                 g.index, g.util_mean_pct, what));
+    f.evidence.push_back(Ev(fmt::format("GPU {} utilization {:.0f}% (above {:.0f}%)", g.index,
+                                        g.util_mean_pct, T.util_misleading_util.value),
+                            fmt::format("gpu{}.util_mean_pct", g.index), g.util_mean_pct, "%",
+                            T.util_misleading_util.value));
+    if (g.sm_clock_fraction) {
+      f.evidence.push_back(
+          Ev(fmt::format("SM clock {} of max (below {} is suspicious)", Pct(*g.sm_clock_fraction),
+                         Pct(T.util_misleading_clock.value)),
+             fmt::format("gpu{}.sm_clock_fraction", g.index), *g.sm_clock_fraction, "fraction",
+             T.util_misleading_clock.value));
+    }
+    if (g.power_fraction) {
+      f.evidence.push_back(
+          Ev(fmt::format("power {} of limit (below {} is suspicious)", Pct(*g.power_fraction),
+                         Pct(T.util_misleading_power.value)),
+             fmt::format("gpu{}.power_fraction", g.index), *g.power_fraction, "fraction",
+             T.util_misleading_power.value));
+    }
+    Rec(f, 0,
+        "confirm with nvidia-smi dmon -s pucvmet -d 1 or torch.profiler: many short kernels "
+        "with launch gaps (seed 001 T2)");
+    Rec(f, 1,
+        "fewer, bigger kernels: a larger batch, torch.compile(mode=\"reduce-overhead\") "
+        "for CUDA graphs (seed 001 T15)");
+    return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> ImbalanceRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  if (c.gpus.size() < 2) return std::nullopt;
+  const auto& ub = r.machine.util_balance;
+  const auto& mb = r.machine.memory_balance;
+  double ucv = ub.cv_pct.value_or(0), mcv = mb.cv_pct.value_or(0);
+  double fair = T.balance_fair_cv.value;
+  if (ucv < fair && mcv < fair) return std::nullopt;
+  const GpuFacts* lo = &c.gpus.front();
+  const GpuFacts* hi = &c.gpus.front();
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct < lo->util_mean_pct) lo = &g;
+    if (g.util_mean_pct > hi->util_mean_pct) hi = &g;
+  }
+  double worst_cv = std::max(ucv, mcv);
+  std::string quality = worst_cv >= T.balance_poor_cv.value ? "Poor" : "Fair";
+  // Synchronous data parallelism waits for the busiest GPU: the others idle for the difference.
+  double cost = ucv >= fair && hi->util_mean_pct > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean_pct : 0;
+  std::string reason = ucv >= fair
+                           ? fmt::format(
+                                 "GPU utilization varies {:.0f}% (CV, {}) across {} GPUs: GPU {} "
+                                 "averages {:.0f}% vs {:.0f}% on GPU {}",
+                                 ucv, quality, c.gpus.size(), lo->index, lo->util_mean_pct,
+                                 hi->util_mean_pct, hi->index)
+                           : fmt::format("GPU memory use varies {:.0f}% (CV, {}) across {} GPUs",
+                                         mcv, quality, c.gpus.size());
+  Finding f = Make(FindingClass::kLoadImbalance, worst_cv >= T.balance_poor_cv.value ? 0.8 : 0.6,
+                   cost, reason);
+  f.evidence.push_back(
+      Ev(fmt::format("utilization CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed "
+                     "002)",
+                     ucv, fair, T.balance_poor_cv.value),
+         "gpu.util_cv_pct", ucv, "%", fair));
+  f.evidence.push_back(
+      Ev(fmt::format("memory CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed 002)", mcv, fair,
+                     T.balance_poor_cv.value),
+         "gpu.memory_cv_pct", mcv, "%", fair));
+  Rec(f, 0,
+      "give every rank the same work: DistributedSampler, the same batch_size per rank, "
+      "drop_last=True");
+  Rec(f, 1,
+      "spread or remove rank-0-only side work (logging, eval, checkpointing) that the other "
+      "ranks wait for");
+  if (mcv >= fair) {
+    Rec(f, 1,
+        "the fullest GPU holds extra state (optimizer, gathered metrics): shard it (ZeRO / "
+        "FSDP) or keep gathered tensors on the CPU");
+  }
+  return f;
+}
+
+std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  std::vector<const analysis::RankSteps*> ranks;
+  for (const auto& s : r.phases.ranks) {
+    if (s.count > 0 && s.mean_step_s > 0) ranks.push_back(&s);
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  std::vector<double> means;
+  for (const auto* s : ranks) means.push_back(s->mean_step_s);
+  double median = Median(means);
+  const auto* slow = *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const auto* a, const auto* b) { return a->mean_step_s < b->mean_step_s; });
+  double ratio = slow->mean_step_s / median;
+  if (median <= 0 || ratio <= T.straggler_ratio.value) return std::nullopt;
+  // Which phase makes it slow: per-step phase time vs the median over ranks.
+  std::map<std::string, std::vector<double>> per_step;
+  for (const auto& p : r.phases.phases) {
+    const auto* rs = RankOf(r, p.rank);
+    if (rs && rs->count > 0) per_step[p.name].push_back(p.total_s / static_cast<double>(rs->count));
+  }
+  std::string phase;
+  double excess = 0;
+  for (const auto& p : r.phases.phases) {
+    if (p.rank != slow->rank) continue;
+    double d = p.total_s / static_cast<double>(slow->count) - Median(per_step[p.name]);
+    if (d > excess) excess = d, phase = p.name;
+  }
+  std::string where =
+      phase.empty() ? std::string() : fmt::format("; its {} is +{} per step", phase, Secs(excess));
+  Finding f = Make(FindingClass::kStraggler, 0.7, 1.0 - median / slow->mean_step_s,
+                   fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}",
+                               slow->rank, Secs(slow->mean_step_s), ratio, Secs(median), where));
+  f.evidence.push_back(Ev(fmt::format("rank {} mean step {} vs median {} over {} ranks (threshold "
+                                      "{:.2f}×)",
+                                      slow->rank, Secs(slow->mean_step_s), Secs(median),
+                                      ranks.size(), T.straggler_ratio.value),
+                          fmt::format("rank{}.step_ratio", slow->rank), ratio, "×",
+                          T.straggler_ratio.value));
+  if (!phase.empty()) {
+    Rec(f, 1,
+        fmt::format("find what rank {} does extra in {} (+{} per step): rank-specific side "
+                    "work, a bigger data shard, slower storage",
+                    slow->rank, phase, Secs(excess)));
+  }
+  Rec(f, 2,
+      fmt::format("check rank {}'s GPU and node: throttling, PCIe/NVLink width, other "
+                  "tenants",
+                  slow->rank));
+  (void)c;
+  return f;
+}
+
+std::optional<Finding> SmallBatchRule(const RunData&, const RunReport&, const RuleContext& c) {
+  if (!c.has_gpu || c.Share(std::string(kData)) >= T.data_bound_share.value) return std::nullopt;
+  double util = MeanGpuUtil(c);
+  double mem = 0;
+  const GpuFacts* fullest = nullptr;
+  for (const auto& g : c.gpus) {
+    if (!g.memory_used_fraction) return std::nullopt;
+    if (*g.memory_used_fraction >= mem) mem = *g.memory_used_fraction, fullest = &g;
+  }
+  if (!fullest || util >= T.small_batch_util.value || mem >= T.small_batch_memory.value) {
+    return std::nullopt;
+  }
+  double cost = 0.5 * std::max(0.0, 1.0 - util / T.gpu_bound_util.value);
+  Finding f = Make(FindingClass::kSmallBatch, 0.5, cost,
+                   fmt::format("GPU {} averages {:.0f}% utilization while using {} of its memory "
+                               "({} of {} GiB), and the input pipeline is not the limit",
+                               fullest->index, util, Pct(mem), GiB(fullest->memory_used_max_mib),
+                               GiB(fullest->memory_total_mib.value_or(0))));
+  f.evidence.push_back(
+      Ev(fmt::format("GPU utilization {:.0f}% (below {:.0f}%)", util, T.small_batch_util.value),
+         "gpu.util_mean_pct", util, "%", T.small_batch_util.value));
+  f.evidence.push_back(Ev(
+      fmt::format("peak GPU memory {} used (below {})", Pct(mem), Pct(T.small_batch_memory.value)),
+      "gpu.memory_used_fraction", mem, "fraction", T.small_batch_memory.value));
+  AddLowUtilEvidence(c, f);
+  // Grow by powers of two while the peak stays under 80% of memory.
+  int64_t factor = 2;
+  while (mem * static_cast<double>(factor * 2) < 0.8 && factor < 16) factor *= 2;
+  if (c.loader && c.loader->batch_size) {
+    Rec(f, 1,
+        fmt::format("batch_size={} → {} (peak memory {}: ~{}× headroom); scale the learning "
+                    "rate and re-check convergence",
+                    *c.loader->batch_size, *c.loader->batch_size * factor, Pct(mem), factor));
+  } else {
+    Rec(f, 1,
+        fmt::format("a {}× bigger batch (peak memory {}); scale the learning rate and "
+                    "re-check convergence",
+                    factor, Pct(mem)));
+  }
+  Rec(f, 1, "cut per-kernel launch overhead: torch.compile, CUDA graphs (seed 001 T15)");
+  return f;
+}
+
+std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, const RuleContext& c) {
+  const GpuFacts* worst = nullptr;
+  for (const auto& g : c.gpus) {
+    if (g.memory_used_fraction && *g.memory_used_fraction > T.memory_pressure.value &&
+        (!worst || *g.memory_used_fraction > *worst->memory_used_fraction)) {
+      worst = &g;
+    }
+  }
+  if (!worst) return std::nullopt;
+  // Costs no time by itself (until it OOMs or the allocator retries): priced at 0.
+  Finding f =
+      Make(FindingClass::kGpuMemoryPressure, 0.7, 0,
+           fmt::format("GPU {} peaked at {} of {} GiB ({}), close to out-of-memory", worst->index,
+                       GiB(worst->memory_used_max_mib), GiB(worst->memory_total_mib.value_or(0)),
+                       Pct(*worst->memory_used_fraction)));
+  f.evidence.push_back(
+      Ev(fmt::format("peak GPU memory {} used (threshold {})", Pct(*worst->memory_used_fraction),
+                     Pct(T.memory_pressure.value)),
+         fmt::format("gpu{}.memory_used_fraction", worst->index), *worst->memory_used_fraction,
+         "fraction", T.memory_pressure.value));
+  Rec(f, 0, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation)");
+  Rec(f, 1, "bf16 autocast or activation checkpointing to free memory (seed 001 T13, T17)");
+  Rec(f, 1, "a smaller micro-batch with gradient accumulation");
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// gpu_bound (the good case; compute-bound on CPU-only runs)
+// ---------------------------------------------------------------------------------------------
+
+double ComputeShare(const RuleContext& c) {
+  return c.Share("forward_pass") + c.Share("backward_pass") + c.Share("optimizer_step");
+}
+
+std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
+  const GpuFacts* weakest = nullptr;
+  bool all_known = true;
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct < T.gpu_bound_util.value) return std::nullopt;
+    if (g.sm_clock_fraction && *g.sm_clock_fraction < T.gpu_bound_clock.value) return std::nullopt;
+    if (g.power_fraction && *g.power_fraction < T.gpu_bound_power.value) return std::nullopt;
+    all_known = all_known && g.sm_clock_fraction && g.power_fraction;
+    if (!weakest || g.util_mean_pct < weakest->util_mean_pct) weakest = &g;
+  }
+  if (!weakest) return std::nullopt;
+  double compute = ComputeShare(c);
+  std::string clock = weakest->sm_clock_fraction
+                          ? fmt::format(" at {} of max SM clock", Pct(*weakest->sm_clock_fraction))
+                          : std::string();
+  std::string power = weakest->power_fraction
+                          ? fmt::format(" and {} of its power limit", Pct(*weakest->power_fraction))
+                          : std::string();
+  Finding f =
+      Make(FindingClass::kGpuBound, all_known ? 0.9 : 0.7,
+           compute > 0 ? compute : weakest->util_mean_pct / 100.0,
+           fmt::format("GPU {} is busy {:.0f}% of the time{}{}: the GPU itself is the limit",
+                       weakest->index, weakest->util_mean_pct, clock, power));
+  f.evidence.push_back(Ev(fmt::format("GPU utilization {:.0f}% (threshold {:.0f}%, seed 001 T1)",
+                                      weakest->util_mean_pct, T.gpu_bound_util.value),
+                          "gpu.util_mean_pct", weakest->util_mean_pct, "%",
+                          T.gpu_bound_util.value));
+  if (weakest->sm_clock_fraction) {
+    f.evidence.push_back(Ev(
+        fmt::format("SM clock {} of max (threshold {})", Pct(*weakest->sm_clock_fraction),
+                    Pct(T.gpu_bound_clock.value)),
+        "gpu.sm_clock_fraction", *weakest->sm_clock_fraction, "fraction", T.gpu_bound_clock.value));
+  }
+  if (weakest->power_fraction) {
+    f.evidence.push_back(
+        Ev(fmt::format("power {} of limit (threshold {})", Pct(*weakest->power_fraction),
+                       Pct(T.gpu_bound_power.value)),
+           "gpu.power_fraction", *weakest->power_fraction, "fraction", T.gpu_bound_power.value));
+  }
+  Rec(f, 0,
+      "bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) and TF32 matmuls "
+      "(torch.set_float32_matmul_precision(\"high\")) (seed 001 T9, T13)");
+  Rec(f, 1,
+      "fused kernels: F.scaled_dot_product_attention / FlashAttention, torch.compile (seed "
+      "001 T14, T15)");
+  Rec(f, 2, "a faster GPU, or more GPUs");
+  return f;
+}
+
+std::optional<Finding> GpuBoundOnCpu(const RuleContext& c) {
+  double compute = ComputeShare(c);
+  double data = c.Share(std::string(kData));
+  double other = c.Share("other");
+  double limit = T.cpu_compute_other_max.value;
+  bool syncs = other >= limit && c.host_syncs_per_step >= T.host_sync_per_step_low.value;
+  if (c.steps == 0 || compute < T.cpu_compute_share.value || data >= limit || syncs) {
+    return std::nullopt;
+  }
+  Finding f = Make(FindingClass::kGpuBound, 0.8, compute,
+                   fmt::format("compute-bound (CPU-only run): forward, backward and optimizer take "
+                               "{} of each step on {} allowed",
+                               Pct(compute), Cpus(c.allowed_cpus)));
+  f.evidence.push_back(Ev(fmt::format("forward+backward+optimizer {} of step time (threshold {})",
+                                      Pct(compute), Pct(T.cpu_compute_share.value)),
+                          "phase_share.compute", compute, "fraction", T.cpu_compute_share.value));
+  f.evidence.push_back(Ev(
+      fmt::format("data_loading {}, other {} (each below {})", Pct(data), Pct(other), Pct(limit)),
+      "phase_share.data_loading", data, "fraction", limit));
+  f.evidence.push_back(AllowedEvidence(c));
+  int64_t intra = 0;
+  for (const auto& t : c.torch) intra = std::max(intra, t.intra_op_threads.value_or(0));
+  auto procs = std::max<int64_t>(1, static_cast<int64_t>(c.torch.size()));
+  int64_t fair = std::max<int64_t>(1, c.allowed_cpus / procs);
+  if (intra > 0 && intra < fair) {
+    Rec(f, 0,
+        fmt::format("torch.set_num_threads({} → {}) ({} allowed)", intra, fair,
+                    Cpus(c.allowed_cpus)));
+  }
+  Rec(f, 0,
+      "bf16 autocast on CPU (torch.autocast(\"cpu\", dtype=torch.bfloat16)) where the CPU "
+      "has AVX512-BF16/AMX (seed 001 T13)");
+  Rec(f, 1, "fused kernels: torch.compile (seed 001 T15)");
+  Rec(f, 2, "more cores, or a GPU");
+  return f;
+}
+
+std::optional<Finding> GpuBoundRule(const RunData&, const RunReport&, const RuleContext& c) {
+  return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
+}
+
+constexpr std::array<NamedRule, 13> kRules{{
+    {"data_bound", DataBoundRule},
+    {"host_sync_or_logging", HostSyncRule},
+    {"periodic_side_work", PeriodicRule},
+    {"epoch_boundary_stall", EpochStallRule},
+    {"prefetch_too_shallow", PrefetchRule},
+    {"thread_oversubscription", OversubscriptionRule},
+    {"gpu_throttled", ThrottledRule},
+    {"util_misleading", UtilMisleadingRule},
+    {"load_imbalance", ImbalanceRule},
+    {"straggler", StragglerRule},
+    {"small_batch", SmallBatchRule},
+    {"gpu_memory_pressure", MemoryPressureRule},
+    {"gpu_bound", GpuBoundRule},
+}};
+
+}  // namespace
+
+std::span<const NamedRule> Rules() { return kRules; }
+
+}  // namespace stallscope::diagnose

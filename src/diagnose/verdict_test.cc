@@ -1,0 +1,897 @@
+#include "diagnose/verdict.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace stallscope::diagnose {
+namespace {
+
+using Phases = std::map<std::string, double>;
+using Counters = std::map<std::string, int64_t>;
+
+// ---------------------------------------------------------------------------------------------
+// Hand-built runs
+// ---------------------------------------------------------------------------------------------
+
+/// One rank's steps from per-step phase times (the step lasts the sum of its phases).
+analysis::RankSteps MakeRank(int32_t rank, int32_t pid, const std::vector<Phases>& steps,
+                             const Counters& counters_each_step = {}) {
+  analysis::RankSteps r;
+  r.rank = rank;
+  r.pid = pid;
+  int64_t t_ns = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    analysis::StepRecord s;
+    s.index = static_cast<int64_t>(i) + 1;
+    s.begin_ns = t_ns;
+    double len = 0;
+    for (const auto& [name, sec] : steps[i]) len += sec;
+    t_ns += std::llround(len * 1e9);
+    s.end_ns = t_ns;
+    s.phase_s = steps[i];
+    s.counters = counters_each_step;
+    r.steps.push_back(std::move(s));
+  }
+  r.count = static_cast<int64_t>(steps.size());
+  r.duration_s = static_cast<double>(t_ns) / 1e9;
+  r.mean_step_s = r.duration_s / static_cast<double>(r.count);
+  r.per_second = 1.0 / r.mean_step_s;
+  return r;
+}
+
+/// PhaseStats per rank and phase, as AnalyzePhases would give them.
+analysis::PhaseAnalysis Analyze(std::vector<analysis::RankSteps> ranks) {
+  analysis::PhaseAnalysis a;
+  for (const auto& r : ranks) {
+    std::map<std::string, analysis::PhaseStats> by_name;
+    for (const auto& s : r.steps) {
+      for (const auto& [name, sec] : s.phase_s) {
+        auto& p = by_name[name];
+        p.name = name;
+        p.rank = r.rank;
+        ++p.count;
+        p.total_s += sec;
+      }
+      for (const auto& [name, n] : s.counters) a.counters_total[name] += n;
+    }
+    for (auto& [name, p] : by_name) {
+      p.share = p.total_s / r.duration_s;
+      p.mean_s = p.total_s / static_cast<double>(p.count);
+      a.phases.push_back(p);
+    }
+  }
+  a.ranks = std::move(ranks);
+  return a;
+}
+
+/// `n` identical steps.
+std::vector<Phases> Steady(size_t n, const Phases& step) { return std::vector<Phases>(n, step); }
+
+struct GpuSpec {
+  double util_pct = 0;
+  double sm_clock_mhz = 1900;
+  double power_w = 600;
+  double mem_used_gib = 40;
+  uint64_t clock_reasons = 0;
+  double throttled_share = 0;  ///< share of samples with clock_reasons set
+};
+
+/// A run built by hand: samples, process rows, loader and torch info, phases.
+class FakeRun {
+ public:
+  static constexpr int kSamples = 20;
+  static constexpr int32_t kMainPid = 10;
+
+  FakeRun() {
+    for (int i = 0; i < kSamples; ++i) {
+      sample::Sample s;
+      s.mono_ns = static_cast<int64_t>(i) * 1'000'000'000;
+      s.has_processes = true;
+      s.host.cpu_count = 2;
+      data_.recording.samples.push_back(std::move(s));
+    }
+    data_.recording.header.cpu_count = 2;
+    report_.wall_s = kSamples;
+  }
+
+  FakeRun& Cpus(uint32_t host, std::optional<double> quota = std::nullopt) {
+    data_.recording.header.cpu_count = host;
+    for (auto& s : data_.recording.samples) {
+      s.host.cpu_count = host;
+      s.host.cgroup_cpu_quota_cpus = quota;
+    }
+    return *this;
+  }
+
+  FakeRun& Steps(std::vector<analysis::RankSteps> ranks) {
+    report_.phases = Analyze(std::move(ranks));
+    return *this;
+  }
+
+  ProcessRow& Process(int32_t pid, std::string role, double cpu_pct, double running,
+                      double blocked = 0, double nvcsw_per_s = 0, uint32_t threads_running = 1) {
+    ProcessRow p;
+    p.pid = pid;
+    p.role = std::move(role);
+    p.samples = kSamples;
+    p.cpu_mean_pct = cpu_pct;
+    p.running_share = running;
+    p.blocked_share = blocked;
+    p.sleeping_share = 1 - running - blocked;
+    p.nonvoluntary_switches_per_s = nvcsw_per_s;
+    report_.processes.push_back(p);
+    for (auto& s : data_.recording.samples) {
+      host::ProcessSample ps;
+      ps.pid = pid;
+      ps.cpu_pct = cpu_pct;
+      ps.state = running >= 0.5 ? 'R' : (blocked >= 0.5 ? 'D' : 'S');
+      ps.threads_running = threads_running;
+      s.processes.push_back(ps);
+    }
+    return report_.processes.back();
+  }
+
+  FakeRun& Main(double cpu_pct, double running, double blocked = 0, double nvcsw_per_s = 0,
+                uint32_t threads_running = 1) {
+    Process(kMainPid, "main", cpu_pct, running, blocked, nvcsw_per_s, threads_running);
+    return *this;
+  }
+
+  FakeRun& Workers(int n, double cpu_pct_each, double running, double blocked = 0) {
+    for (int i = 0; i < n; ++i)
+      Process(100 + i, "dataloader worker", cpu_pct_each, running, blocked);
+    return *this;
+  }
+
+  LoaderInfo& Loader(int64_t num_workers) {
+    LoaderInfo l;
+    l.pid = kMainPid;
+    l.num_workers = num_workers;
+    l.batch_size = 32;
+    l.pin_memory = false;
+    l.persistent_workers = false;
+    l.drop_last = false;
+    if (num_workers > 0) l.prefetch_factor = 2;
+    report_.loaders.push_back(l);
+    return report_.loaders.back();
+  }
+
+  FakeRun& Torch(int64_t intra_op_threads, std::optional<int64_t> affinity = std::nullopt) {
+    phase::MetaItem m;
+    m.pid = kMainPid;
+    m.kind = "info";
+    m.name = "torch";
+    m.data_json =
+        fmt::format(R"({{"intra_op_threads": {}, "interop_threads": 1, "cpu_count": {}, )"
+                    R"("cpu_affinity": {}, "rank": null, "world_size": null, "pid": {}}})",
+                    intra_op_threads, data_.recording.header.cpu_count,
+                    affinity ? std::to_string(*affinity) : "null", kMainPid);
+    data_.events.meta.push_back(m);
+    return *this;
+  }
+
+  FakeRun& IoWait(double pct) {
+    for (auto& s : data_.recording.samples) s.host.cpu = host::CpuShares{0, 0, 0, pct, 0};
+    return *this;
+  }
+
+  FakeRun& Shm(double total_gib, double used_gib) {
+    for (auto& s : data_.recording.samples) {
+      s.host.shm_total_bytes = static_cast<uint64_t>(total_gib * 1024 * sample::kBytesPerMiB);
+      s.host.shm_used_bytes = static_cast<uint64_t>(used_gib * 1024 * sample::kBytesPerMiB);
+    }
+    return *this;
+  }
+
+  /// GPUs: 80 GiB, 700 W limit, 1980 MHz max (an H100-like card).
+  FakeRun& Gpus(const std::vector<GpuSpec>& gpus) {
+    for (uint32_t i = 0; i < gpus.size(); ++i) {
+      gpu::GpuStatic st;
+      st.index = i;
+      st.name = "NVIDIA H100 80GB HBM3";
+      st.mem_total_bytes = 80ULL << 30;
+      st.power_limit_mw = 700'000;
+      st.sm_clock_max_mhz = 1980;
+      data_.recording.header.gpus.push_back(st);
+    }
+    for (size_t k = 0; k < data_.recording.samples.size(); ++k) {
+      auto& s = data_.recording.samples[k];
+      s.gpus.resize(gpus.size());
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        const GpuSpec& g = gpus[i];
+        auto& x = s.gpus[i];
+        x.util_gpu_pct = static_cast<uint32_t>(g.util_pct);
+        x.sm_clock_mhz = static_cast<uint32_t>(g.sm_clock_mhz);
+        x.power_mw = static_cast<uint32_t>(g.power_w * 1000);
+        x.mem_used_bytes = static_cast<uint64_t>(g.mem_used_gib * 1024 * sample::kBytesPerMiB);
+        x.mem_total_bytes = 80ULL << 30;
+        bool throttled = static_cast<double>(k) < g.throttled_share * kSamples;
+        x.clock_event_reasons = throttled ? g.clock_reasons : 0;
+      }
+    }
+    return *this;
+  }
+
+  RunData& data() { return data_; }
+  RunReport& report() { return report_; }
+
+  RuleContext Context() {
+    report_.machine = analysis::Summarize(data_.recording);
+    return BuildRuleContext(data_, report_);
+  }
+
+  Verdict Diagnose() {
+    report_.machine = analysis::Summarize(data_.recording);
+    return diagnose::Diagnose(data_, report_);
+  }
+
+ private:
+  RunData data_;
+  RunReport report_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Assertions
+// ---------------------------------------------------------------------------------------------
+
+std::string ClassOf(const Verdict& v) {
+  return v.principal ? std::string(FindingClassName(v.principal->cls)) : "(none)";
+}
+
+const Evidence* FindEvidence(const Finding& f, std::string_view metric) {
+  for (const auto& e : f.evidence) {
+    if (e.metric == metric) return &e;
+  }
+  return nullptr;
+}
+
+bool HasRec(const Finding& f, std::string_view text) {
+  return std::any_of(
+      f.recommendations.begin(), f.recommendations.end(),
+      [&](const Recommendation& r) { return r.text.find(text) != std::string::npos; });
+}
+
+std::string AllRecs(const Verdict& v) {
+  std::string out;
+  auto add = [&](const Finding& f) {
+    for (const auto& r : f.recommendations) out += r.text + "\n";
+  };
+  if (v.principal) add(*v.principal);
+  for (const auto& f : v.secondary) add(f);
+  return out;
+}
+
+const Finding* FindClass(const Verdict& v, FindingClass c) {
+  if (v.principal && v.principal->cls == c) return &*v.principal;
+  for (const auto& f : v.secondary) {
+    if (f.cls == c) return &f;
+  }
+  return nullptr;
+}
+
+void ExpectCheapestFirst(const Finding& f) {
+  for (size_t i = 1; i < f.recommendations.size(); ++i) {
+    EXPECT_LE(f.recommendations[i - 1].cost, f.recommendations[i].cost)
+        << f.recommendations[i].text;
+  }
+}
+
+/// The data_cpu example: 91% of a 0.1 s step in data_loading on the main process.
+std::vector<Phases> DataHeavySteps(size_t n = 50) {
+  return Steady(n, {{"data_loading", 0.091},
+                    {"forward_pass", 0.004},
+                    {"backward_pass", 0.004},
+                    {"optimizer_step", 0.001}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+// ---------------------------------------------------------------------------------------------
+
+TEST(RuleContext, AllowedCpusIsTheTightestOfHostQuotaAndAffinity) {
+  FakeRun run;
+  run.Cpus(8, 2.5).Torch(4, 6);
+  EXPECT_EQ(run.Context().allowed_cpus, 3);  // ceil(2.5)
+
+  FakeRun affinity;
+  affinity.Cpus(8).Torch(4, 2);
+  EXPECT_EQ(affinity.Context().allowed_cpus, 2);
+
+  FakeRun host;
+  host.Cpus(8);
+  EXPECT_EQ(host.Context().allowed_cpus, 8);
+}
+
+TEST(RuleContext, ConcurrentWorkerCpuIsSummedPerSample) {
+  FakeRun run;
+  run.Cpus(8).Main(50, 0.5).Workers(2, 90, 0.9);
+  RuleContext c = run.Context();
+  EXPECT_NEAR(c.worker_cpu_sum_pct, 180, 1e-9);
+  EXPECT_NEAR(c.worker_cpu_min_pct, 90, 1e-9);
+  EXPECT_EQ(c.main_rows.size(), 1u);
+}
+
+TEST(RuleContext, BadTorchInfoIsSkipped) {
+  FakeRun run;
+  phase::MetaItem m;
+  m.kind = "info";
+  m.name = "torch";
+  m.data_json = "{not json";
+  run.data().events.meta.push_back(m);
+  EXPECT_TRUE(run.Context().torch.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// data_bound_cpu
+// ---------------------------------------------------------------------------------------------
+
+TEST(DataBoundCpu, NumWorkersZeroOnTwoCpus) {
+  FakeRun run;
+  run.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95).Torch(1);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Finding& f = *v.principal;
+  EXPECT_EQ(f.reason,
+            "data_bound_cpu: the main process spends 91% of each step loading data "
+            "(num_workers=0) while using 99% of a CPU");
+  const Evidence* share = FindEvidence(f, "phase_share.data_loading");
+  ASSERT_NE(share, nullptr);
+  EXPECT_NEAR(share->value, 0.91, 1e-6);
+  EXPECT_EQ(share->threshold, 0.30);
+  EXPECT_NEAR(f.cost_fraction, 0.91, 1e-6);
+  ASSERT_FALSE(f.recommendations.empty());
+  EXPECT_EQ(f.recommendations[0].text, "num_workers=0 → num_workers=1 (2 CPUs allowed)");
+  EXPECT_TRUE(HasRec(f, "persistent_workers=True"));
+  EXPECT_FALSE(HasRec(f, "pin_memory"));  // no GPU
+  ExpectCheapestFirst(f);
+  // One worker on 2 CPUs: the step is gated by the 91 ms batch itself (compute 9 ms, CPU
+  // (91 + 8) ms / 2), not by 1/(2 CPUs).
+  ASSERT_TRUE(f.predicted_steps_per_s);
+  EXPECT_NEAR(*f.predicted_steps_per_s, 1 / 0.091, 0.01);
+}
+
+TEST(DataBoundCpu, EightCpusPredictsTheComputeOrCpuBound) {
+  FakeRun run;
+  run.Cpus(8).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);
+  run.Loader(0);
+  run.Gpus({{.util_pct = 12, .mem_used_gib = 30}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Finding& f = *v.principal;
+  EXPECT_EQ(f.recommendations[0].text, "num_workers=0 → num_workers=7 (8 CPUs allowed)");
+  EXPECT_TRUE(HasRec(f, "pin_memory=True"));
+  EXPECT_TRUE(HasRec(f, "DALI"));
+  EXPECT_NE(FindEvidence(f, "gpu.util_mean_pct"), nullptr);  // seed 004 warning
+  // max(compute 9 ms, 91 ms / 7 = 13 ms, 99 ms / 8 = 12.4 ms) = 13 ms.
+  ASSERT_TRUE(f.predicted_steps_per_s);
+  EXPECT_NEAR(*f.predicted_steps_per_s, 7 / 0.091, 0.05);
+  ExpectCheapestFirst(f);
+}
+
+TEST(DataBoundCpu, WorkersSaturatingAllCpusGetNoMoreWorkers) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.06}, {"forward_pass", 0.02}, {"backward_pass", 0.02}}))})
+      .Main(30, 0.3)
+      .Workers(2, 85, 0.9);
+  run.Loader(2);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Finding& f = *v.principal;
+  EXPECT_EQ(AllRecs(v).find("num_workers"), std::string::npos) << AllRecs(v);
+  EXPECT_TRUE(HasRec(f, "lighter per-sample transforms"));
+  EXPECT_TRUE(HasRec(f, "more CPUs: the job is allowed 2 CPUs"));
+  const Evidence* used = FindEvidence(f, "allowed_cpus_used");
+  ASSERT_NE(used, nullptr);
+  EXPECT_EQ(used->text,
+            "the 2 DataLoader workers and the main process already fill all 2 CPUs "
+            "allowed: more workers cannot help");
+  EXPECT_FALSE(f.predicted_steps_per_s);
+}
+
+TEST(DataBoundCpu, PeggedWorkersWithFreeCpusGetMoreWorkers) {
+  FakeRun run;
+  run.Cpus(8)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.06}, {"forward_pass", 0.02}, {"backward_pass", 0.02}}))})
+      .Main(40, 0.4)
+      .Workers(2, 95, 0.95);
+  run.Loader(2);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  EXPECT_EQ(v.principal->recommendations[0].text, "num_workers=2 → num_workers=7 (8 CPUs allowed)");
+  // Batches cost 0.19 s of worker CPU: max(0.04, 0.19 / 7, (0.19 + 0.04) / 8) = 0.04 s.
+  ASSERT_TRUE(v.principal->predicted_steps_per_s);
+  EXPECT_NEAR(*v.principal->predicted_steps_per_s, 25, 0.01);
+}
+
+TEST(DataBoundCpu, RunnableWorkersStarvedOfCpuAreCpuBound) {
+  // Contention: the workers are runnable all the time but get a third of a CPU each. They are
+  // CPU-bound, not waiting on I/O.
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.13}, {"forward_pass", 0.01}, {"backward_pass", 0.01}}))})
+      .Main(15, 0.3)
+      .Workers(2, 32, 1.0);
+  run.Loader(2);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  EXPECT_NE(v.principal->reason.find("are CPU-bound (runnable in 100% of samples"),
+            std::string::npos)
+      << v.principal->reason;
+  EXPECT_EQ(AllRecs(v).find("num_workers"), std::string::npos) << AllRecs(v);
+}
+
+TEST(DataBoundCpu, OneCpuMeansNoWorkerAdvice) {
+  FakeRun run;
+  run.Cpus(4, 1.0).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  EXPECT_EQ(AllRecs(v).find("num_workers="), std::string::npos) << AllRecs(v);
+  EXPECT_TRUE(HasRec(*v.principal, "more CPUs"));
+}
+
+TEST(DataBoundCpu, BelowThirtyPercentIsNotDataBound) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.029}, {"forward_pass", 0.04}, {"backward_pass", 0.031}}))})
+      .Main(99, 0.95);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(FindClass(v, FindingClass::kDataBoundCpu), nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// data_bound_io
+// ---------------------------------------------------------------------------------------------
+
+TEST(DataBoundIo, MainProcessBlockedInD) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.085}, {"forward_pass", 0.01}, {"backward_pass", 0.005}}))})
+      .Main(20, 0.2, 0.6)
+      .Shm(16, 4);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_io");
+  const Finding& f = *v.principal;
+  EXPECT_NE(f.reason.find("blocked on I/O (state D) in 60% of samples"), std::string::npos)
+      << f.reason;
+  const Evidence* blocked = FindEvidence(f, "loaders.blocked_share");
+  ASSERT_NE(blocked, nullptr);
+  EXPECT_NEAR(blocked->value, 0.6, 1e-9);
+  EXPECT_TRUE(HasRec(f, "num_workers=0 → num_workers=4"));
+  EXPECT_TRUE(HasRec(f, "/dev/shm: 12.0 GiB free of 16.0 GiB"));
+  EXPECT_TRUE(HasRec(f, "WebDataset"));
+  ExpectCheapestFirst(f);
+}
+
+TEST(DataBoundIo, BlockedTimeDominatesTheDataPhase) {
+  // The reader runs 70% of the time, but half the step is compute: inside data_loading it is
+  // blocked (30%) more than running (20%).
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.05}, {"forward_pass", 0.03}, {"backward_pass", 0.02}}))})
+      .Main(60, 0.7, 0.3);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(ClassOf(v), "data_bound_io");
+}
+
+TEST(DataBoundIo, IoWaitWithIdleWorkers) {
+  FakeRun run;
+  run.Cpus(8)
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"data_loading", 0.07}, {"forward_pass", 0.03}}))})
+      .Main(30, 0.3)
+      .Workers(4, 10, 0.1)
+      .IoWait(25);
+  run.Loader(4);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_io");
+  EXPECT_TRUE(HasRec(*v.principal, "num_workers=4 → num_workers=8"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// host_sync_or_logging
+// ---------------------------------------------------------------------------------------------
+
+TEST(HostSync, PerStepLoggingOutsidePhases) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"data_loading", 0.005},
+                                   {"forward_pass", 0.03},
+                                   {"backward_pass", 0.03},
+                                   {"optimizer_step", 0.007},
+                                   {"other", 0.028}}),
+                       {{"host_sync.numpy", 20}, {"host_sync.item", 2}})})
+      .Main(99, 0.95);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "host_sync_or_logging");
+  const Finding& f = *v.principal;
+  EXPECT_NEAR(f.cost_fraction, 0.28, 1e-6);
+  const Evidence* syncs = FindEvidence(f, "host_syncs_per_step");
+  ASSERT_NE(syncs, nullptr);
+  EXPECT_NEAR(syncs->value, 22, 1e-9);
+  EXPECT_TRUE(HasRec(f, "log every 50 steps"));
+  EXPECT_TRUE(HasRec(f, "host_sync.numpy 20.0/step, host_sync.item 2.0/step"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// periodic_side_work
+// ---------------------------------------------------------------------------------------------
+
+std::vector<Phases> CheckpointEvery(size_t n, size_t every, double extra_s) {
+  std::vector<Phases> steps = Steady(n, {{"data_loading", 0.002},
+                                         {"forward_pass", 0.05},
+                                         {"backward_pass", 0.04},
+                                         {"optimizer_step", 0.008}});
+  for (size_t i = every - 1; i < n; i += every) steps[i]["checkpointing"] = extra_s;
+  return steps;
+}
+
+TEST(PeriodicSideWork, SlowBackwardStepsAreNotSideWork) {
+  auto steps =
+      Steady(100, {{"data_loading", 0.002}, {"forward_pass", 0.3}, {"backward_pass", 0.6}});
+  for (size_t i : {3, 11, 17, 30, 38, 52, 67, 71, 90}) steps[i]["backward_pass"] = 1.0;
+  FakeRun run;
+  run.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(99, 1);
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(FindClass(v, FindingClass::kPeriodicSideWork), nullptr);
+  EXPECT_EQ(ClassOf(v), "gpu_bound");
+}
+
+TEST(PeriodicSideWork, CheckpointEveryTwentySteps) {
+  FakeRun run;
+  run.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, CheckpointEvery(100, 20, 0.9))}).Main(99, 0.95);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "periodic_side_work");
+  const Finding& f = *v.principal;
+  // 5 × 0.9 s over 10 s + 4.5 s of steps.
+  EXPECT_EQ(f.reason,
+            "periodic_side_work: every 20 steps: checkpointing, +0.90 s each, 31% of "
+            "wall time");
+  EXPECT_NEAR(f.cost_fraction, 4.5 / 14.5, 1e-3);
+  EXPECT_TRUE(HasRec(f, "checkpoint every 40 steps instead of every 20 steps"));
+  EXPECT_TRUE(HasRec(f, "async checkpointing"));
+  ExpectCheapestFirst(f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// epoch_boundary_stall / prefetch_too_shallow
+// ---------------------------------------------------------------------------------------------
+
+TEST(EpochBoundaryStall, WorkersRespawnEachEpoch) {
+  auto steps =
+      Steady(100, {{"data_loading", 0.01}, {"forward_pass", 0.05}, {"backward_pass", 0.04}});
+  for (size_t i = 0; i < steps.size(); i += 20) steps[i]["data_loading"] = 0.3;
+  FakeRun run;
+  run.Cpus(4).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(90, 0.9).Workers(2, 20, 0.2);
+  LoaderInfo& l = run.Loader(2);
+  l.dataset_length = 640;  // 20 steps of 32
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "epoch_boundary_stall") << AllRecs(v);
+  const Finding& f = *v.principal;
+  EXPECT_TRUE(HasRec(f, "persistent_workers=False → persistent_workers=True (epochs are 20 steps"));
+  EXPECT_NE(FindEvidence(f, "epoch_stall.extra_s_each"), nullptr);
+}
+
+TEST(EpochBoundaryStall, PersistentWorkersAreNotFlagged) {
+  auto steps =
+      Steady(100, {{"data_loading", 0.01}, {"forward_pass", 0.05}, {"backward_pass", 0.04}});
+  for (size_t i = 0; i < steps.size(); i += 20) steps[i]["data_loading"] = 0.3;
+  FakeRun run;
+  run.Cpus(4).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(90, 0.9).Workers(2, 20, 0.2);
+  LoaderInfo& l = run.Loader(2);
+  l.dataset_length = 640;
+  l.persistent_workers = true;
+  EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kEpochBoundaryStall), nullptr);
+}
+
+TEST(PrefetchTooShallow, EveryFourthStepStallsWithFourWorkers) {
+  auto steps =
+      Steady(80, {{"data_loading", 0.002}, {"forward_pass", 0.05}, {"backward_pass", 0.048}});
+  for (size_t i = 3; i < steps.size(); i += 4) steps[i]["data_loading"] = 0.1;
+  FakeRun run;
+  run.Cpus(8).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(90, 0.9).Workers(4, 30, 0.3);
+  run.Loader(4);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "prefetch_too_shallow") << AllRecs(v);
+  const Finding& f = *v.principal;
+  EXPECT_TRUE(HasRec(f, "prefetch_factor=2 → 4"));
+  EXPECT_TRUE(HasRec(f, "helps here because between stalls the workers keep up"));
+  EXPECT_NEAR(f.confidence, 0.75, 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------------
+// thread_oversubscription
+// ---------------------------------------------------------------------------------------------
+
+TEST(ThreadOversubscription, SixteenThreadsOnTwoCpus) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.35}, {"forward_pass", 0.3}, {"backward_pass", 0.35}}))})
+      .Main(190, 0.9, 0, 3000, 9)
+      .Workers(2, 90, 0.9)
+      .Torch(16);
+  run.Loader(2);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "thread_oversubscription") << AllRecs(v);
+  const Finding& f = *v.principal;
+  EXPECT_TRUE(HasRec(f, "OMP_NUM_THREADS=2 / torch.set_num_threads(2)"));
+  EXPECT_NE(FindEvidence(f, "torch.intra_op_threads_total"), nullptr);
+  // Never "add workers" on an oversubscribed box.
+  std::string recs = AllRecs(v);
+  EXPECT_EQ(recs.find("→ num_workers="), std::string::npos) << recs;
+}
+
+TEST(ThreadOversubscription, ManyThreadsWithoutPreemptionIsNotFlagged) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"forward_pass", 0.5}, {"backward_pass", 0.5}}))})
+      .Main(100, 0.9, 0, 5)
+      .Torch(16);
+  EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kThreadOversubscription), nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU findings
+// ---------------------------------------------------------------------------------------------
+
+std::vector<Phases> GpuComputeSteps(size_t n = 50) {
+  return Steady(n, {{"data_loading", 0.002},
+                    {"forward_pass", 0.03},
+                    {"backward_pass", 0.06},
+                    {"optimizer_step", 0.008}});
+}
+
+TEST(GpuBound, BusyAtFullClockAndPower) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_TRUE(HasRec(*v.principal, "bf16 autocast"));
+  EXPECT_EQ(AllRecs(v).find("num_workers"), std::string::npos);
+  ASSERT_NE(FindEvidence(*v.principal, "gpu.sm_clock_fraction"), nullptr);
+}
+
+TEST(GpuBound, OnlyWhenNothingElseCostsFivePercent) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, CheckpointEvery(100, 20, 0.2))}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  // 5 × 0.2 s of 11 s = 9% of wall time in checkpoints: that is named, not gpu_bound.
+  ASSERT_EQ(ClassOf(v), "periodic_side_work");
+  EXPECT_NE(FindClass(v, FindingClass::kGpuBound), nullptr);
+}
+
+TEST(GpuBound, CpuOnlyRunIsComputeBound) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"data_loading", 0.01},
+                                   {"forward_pass", 0.3},
+                                   {"backward_pass", 0.6},
+                                   {"optimizer_step", 0.05},
+                                   {"other", 0.04}}))})
+      .Main(100, 1)
+      .Torch(1);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  const Finding& f = *v.principal;
+  EXPECT_NE(f.reason.find("compute-bound (CPU-only run)"), std::string::npos) << f.reason;
+  EXPECT_TRUE(HasRec(f, "torch.set_num_threads(1 → 2)"));
+  std::string recs = AllRecs(v);
+  for (std::string_view input : {"num_workers", "prefetch_factor", "pin_memory", "persistent"}) {
+    EXPECT_EQ(recs.find(input), std::string::npos) << input;
+  }
+}
+
+TEST(GpuBound, CpuOnlyRunWithDataIsNotComputeBound) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.2}, {"forward_pass", 0.3}, {"backward_pass", 0.5}}))})
+      .Main(100, 1);
+  EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kGpuBound), nullptr);
+}
+
+TEST(GpuThrottled, ThermalReasonsInAThirdOfSamples) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 95,
+             .sm_clock_mhz = 1300,
+             .power_w = 500,
+             .mem_used_gib = 50,
+             .clock_reasons = gpu::kClockEventHwThermal | gpu::kClockEventGpuIdle,
+             .throttled_share = 0.35}});
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kGpuThrottled);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("hw_thermal"), std::string::npos) << f->reason;
+  EXPECT_EQ(f->reason.find("gpu_idle"), std::string::npos) << f->reason;
+  const Evidence* share = FindEvidence(*f, "gpu0.throttled_share");
+  ASSERT_NE(share, nullptr);
+  EXPECT_NEAR(share->value, 0.35, 1e-9);
+  EXPECT_TRUE(HasRec(*f, "cooling"));
+}
+
+TEST(UtilMisleading, HighUtilLowPower) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 97, .sm_clock_mhz = 1900, .power_w = 150, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "util_misleading") << AllRecs(v);
+  EXPECT_NE(FindEvidence(*v.principal, "gpu0.power_fraction"), nullptr);
+  EXPECT_EQ(FindClass(v, FindingClass::kGpuBound), nullptr);
+}
+
+TEST(LoadImbalance, OneGpuFarBehind) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  GpuSpec busy{.util_pct = 90, .mem_used_gib = 50};
+  GpuSpec idle{.util_pct = 40, .mem_used_gib = 50};
+  run.Gpus({busy, busy, busy, idle});
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kLoadImbalance);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("(CV, Poor)"), std::string::npos) << f->reason;
+  EXPECT_NEAR(f->confidence, 0.8, 1e-9);
+  EXPECT_NEAR(f->cost_fraction, 1 - 77.5 / 90, 1e-9);
+}
+
+TEST(Straggler, OneRankSlowerInDataLoading) {
+  std::vector<analysis::RankSteps> ranks;
+  for (int32_t r = 0; r < 4; ++r) {
+    double data = r == 3 ? 0.05 : 0.002;
+    ranks.push_back(MakeRank(
+        r, 10 + r,
+        Steady(50, {{"data_loading", data}, {"forward_pass", 0.04}, {"backward_pass", 0.058}})));
+  }
+  FakeRun run;
+  run.Cpus(32).Steps(std::move(ranks));
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kStraggler);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("rank 3"), std::string::npos) << f->reason;
+  EXPECT_NE(f->reason.find("its data_loading is +48.0 ms per step"), std::string::npos)
+      << f->reason;
+  const Evidence* ratio = FindEvidence(*f, "rank3.step_ratio");
+  ASSERT_NE(ratio, nullptr);
+  EXPECT_NEAR(ratio->value, 0.148 / 0.1, 1e-6);
+}
+
+TEST(SmallBatch, LowUtilAndMostlyEmptyMemory) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Loader(4);
+  run.Gpus({{.util_pct = 22, .sm_clock_mhz = 1900, .power_w = 200, .mem_used_gib = 10}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "small_batch") << AllRecs(v);
+  EXPECT_TRUE(HasRec(*v.principal, "batch_size=32 → 128 (peak memory 12%: ~4× headroom)"));
+  EXPECT_NE(FindEvidence(*v.principal, "gpu.memory_used_fraction"), nullptr);
+}
+
+TEST(GpuMemoryPressure, NinetySevenPercentUsed) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 78}});
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(ClassOf(v), "gpu_bound");
+  const Finding* f = FindClass(v, FindingClass::kGpuMemoryPressure);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(HasRec(*f, "expandable_segments"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranking
+// ---------------------------------------------------------------------------------------------
+
+Finding Priced(FindingClass c, double cost, double confidence = 1) {
+  Finding f;
+  f.cls = c;
+  f.cost_fraction = cost;
+  f.confidence = confidence;
+  return f;
+}
+
+TEST(RankFindings, PrincipalIsLargestCostTimesConfidence) {
+  Verdict v = RankFindings({Priced(FindingClass::kStraggler, 0.3, 0.5),
+                            Priced(FindingClass::kHostSyncOrLogging, 0.2, 0.9),
+                            Priced(FindingClass::kPeriodicSideWork, 0.1, 0.9)});
+  EXPECT_EQ(ClassOf(v), "host_sync_or_logging");
+}
+
+TEST(RankFindings, SecondariesByCostDescending) {
+  Verdict v = RankFindings(
+      {Priced(FindingClass::kGpuThrottled, 0.02), Priced(FindingClass::kDataBoundCpu, 0.6),
+       Priced(FindingClass::kPeriodicSideWork, 0.2), Priced(FindingClass::kGpuMemoryPressure, 0),
+       Priced(FindingClass::kStraggler, 0.08)});
+  EXPECT_EQ(ClassOf(v), "data_bound_cpu");
+  std::vector<std::string> order;
+  for (const auto& f : v.secondary) order.emplace_back(FindingClassName(f.cls));
+  EXPECT_EQ(order, (std::vector<std::string>{"periodic_side_work", "straggler", "gpu_throttled",
+                                             "gpu_memory_pressure"}));
+}
+
+TEST(RankFindings, GpuBoundWinsOnlyBelowFivePercentElsewhere) {
+  Verdict quiet = RankFindings(
+      {Priced(FindingClass::kStraggler, 0.049), Priced(FindingClass::kGpuBound, 0.01, 0.1)});
+  EXPECT_EQ(ClassOf(quiet), "gpu_bound");
+  Verdict costly = RankFindings(
+      {Priced(FindingClass::kStraggler, 0.05, 0.1), Priced(FindingClass::kGpuBound, 0.9)});
+  EXPECT_EQ(ClassOf(costly), "straggler");
+  ASSERT_EQ(costly.secondary.size(), 1u);
+  EXPECT_EQ(costly.secondary[0].cls, FindingClass::kGpuBound);
+}
+
+TEST(RankFindings, NothingFoundNoPrincipal) {
+  FakeRun run;
+  EXPECT_FALSE(run.Diagnose().principal);
+  EXPECT_FALSE(RankFindings({}).principal);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tables
+// ---------------------------------------------------------------------------------------------
+
+TEST(Thresholds, TableListsEveryEntryOnceWithASource) {
+  static_assert(sizeof(ThresholdSet) == sizeof(Threshold) * kThresholdTable.size(),
+                "every ThresholdSet member must be listed in kThresholdTable");
+  std::set<std::string_view> names;
+  for (const Threshold& t : ThresholdTable()) {
+    EXPECT_TRUE(names.insert(t.name).second) << t.name;
+    EXPECT_FALSE(t.source.empty()) << t.name;
+    EXPECT_FALSE(t.unit.empty()) << t.name;
+    EXPECT_LT(t.cite().size(), t.source.size()) << t.name << ": source must read \"cite: why\"";
+  }
+  EXPECT_EQ(kThresholds.data_bound_share.value, 0.30);                                   // seed 000
+  EXPECT_EQ(kThresholds.low_util_warn.value, 30);                                        // seed 004
+  EXPECT_EQ(kThresholds.oscillation_ratio.value, analysis::kOscillationVariationRatio);  // seed 003
+}
+
+TEST(FindingClassName, EveryClassHasAUniqueName) {
+  std::set<std::string_view> names;
+  for (int c = 0; c <= static_cast<int>(FindingClass::kGpuMemoryPressure); ++c) {
+    auto name = FindingClassName(static_cast<FindingClass>(c));
+    EXPECT_NE(name, "unknown");
+    EXPECT_TRUE(names.insert(name).second) << name;
+  }
+}
+
+TEST(Rules, EveryRuleIsNamed) {
+  std::set<std::string_view> names;
+  for (const NamedRule& r : Rules()) {
+    EXPECT_NE(r.fn, nullptr);
+    EXPECT_TRUE(names.insert(r.name).second) << r.name;
+  }
+  EXPECT_EQ(names.size(), 13u);
+}
+
+}  // namespace
+}  // namespace stallscope::diagnose
