@@ -282,14 +282,15 @@ std::string DataCpuReason(const RuleContext& c, const Loading& l, bool saturated
   }
   if (saturated) {
     return fmt::format(
-        "the training loop waits for data {} of each step while {} are CPU-bound (runnable in "
-        "{} of samples, {:.0f}% CPU together) on the {} allowed",
-        Pct(share), l.who, Pct(l.running), c.worker_cpu_sum_pct, Cpus(c.allowed_cpus));
+        "the training loop waits for data {} of each step while {} {} CPU-bound (runnable in "
+        "{} of samples, {:.0f}% CPU) on the {} allowed",
+        Pct(share), l.who, l.num_workers == 1 ? "is" : "are", Pct(l.running), c.worker_cpu_sum_pct,
+        Cpus(c.allowed_cpus));
   }
   return fmt::format(
-      "the training loop waits for data {} of each step while {} use {:.0f}% CPU together ({} "
-      "allowed)",
-      Pct(share), l.who, c.worker_cpu_sum_pct, Cpus(c.allowed_cpus));
+      "the training loop waits for data {} of each step while {} {} {:.0f}% CPU ({} allowed)",
+      Pct(share), l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum_pct,
+      Cpus(c.allowed_cpus));
 }
 
 void AddLoaderCpuEvidence(const RuleContext& c, const Loading& l, Finding& f) {
@@ -304,10 +305,11 @@ void AddLoaderCpuEvidence(const RuleContext& c, const Loading& l, Finding& f) {
   }
   double pegged_pct = T.worker_cpu_pegged.value * 100;
   f.evidence.push_back(
-      Ev(fmt::format("{} use {:.0f}% CPU together, the least busy {:.0f}%, runnable in {} of "
+      Ev(fmt::format("{} {} {:.0f}% CPU in all, the least busy {:.0f}%, runnable in {} of "
                      "samples (threshold {:.0f}% each, or {:.0f}% of allowed CPUs; {})",
-                     l.who, c.worker_cpu_sum_pct, c.worker_cpu_min_pct, Pct(l.running), pegged_pct,
-                     pegged_pct, T.worker_cpu_pegged.cite()),
+                     l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum_pct,
+                     c.worker_cpu_min_pct, Pct(l.running), pegged_pct, pegged_pct,
+                     T.worker_cpu_pegged.cite()),
          "process.workers.cpu_sum_pct", c.worker_cpu_sum_pct, "%",
          pegged_pct * static_cast<double>(c.allowed_cpus)));
 }
