@@ -77,9 +77,12 @@ struct ProcessSample {
       cpu_pct;  ///< (utime+stime) delta / interval; 100 = one core; empty first time
   uint64_t rss_bytes = 0;
   uint32_t threads = 0;
-  std::optional<uint64_t> read_bytes;  ///< /proc/PID/io; empty on permission error
+  /// Cumulative counters from /proc/PID/io (empty on permission error) and /proc/PID/status,
+  /// refreshed at most once a second (ProcessTracker::kSlowRefreshNs): in between, a sample
+  /// repeats the last values read. A process seen for the first time has them read at once.
+  std::optional<uint64_t> read_bytes;
   std::optional<uint64_t> write_bytes;
-  std::optional<uint64_t> voluntary_ctxt_switches;  ///< /proc/PID/status
+  std::optional<uint64_t> voluntary_ctxt_switches;
   std::optional<uint64_t> nonvoluntary_ctxt_switches;
   /// Threads of this process by state at sample time (from /proc/PID/task/*/stat).
   uint32_t threads_running = 0;
@@ -116,8 +119,10 @@ class HostSampler {
   std::shared_ptr<State> state_;
 };
 
-/// How ProcessTracker finds the processes of the tree. Either way the tree is found again on
-/// every sample, so processes appear and vanish between samples.
+/// How ProcessTracker finds the processes of the tree. Either way the tree is found again every
+/// ProcessTracker::kRediscoverNs, and on the sample after one whose processes changed; in
+/// between, the processes of the last sample are read again (a process that exited, or whose
+/// parent left the tree, drops out at once). So a new process appears within kRediscoverNs.
 enum class TreeDiscovery {
   /// Children files when the kernel has them (probed once on the root), else the full scan.
   kAuto,
@@ -125,7 +130,7 @@ enum class TreeDiscovery {
   /// >= 3.5), every thread of every process: a child is listed under the thread that forked it.
   /// Reads only the tree. proc(5) calls these files unreliable while the tree changes: a
   /// process forked, or re-parented into the tree, during the walk may be missed until the next
-  /// sample. Without the files, only the root is found.
+  /// walk. Without the files, only the root is found.
   kChildrenFiles,
   /// Every /proc/[0-9]*/stat, linked by ppid. Costs one stat read per process on the host.
   kFullScan,
@@ -134,9 +139,10 @@ enum class TreeDiscovery {
 /// Follows the process tree under a root PID (the training job): root, children, grandchildren.
 /// Processes appear and vanish between samples without errors. Not thread-safe.
 ///
-/// Per process and sample it reads stat, status and io, the task/*/stat files of multithreaded
-/// processes (single-threaded ones take the thread state from stat) and, when discovering by
-/// children files, the children file of every thread. cmdline is cached per process (pid +
+/// Per process and sample it reads stat and the task/*/stat files of multithreaded processes
+/// (single-threaded ones take the thread state from stat); status and io once per
+/// kSlowRefreshNs; when finding the tree by children files, the children file of every thread
+/// (once per kRediscoverNs, see TreeDiscovery). cmdline is cached per process (pid +
 /// start time, so a reused pid is a new process) and read again when comm changes (exec) or
 /// after 10 s (kStaticRefreshNs); so is whether io is readable. On procfs the per-process files
 /// stay open between samples and are re-read from offset 0, for up to 64 processes and a
@@ -160,6 +166,12 @@ class ProcessTracker {
 
   /// cmdline and io readability older than this are read again.
   static constexpr int64_t kStaticRefreshNs = 10'000'000'000;
+  /// The cumulative counters of status and io (ProcessSample::read_bytes, ...) older than this
+  /// are read again; younger ones are repeated. status is the costliest file per process.
+  static constexpr int64_t kSlowRefreshNs = 1'000'000'000;
+  /// The tree is found again (children walk or full scan) at least this often; see
+  /// TreeDiscovery.
+  static constexpr int64_t kRediscoverNs = 500'000'000;
 
  private:
   struct State;

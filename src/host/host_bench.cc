@@ -1,6 +1,8 @@
 // CPU time of one host sample: HostSampler::Sample + ProcessTracker::Sample over a 20-process
 // tree, on a generated /proc fixture (deterministic; found by the full scan, /0, or by children
-// files, /1) and on this machine's /proc (20 sleeps); HostSampler::Sample alone on both.
+// files, /1) and on this machine's /proc (20 sleeps); HostSampler::Sample alone on both;
+// ProcessTracker::Sample alone on this machine's /proc with this process given N idle threads
+// (BM_TreeLiveThreads/N: a training job's main process has dozens).
 //
 //   build-host/src/host/host_bench --benchmark_min_time=2s
 
@@ -10,9 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -202,6 +207,50 @@ void BM_HostAndTreeLive(benchmark::State& state) {
   state.counters["processes"] = static_cast<double>(procs.size());
 }
 BENCHMARK(BM_HostAndTreeLive)->Unit(benchmark::kMicrosecond);
+
+/// `n` threads of this process that wait until destruction.
+class IdleThreads {
+ public:
+  explicit IdleThreads(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stop_; });
+      });
+    }
+  }
+  ~IdleThreads() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  IdleThreads(const IdleThreads&) = delete;
+  IdleThreads& operator=(const IdleThreads&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+void BM_TreeLiveThreads(benchmark::State& state) {
+  SleepChildren children(kTreeSize - 1);
+  IdleThreads threads(static_cast<int>(state.range(0)));
+  ProcessTracker tracker(ProcFs{}, getpid());
+  std::vector<ProcessSample> procs;
+  int64_t now_ns = 1'000'000'000;
+  for (auto _ : state) {
+    now_ns += 100'000'000;  // 10 Hz, as `record -i 100ms`
+    tracker.Sample(now_ns, procs);
+    benchmark::DoNotOptimize(procs.data());
+  }
+  state.counters["processes"] = static_cast<double>(procs.size());
+}
+BENCHMARK(BM_TreeLiveThreads)->Arg(0)->Arg(32)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace stallscope::host

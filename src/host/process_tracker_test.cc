@@ -321,6 +321,155 @@ TEST(ProcessTracker, StaticFieldsCacheTable) {
   }
 }
 
+// status and io hold cumulative counters, read again only kSlowRefreshNs after the last read;
+// in between a sample repeats the last values. A process seen for the first time reads them
+// at once. Steps run in order on one tracker.
+TEST(ProcessTracker, SlowCountersRefreshTable) {
+  static_assert(ProcessTracker::kSlowRefreshNs == kNsPerSec);
+  TempDir tmp;
+  const fs::path proc = tmp.path() / "proc";
+  CopyFixture("proc/node_a", proc);
+  auto counters = [&](int pid, int n) {
+    WriteFile(proc / std::to_string(pid) / "status",
+              "Name:\tx\nvoluntary_ctxt_switches:\t" + std::to_string(n) +
+                  "\nnonvoluntary_ctxt_switches:\t" + std::to_string(n + 1) + "\n");
+    WriteFile(
+        proc / std::to_string(pid) / "io",
+        "read_bytes: " + std::to_string(n + 2) + "\nwrite_bytes: " + std::to_string(n + 3) + "\n");
+  };
+  ProcessTracker tracker(FixtureFs(tmp.path()), 100);
+  std::vector<ProcessSample> out;
+  tracker.Sample(kT0, out);
+  ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
+  ASSERT_EQ(out[0].voluntary_ctxt_switches, 1500u);
+  ASSERT_EQ(out[0].read_bytes, 524288000u);
+
+  struct Step {
+    const char* what;
+    int64_t at_ms;             // since kT0
+    int write_100, write_202;  // new counters (n, n+1, n+2, n+3) of 100 and 202; 0: unchanged
+    uint64_t want_100;         // voluntary switches of 100; the other three follow
+    std::optional<uint64_t> want_202;
+  };
+  const Step steps[] = {
+      {"100 changed: the last values repeated", 100, 10, 0, 1500, std::nullopt},
+      {"202 appears (found by the discovery at 600): read at once", 600, 0, 20, 1500, 20},
+      {"999 ms after the last read: repeated", 999, 0, 30, 1500, 20},
+      {"1 s after the last read of 100: read again", 1000, 0, 0, 10, 20},
+      {"999 ms after the first read of 202: repeated", 1599, 0, 0, 10, 20},
+      {"1 s after the first read of 202: read again", 1600, 0, 0, 10, 30},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.what);
+    if (step.write_100 != 0) counters(100, step.write_100);
+    if (step.write_202 != 0) {
+      WriteFile(proc / "202" / "stat", StatLine(202, "new", 'S', 100, 1, 1, 9000));
+      counters(202, step.write_202);
+    }
+    tracker.Sample(kT0 + step.at_ms * 1'000'000, out);
+    const ProcessSample& p = out[0];
+    EXPECT_EQ(p.voluntary_ctxt_switches, step.want_100);
+    if (step.want_100 != 1500) {
+      EXPECT_EQ(p.nonvoluntary_ctxt_switches, step.want_100 + 1);
+      EXPECT_EQ(p.read_bytes, step.want_100 + 2);
+      EXPECT_EQ(p.write_bytes, step.want_100 + 3);
+    } else {
+      EXPECT_EQ(p.nonvoluntary_ctxt_switches, 250u);
+      EXPECT_EQ(p.read_bytes, 524288000u);
+      EXPECT_EQ(p.write_bytes, 65536u);
+    }
+    auto it = std::find_if(out.begin(), out.end(), [](const auto& q) { return q.pid == 202; });
+    ASSERT_EQ(it != out.end(), step.want_202.has_value());
+    if (it == out.end()) continue;
+    EXPECT_EQ(it->voluntary_ctxt_switches, step.want_202);
+    EXPECT_EQ(it->write_bytes, *step.want_202 + 3);
+  }
+}
+
+// Between discoveries (kRediscoverNs, or the sample after a change) the tree is the last
+// sample's processes: a new one waits for the next discovery, one that exits, is re-parented
+// out of the tree or whose pid is reused drops out at once. Both discovery modes alike.
+TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
+  static_assert(ProcessTracker::kRediscoverNs == 500'000'000);
+  struct Step {
+    const char* what;
+    int64_t at_ms;  // since kT0
+    void (*change)(const fs::path& proc, bool children_files);
+    std::vector<int32_t> want_pids;
+  };
+  // With children files: lists the children of `pid` in its main thread's file.
+  static auto children = [](const fs::path& proc, bool on, int pid, const char* list) {
+    if (on) WriteFile(proc / std::to_string(pid) / "task" / std::to_string(pid) / "children", list);
+  };
+  const Step steps[] = {
+      {"first discovery", 0, nullptr, {100, 200, 201, 300}},
+      {"discovered again after the change from nothing", 100, nullptr, {100, 200, 201, 300}},
+      {"new child 202: not yet seen",
+       200,
+       [](const fs::path& proc, bool on) {
+         WriteFile(proc / "202" / "stat", StatLine(202, "new", 'S', 100, 1, 1, 9000));
+         children(proc, on, 100, "200 202 ");
+       },
+       {100, 200, 201, 300}},
+      {"201 exits: gone at once",
+       300,
+       [](const fs::path& proc, bool on) {
+         fs::remove_all(proc / "201");
+         if (on) WriteFile(proc / "100/task/150/children", "");
+       },
+       {100, 200, 300}},
+      {"changed: discovered again, 202 found", 400, nullptr, {100, 200, 202, 300}},
+      {"changed: discovered again, unchanged", 500, nullptr, {100, 200, 202, 300}},
+      {"300 re-parented to init: gone at once",
+       600,
+       [](const fs::path& proc, bool on) {
+         WriteFile(proc / "300" / "stat", StatLine(300, "sh", 'S', 1, 1, 1, 7000));
+         children(proc, on, 200, "");
+       },
+       {100, 200, 202}},
+      {"changed: discovered again", 700, nullptr, {100, 200, 202}},
+      {"pid 202 reused outside the tree: gone at once",
+       800,
+       [](const fs::path& proc, bool on) {
+         WriteFile(proc / "202" / "stat", StatLine(202, "other", 'S', 1, 1, 1, 9500));
+         children(proc, on, 100, "200 ");
+       },
+       {100, 200}},
+      {"changed: discovered again", 900, nullptr, {100, 200}},
+      {"new child 203 of 200: not yet seen",
+       1000,
+       [](const fs::path& proc, bool on) {
+         WriteFile(proc / "203" / "stat", StatLine(203, "late", 'S', 200, 1, 1, 9600));
+         children(proc, on, 200, "203 ");
+       },
+       {100, 200}},
+      {"499 ms after the discovery: not yet seen", 1399, nullptr, {100, 200}},
+      {"500 ms after: found", 1400, nullptr, {100, 200, 203}},
+  };
+  for (const bool children_files : {false, true}) {
+    SCOPED_TRACE(children_files ? "children files" : "full scan");
+    TempDir tmp;
+    const fs::path proc = tmp.path() / "proc";
+    CopyFixture("proc/node_a", proc);
+    if (children_files) {
+      children(proc, true, 100, "200 ");
+      WriteFile(proc / "100/task/150/children", "201 ");
+      children(proc, true, 200, "300 ");
+    }
+    ProcessTracker tracker(FixtureFs(tmp.path()), 100);
+    std::vector<ProcessSample> out;
+    for (const Step& step : steps) {
+      SCOPED_TRACE(step.what);
+      if (step.change != nullptr) step.change(proc, children_files);
+      tracker.Sample(kT0 + step.at_ms * 1'000'000, out);
+      EXPECT_EQ(Pids(out), step.want_pids);
+      EXPECT_EQ(tracker.last_discovery(),
+                children_files ? TreeDiscovery::kChildrenFiles : TreeDiscovery::kFullScan);
+    }
+    EXPECT_EQ(tracker.malformed_records(), 0u);
+  }
+}
+
 /// Spawns `/bin/sh -c <script>` in its own process group; kills the group on destruction.
 class SpawnedShell {
  public:
