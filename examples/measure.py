@@ -4,7 +4,8 @@
     /usr/bin/python3 examples/measure.py                      # plain runs, 3 repeats
     /usr/bin/python3 examples/measure.py --repeats 1 data_cpu oversub
     /usr/bin/python3 examples/measure.py --core build/python  # also phase shares
-    /usr/bin/python3 examples/measure.py data_io -- --io-latency-ms 1   # flags for train.py
+    /usr/bin/python3 examples/measure.py data_io -- --io-latency-ms 1   # flags for all runs
+    /usr/bin/python3 examples/measure.py oversub "oversub:--threads 2 --worker-threads 0"
 
 --core DIR: a directory holding the built `stallscope` package (with its _core extension).
 Each run then happens with the zero-code-change hooks (python/sitecustomize.py) and the core's
@@ -28,13 +29,15 @@ from train import SITUATIONS  # noqa: E402
 DONE = re.compile(r"^done .*steps/s=([0-9.]+)", re.M)
 
 
-def run_once(situation, extra, core):
-    cmd = [sys.executable, os.path.join(HERE, "train.py"), "--situation", situation, *extra]
+def run_once(spec, extra, core):
+    situation, _, variant = spec.partition(":")
+    cmd = [sys.executable, os.path.join(HERE, "train.py"), "--situation", situation,
+           *variant.split(), *extra]
     env = dict(os.environ)
     run_dir = None
     if core:
         run_dir = tempfile.mkdtemp(prefix="stallscope-measure-")
-        steps = SITUATIONS[situation].get("steps", 100)
+        steps = SITUATIONS[situation].get("steps", 100)  # one summary per half run
         env.update(STALLSCOPE_RUN_DIR=run_dir, STALLSCOPE_PROFILE="1",
                    STALLSCOPE_PROFILE_EVERY=str(max(1, steps // 2)),
                    PYTHONPATH=os.pathsep.join([os.path.abspath(core),
@@ -50,22 +53,35 @@ def run_once(situation, extra, core):
     return float(match.group(1)), wall, summaries[-1] if summaries else ""
 
 
+def wait_quiet(max_load, timeout_s=600):
+    deadline = time.monotonic() + timeout_s
+    while os.getloadavg()[0] >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("situations", nargs="*", default=list(SITUATIONS))
+    parser.add_argument("situations", nargs="*", default=list(SITUATIONS),
+                        help="situation names; 'name:--flag value ...' runs a variant")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--core", help="directory with the built stallscope package")
+    parser.add_argument("--wait-quiet", type=float, metavar="LOAD",
+                        help="before each run, wait (up to 10 min) for the 1-min load < LOAD")
     argv, extra = sys.argv[1:], []
     if "--" in argv:  # everything after -- goes to train.py
         argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     args = parser.parse_args(argv)
     # Other work on the box skews CPU-bound timings a lot: the 1-min load average is printed
     # with each row (run on an idle machine for numbers worth comparing).
-    print(f"{'situation':18s} {'median steps/s':>14s} {'runs':>24s} {'wall s':>7s} {'load':>5s}")
+    width = max(18, *(len(s) for s in args.situations))
+    print(f"{'situation':{width}s} {'median steps/s':>14s} {'runs':>20s} {'wall s':>7s}"
+          f" {'load':>5s}")
     notes = []
     for situation in args.situations:
         rates, walls = [], []
         for _ in range(args.repeats):
+            if args.wait_quiet:
+                wait_quiet(args.wait_quiet)
             rate, wall, summary = run_once(situation, extra, args.core)
             if rate is not None:
                 rates.append(rate)
@@ -76,7 +92,7 @@ def main():
         median = f"{statistics.median(rates):.2f}" if rates else "failed"
         wall = f"{statistics.median(walls):.1f}" if walls else "-"
         load = os.getloadavg()[0]
-        print(f"{situation:18s} {median:>14s} {runs:>24s} {wall:>7s} {load:5.1f}", flush=True)
+        print(f"{situation:{width}s} {median:>14s} {runs:>20s} {wall:>7s} {load:5.1f}", flush=True)
     for note in notes:
         print(note)
     return 0

@@ -345,13 +345,15 @@ def build_parser():
     p.add_argument("--dataset-size", type=int, default=1024, help="number of samples")
     p.add_argument("--transform-ms", type=float, default=0.0,
                    help="CPU cost of the per-sample augmentation (calibrated at start)")
+    p.add_argument("--transform-reps", type=int, default=0,
+                   help="fix the augmentation round count instead of calibrating --transform-ms")
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--worker-threads", type=int, default=0,
                    help="intra-op threads inside each worker (0: DataLoader default of 1)")
     p.add_argument("--mp-context", default="forkserver",
                    help="DataLoader multiprocessing_context (fork may crash after OpenMP use)")
-    p.add_argument("--pin-memory", action="store_true")
-    p.add_argument("--persistent-workers", action="store_true")
+    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--persistent-workers", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--prefetch-factor", type=int, default=None)
     p.add_argument("--data-dir",
                    default=os.path.join(tempfile.gettempdir(), "stallscope-example-data"))
@@ -369,7 +371,7 @@ def build_parser():
     p.add_argument("--sample-every", type=int, default=0, help="no-grad sampling every N steps")
     p.add_argument("--sample-iters", type=int, default=40)
     p.add_argument("--sample-batch", type=int, default=64)
-    p.add_argument("--log-every-step", action="store_true",
+    p.add_argument("--log-every-step", action=argparse.BooleanOptionalAction, default=False,
                    help=".item() and numpy metrics on CPU copies every step")
     p.add_argument("--print-every", type=int, default=10)
     # test hooks
@@ -415,7 +417,7 @@ def main(argv=None):
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
 
-    reps = calibrate_transform(args.transform_ms, args.seed)
+    reps = args.transform_reps or calibrate_transform(args.transform_ms, args.seed)
     if args.dataset == "files":
         dataset = FileImages(args.data_dir, args.dataset_size, args.file_res, args.io_mode,
                              args.io_latency_ms, reps, args.seed)

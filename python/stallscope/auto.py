@@ -63,6 +63,7 @@ _user_marks_steps = False
 _primary_optimizer = None  # weakref to the optimizer whose step() ends a step
 _process_info_sent = False
 _loaders = None  # WeakKeyDictionary: DataLoader -> [serial, worker pids]
+_loader_serial = 0  # serials of reported loaders, 1-based, never reused
 _get_worker_info = None
 _is_compiling = None
 _torch = None
@@ -259,7 +260,9 @@ def _report_loader(loader, it):
             entry[1] = pids
             _call_api("info", "dataloader_workers", {"loader": entry[0], "worker_pids": pids})
         return
-    serial = len(_loaders) + 1
+    global _loader_serial
+    _loader_serial += 1
+    serial = _loader_serial
     _loaders[loader] = [serial, pids]
     dataset = getattr(loader, "dataset", None)
     try:
@@ -292,10 +295,11 @@ def _report_loader(loader, it):
 
 def _default_start_method():
     import multiprocessing
-    try:
-        return multiprocessing.get_start_method(allow_none=True) or "fork"
-    except Exception:
-        return None
+    # Neither call fixes the start method (plain get_start_method() would, and a later
+    # set_start_method() in the job would then fail). The first of all methods is the
+    # platform default (fork on Linux before Python 3.14).
+    return (multiprocessing.get_start_method(allow_none=True)
+            or multiprocessing.get_all_start_methods()[0])
 
 
 def _wrap_optimizer_init(original):

@@ -277,6 +277,12 @@ class InProcessTest(unittest.TestCase):
         torch.save({}, io.BytesIO())
         self.assertEqual(self.api.events, [])
 
+    def test_reporting_the_start_method_does_not_fix_it(self):
+        import multiprocessing
+        before = multiprocessing.get_start_method(allow_none=True)
+        self.assertIn(auto._default_start_method(), multiprocessing.get_all_start_methods())
+        self.assertEqual(multiprocessing.get_start_method(allow_none=True), before)
+
     def test_every_optimizer_class_is_timed_once(self):
         self.install()
 
