@@ -21,7 +21,8 @@ r = json.load(open(sys.argv[1]))
 p = r["verdict"]["principal"] or {}
 recs = " ".join(x["text"] for x in p.get("recommendations", []))
 m = re.search(r"num_workers=\d+ → num_workers=(\d+)", recs)
-print(m.group(1) if m else 0, p.get("predicted_steps_per_s") or 0, r["steps"]["per_second"])
+steps = sorted(r["steps"]["ranks"][0]["step_s"]) if r["steps"]["ranks"] else [1.0]
+print(m.group(1) if m else 0, p.get("predicted_steps_per_s") or 0, 1.0 / steps[len(steps) // 2])
 PYEOF
 )"
 if [ "$workers" = 0 ]; then
@@ -30,8 +31,9 @@ if [ "$workers" = 0 ]; then
 fi
 echo "applying the fix: --num-workers $workers --persistent-workers"
 "$BUILD/stallscope" run --quiet --out "$OUT/after" -- "${JOB[@]}" --num-workers "$workers" --persistent-workers >/dev/null
-after=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"]["per_second"])' "$OUT/after/report.json")
+# Steady state, like the prediction: the median step (worker start-up is the first step's cost).
+after=$("$PY" -c 'import json,sys; s=sorted(json.load(open(sys.argv[1]))["steps"]["ranks"][0]["step_s"]); print(1.0/s[len(s)//2])' "$OUT/after/report.json")
 awk -v b="$before" -v a="$after" -v p="$predicted" 'BEGIN {
-  printf "before %.2f steps/s | after %.2f steps/s: measured speed-up %.2fx, predicted %.2fx (%.2f steps/s)\n",
+  printf "median step rate before %.2f steps/s | after %.2f steps/s: measured speed-up %.2fx, predicted %.2fx (%.2f steps/s)\n",
          b, a, a / b, p / b, p }'
 sed -n '1,/^$/p' "$OUT/after/report.txt"

@@ -71,7 +71,8 @@ int Run(int argc, char** argv) {
 
   DiagnoseOptions diag;
   auto* diagnose = app.add_subcommand("diagnose", "Redo the analysis of a run directory");
-  diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`")->required();
+  diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`");
+  diagnose->add_flag("--thresholds", diag.thresholds, "Print the verdict's thresholds table (Markdown) and exit");
   diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");
 
   try {

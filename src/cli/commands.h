@@ -54,6 +54,7 @@ int RunRun(const RunOptions& options);
 struct DiagnoseOptions {
   std::string dir;
   bool json = false;
+  bool thresholds = false;
 };
 /// `stallscope diagnose RUN_DIR`.
 int RunDiagnose(const DiagnoseOptions& options);

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/run_report.h"
+#include "diagnose/thresholds.h"
 #include "diagnose/verdict.h"
 #include "phase/event_log.h"
 #include "phase/phase_aggregator.h"
@@ -44,6 +45,15 @@ std::string FindPythonDir() {
     if (fs::exists(candidate / "stallscope" / "__init__.py", ec)) return candidate.string();
   }
   return {};
+}
+
+/// The current suspicion from phase shares of a window (the full verdict comes with the report).
+/// Seed 000: data_loading > 30% of the step is data-bound.
+std::string Suspicion(double data, double compute, double covered) {
+  if (data > 0.30) return "suspect: input pipeline";
+  if (1.0 - covered > 0.30) return "suspect: work outside the training phases (logging, syncs, side work)";
+  if (compute > 0.70) return "compute-bound so far";
+  return "";
 }
 
 /// Live view of the phase records: per process, a window aggregator (status line and interim report).
@@ -81,15 +91,8 @@ class LiveView {
       if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step") compute += share;
       if (shown++ < 3) out += fmt::format(" | {} {:.0f}%", name, share * 100);
     }
-    // The current suspicion, from this window alone (the full verdict comes with the report).
-    // Seed 000: data_loading > 30% of the step is data-bound.
-    if (data > 0.30) {
-      out += " | suspect: input pipeline";
-    } else if (1.0 - covered > 0.30) {
-      out += " | suspect: work outside the training phases (logging, syncs, side work)";
-    } else if (compute > 0.70) {
-      out += " | compute-bound so far";
-    }
+    std::string suspicion = Suspicion(data, compute, covered);
+    if (!suspicion.empty()) out += " | " + suspicion;
     main_steps_ += main_window.steps;
     return out;
   }
@@ -102,13 +105,22 @@ class LiveView {
       if (main == nullptr || p.interim_steps > main->interim_steps) main = &p;
     }
     if (main == nullptr || main->interim_steps < static_cast<uint64_t>(every) || since_s <= 0) return "";
-    std::string out = fmt::format("[stallscope] profile, last {} steps ({:.2f} steps/s):\n", main->interim_steps,
-                                  static_cast<double>(main->interim_steps) / since_s);
+    double data = 0, compute = 0, covered = 0;
+    std::string rows;
     for (const auto& [id, ns] : main->interim_ns) {
-      out += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", main->ring->Name(id),
-                         static_cast<double>(ns) / (since_s * 1e9) * 100,
-                         static_cast<double>(ns) / 1e6 / static_cast<double>(main->interim_steps));
+      const std::string& name = main->ring->Name(id);
+      double share = static_cast<double>(ns) / (since_s * 1e9);
+      covered += share;
+      if (name == "data_loading") data = share;
+      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step") compute += share;
+      rows += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", name, share * 100,
+                          static_cast<double>(ns) / 1e6 / static_cast<double>(main->interim_steps));
     }
+    std::string suspicion = Suspicion(data, compute, covered);
+    std::string out = fmt::format("[stallscope] profile, last {} steps ({:.2f} steps/s){}:\n", main->interim_steps,
+                                  static_cast<double>(main->interim_steps) / since_s,
+                                  suspicion.empty() ? "" : ", " + suspicion);
+    out += rows;
     for (auto& [pid, p] : procs_) {
       p.interim_ns.clear();
       p.interim_steps = 0;
@@ -272,6 +284,15 @@ int RunRun(const RunOptions& o) {
 }
 
 int RunDiagnose(const DiagnoseOptions& o) {
+  if (o.thresholds) {
+    fmt::print("| name | value | unit | source |\n|---|---|---|---|\n");
+    for (const auto& t : diagnose::ThresholdTable()) fmt::print("| `{}` | {} | {} | {} |\n", t.name, t.value, t.unit, t.source);
+    return 0;
+  }
+  if (o.dir.empty()) {
+    fmt::print(stderr, "stallscope diagnose: give a run directory (stallscope diagnose RUN_DIR)\n");
+    return 2;
+  }
   auto data = diagnose::LoadRun(o.dir);
   if (!data.ok()) {
     fmt::print(stderr, "stallscope diagnose: {}\n", data.error().message);
