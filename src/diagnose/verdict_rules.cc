@@ -385,6 +385,23 @@ std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, doub
         "fix the thread oversubscription first (see thread_oversubscription); adding "
         "DataLoader workers would make it worse");
   }
+  if (!saturated && !oversubscribed) {
+    // Seed 001 T4 gives the starting point (cores − 1); the model then picks the worker count
+    // it predicts fastest (the smallest within 2% of the best), up to the allowed CPUs. A change
+    // the model does not predict to help by ≥ 5% is not advised (never advice the data contradicts).
+    int64_t most = std::max<int64_t>(target, c.allowed_cpus / ranks);
+    double best_s = 0;
+    for (int64_t n = l.num_workers + 1; n <= most; ++n) {
+      if (auto p = Predict(c, l, n); p && (best_s == 0 || p->step_s < best_s)) best_s = p->step_s;
+    }
+    for (int64_t n = l.num_workers + 1; best_s > 0 && n <= most; ++n) {
+      if (auto p = Predict(c, l, n); p && p->step_s <= best_s * 1.02) {
+        target = n;
+        break;
+      }
+    }
+    if (best_s > 0 && c.step_mean_s > 0 && c.step_mean_s / best_s < 1.05) saturated = true;
+  }
   if (saturated) {
     AddSaturatedAdvice(c, l, f);
   } else if (oversubscribed) {
