@@ -204,8 +204,10 @@ TEST_F(RunE2e, PredictedSpeedupMatchesTheMeasuredOne) {
   double measured = 1.0 / SteadyStep(after);
   double now = 1.0 / SteadyStep(before);
   std::cout << "before " << now << " steps/s, predicted " << predicted << ", measured " << measured << "\n";
-  // A loaded 2-CPU CI machine is noisy: the prediction must be within 40% of what happened.
-  EXPECT_NEAR(measured / predicted, 1.0, 0.4) << "predicted " << predicted << " measured " << measured;
+  // A loaded 2-CPU CI machine is noisy: the prediction must be within 50% of what happened, and
+  // the fix must really speed the job up.
+  EXPECT_NEAR(measured / predicted, 1.0, 0.5) << "predicted " << predicted << " measured " << measured;
+  EXPECT_GT(measured, now * 1.1) << "before " << now << " after " << measured;
 }
 
 TEST_F(RunE2e, WorkersTakeDataLoadingOffTheMainProcess) {
@@ -238,8 +240,8 @@ TEST_F(RunE2e, ComputeBoundIsForwardAndBackward) {
 }
 
 TEST_F(RunE2e, StorageBoundAndOversubscribedRuns) {
-  // Small files behind a 4 ms per-read latency (a network filesystem): the loader waits, idle.
-  auto r = Train({"--situation", "data_io", "--steps", "20", "--file-res", "64", "--io-latency-ms", "4"});
+  // Small files behind an 8 ms per-read latency (a network filesystem): the loader waits, idle.
+  auto r = Train({"--situation", "data_io", "--steps", "20", "--file-res", "64", "--io-latency-ms", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Report();
   EXPECT_EQ(Principal(j), "data_bound_io") << j["verdict"].dump(1);
