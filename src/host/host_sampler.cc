@@ -36,7 +36,10 @@ std::optional<CpuShares> Shares(const CpuTimes& prev, const CpuTimes& cur) {
   s.system_pct = pct(cur.system - prev.system + cur.irq - prev.irq + cur.softirq - prev.softirq);
   s.iowait_pct = pct(cur.iowait - prev.iowait);
   s.steal_pct = pct(cur.steal - prev.steal);
-  s.busy_pct = 100.0 - pct(cur.idle - prev.idle) - s.iowait_pct;
+  // Computed from the busy ticks, not as 100 - idle - iowait: that subtraction gives -1e-14
+  // on an idle CPU (regression: HostSamplerLive.RealProc failed in CI on an idle core).
+  const uint64_t idle = (cur.idle - prev.idle) + (cur.iowait - prev.iowait);
+  s.busy_pct = pct(total > idle ? total - idle : 0);
   return s;
 }
 
