@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "subprocess.h"
 
 namespace {
 
@@ -29,12 +29,7 @@ struct Output {
   std::string err;
 };
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using stallscope::testing::Slurp;
 
 class E2e : public ::testing::Test {
  protected:
@@ -71,50 +66,18 @@ class E2e : public ::testing::Test {
   }
 
   /// Runs the binary with `args`; `scenario` empty = no NVML reachable at all.
-  Output Run(const std::vector<std::string>& args, const std::string& scenario = "",
-             double timeout_s = 60) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (kv.rfind("STALLSCOPE_", 0) == 0 || kv.rfind("LD_LIBRARY_PATH=", 0) == 0) continue;
-      env_strings.push_back(kv);
-    }
+  Output Run(const std::vector<std::string>& args, const std::string& scenario = "", double timeout_s = 60) {
+    auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_", "LD_LIBRARY_PATH="});
     if (!scenario.empty()) {
-      env_strings.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
-      env_strings.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
+      env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
+      env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
     }
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_s = {STALLSCOPE_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-
+    std::vector<std::string> argv = {STALLSCOPE_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
     std::string out_path = (dir_ / "stdout").string(), err_path = (dir_ / "stderr").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    last_pid_ = pid;
+    last_pid_ = stallscope::testing::Spawn(argv, env, out_path, err_path);
     Output o;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ADD_FAILURE() << "timed out";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    o.exit_code = stallscope::testing::WaitExit(last_pid_, timeout_s);
     o.out = Slurp(out_path);
     o.err = Slurp(err_path);
     return o;

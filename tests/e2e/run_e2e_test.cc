@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "subprocess.h"
 
 namespace {
 
@@ -31,12 +31,7 @@ using nlohmann::json;
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using stallscope::testing::Slurp;
 
 bool HaveTorch() {
   static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
@@ -72,47 +67,16 @@ class RunE2e : public ::testing::Test {
 
   /// Starts `stallscope ARGS` in the background; Wait() collects it.
   pid_t Start(const std::vector<std::string>& args) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (kv.rfind("STALLSCOPE_", 0) == 0) continue;
-      env.push_back(kv);
-    }
-    std::vector<char*> envp;
-    for (auto& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_s = {STALLSCOPE_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
+    std::vector<std::string> argv = {STALLSCOPE_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
     out_ = (dir_ / "stdout").string();
     err_ = (dir_ / "stderr").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
+    return stallscope::testing::Spawn(argv, stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}), out_, err_);
   }
 
   Result Wait(pid_t pid, double timeout_s = 240) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ADD_FAILURE() << "timed out";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
     Result r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.exit_code = stallscope::testing::WaitExit(pid, timeout_s);
     r.out = Slurp(out_);
     r.err = Slurp(err_);
     return r;

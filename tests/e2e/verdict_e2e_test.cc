@@ -19,19 +19,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using stallscope::testing::Slurp;
 
 class VerdictE2e : public ::testing::Test {
  protected:
@@ -62,32 +57,15 @@ class VerdictE2e : public ::testing::Test {
 
   /// Runs fake_job.py under `stallscope run` with the scenario; returns report.json.
   json Run(const std::string& scenario, const std::vector<std::string>& job_args) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (kv.rfind("STALLSCOPE_", 0) != 0) env.push_back(kv);
-    }
+    auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
     env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
     env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
     std::vector<std::string> args = {STALLSCOPE_BIN, "run", "--quiet", "--out", (dir_ / "run").string(), "-i", "100ms",
                                      "--", "/usr/bin/python3", std::string(STALLSCOPE_SOURCE_DIR) + "/tests/e2e/fake_job.py"};
     args.insert(args.end(), job_args.begin(), job_args.end());
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
     std::string log = (dir_ / "log").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(log);
+    int code = stallscope::testing::WaitExit(stallscope::testing::Spawn(args, env, log, ""), 120);
+    EXPECT_EQ(code, 0) << Slurp(log);
     auto j = json::parse(Slurp(dir_ / "run" / "report.json"), nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << Slurp(log);
     return j;
