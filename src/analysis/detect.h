@@ -45,12 +45,12 @@ inline constexpr double kMinPeriodStrength = 0.3;
 /// ("every 20 steps: checkpointing, +0.9 s each, 21% of wall time").
 struct PeriodicPhase {
   int32_t rank = 0;
-  std::string phase;          ///< the phase that makes the outlier steps slow
-  int64_t every_steps = 0;    ///< period in steps (0: irregular, or < 3 occurrences)
-  int64_t occurrences = 0;    ///< outlier steps explained by this phase
-  double extra_s_each = 0;    ///< mean extra time per occurrence vs the median step
-  double share_of_wall = 0;   ///< occurrences × extra / sum of step times
-  std::vector<int64_t> steps; ///< step indices (1-based) of the occurrences
+  std::string phase;           ///< the phase that makes the outlier steps slow
+  int64_t every_steps = 0;     ///< period in steps (0: irregular, or < 3 occurrences)
+  int64_t occurrences = 0;     ///< outlier steps explained by this phase
+  double extra_s_each = 0;     ///< mean extra time per occurrence vs the median step
+  double share_of_wall = 0;    ///< occurrences × extra / sum of step times
+  std::vector<int64_t> steps;  ///< step indices (1-based) of the occurrences
 };
 
 /// Outlier steps (median + MAD on step times) matched to the phase that made each slow (the
@@ -62,10 +62,10 @@ struct PeriodicPhase {
 /// Step stalls tied to DataLoader epochs or worker round-robin.
 struct LoaderStall {
   int32_t rank = 0;
-  int64_t stalls = 0;          ///< number of slow data_loading steps matching the pattern
-  double extra_s_each = 0;     ///< mean extra data_loading time of those steps
+  int64_t stalls = 0;       ///< number of slow data_loading steps matching the pattern
+  double extra_s_each = 0;  ///< mean extra data_loading time of those steps
   double share_of_wall = 0;
-  int64_t every_steps = 0;     ///< the spacing (steps per epoch, or num_workers)
+  int64_t every_steps = 0;  ///< the spacing (steps per epoch, or num_workers)
   std::vector<int64_t> steps;
 };
 
@@ -78,6 +78,7 @@ struct LoaderStall {
 /// Seed 001 T7: with workers, every num_workers-th step has a long data_loading stall (all
 /// workers busy producing the next batch). nullopt unless the slow data_loading steps recur with
 /// period num_workers (± 0) in ≥ 60% of the cycles.
-[[nodiscard]] std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank, int64_t num_workers);
+[[nodiscard]] std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank,
+                                                            int64_t num_workers);
 
 }  // namespace stallscope::analysis

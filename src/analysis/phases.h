@@ -35,7 +35,7 @@ struct StepRecord {
   int64_t index = 0;     ///< 1-based step number of that rank
   int64_t begin_ns = 0;  ///< end of the previous step (or the rank's first event)
   int64_t end_ns = 0;
-  std::map<std::string, double> phase_s;  ///< per phase, clipped to the window; includes "other"
+  std::map<std::string, double> phase_s;    ///< per phase, clipped to the window; includes "other"
   std::map<std::string, int64_t> counters;  ///< counter growth inside the step (e.g. host syncs)
 };
 
@@ -62,12 +62,14 @@ struct ProcessPhases {
 
 /// What the job said from inside, analysed.
 struct PhaseAnalysis {
-  std::vector<RankSteps> ranks;           ///< by rank
-  std::vector<PhaseStats> phases;         ///< by rank, then by total descending; "other" last
+  std::vector<RankSteps> ranks;    ///< by rank
+  std::vector<PhaseStats> phases;  ///< by rank, then by total descending; "other" last
   std::vector<ProcessPhases> other_processes;
   std::map<std::string, int64_t> counters_total;  ///< e.g. "host_sync.item" → 1234
-  double outside_steps_s = 0;  ///< phase time before the first / after the last step (setup, final save)
-  int64_t unmatched_begins = 0;  ///< phases still open at the end (crash) — clipped to the last event
+  double outside_steps_s =
+      0;  ///< phase time before the first / after the last step (setup, final save)
+  int64_t unmatched_begins =
+      0;  ///< phases still open at the end (crash) — clipped to the last event
   int64_t unmatched_ends = 0;
   uint64_t lost_records = 0;
   std::vector<std::string> warnings;

@@ -17,8 +17,10 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g) {
     return;
   }
   ++s.samples;
-  if (g.mem_used_bytes) s.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / sample::kBytesPerMiB);
-  if (g.mem_total_bytes) s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
+  if (g.mem_used_bytes)
+    s.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / sample::kBytesPerMiB);
+  if (g.mem_total_bytes)
+    s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
   if (g.util_gpu_pct) s.util_pct.Add(*g.util_gpu_pct);
   for (size_t k = 0; k < g.util_sample_count; ++k) s.util_fine_pct.Add(g.util_samples[k].util_pct);
   if (g.power_mw) s.power_w.Add(*g.power_mw / 1000.0);
@@ -53,7 +55,8 @@ RecordingSummary Summarize(const sample::Recording& rec) {
     out.gpus[i].name = rec.header.gpus[i].name;
   }
   for (const auto& s : rec.samples) {
-    for (size_t i = 0; i < s.gpus.size() && i < out.gpus.size(); ++i) AddGpuSample(out.gpus[i], s.gpus[i]);
+    for (size_t i = 0; i < s.gpus.size() && i < out.gpus.size(); ++i)
+      AddGpuSample(out.gpus[i], s.gpus[i]);
     if (s.host.cpu) {
       out.cpu_busy_pct.Add(s.host.cpu->busy_pct);
       out.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);

@@ -15,8 +15,8 @@ struct GpuSummary {
   uint32_t index = 0;
   std::string name;
   RunningStats memory_used_mib;
-  RunningStats util_pct;         ///< polled utilization (nvmlDeviceGetUtilizationRates)
-  RunningStats util_fine_pct;    ///< the driver's sub-second buffer, when recorded
+  RunningStats util_pct;       ///< polled utilization (nvmlDeviceGetUtilizationRates)
+  RunningStats util_fine_pct;  ///< the driver's sub-second buffer, when recorded
   RunningStats power_w;
   RunningStats temperature_c;
   RunningStats sm_clock_mhz;

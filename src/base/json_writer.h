@@ -52,8 +52,7 @@ class JsonWriter {
     return *this;
   }
   template <typename T>
-    requires std::is_integral_v<T>
-  JsonWriter& Int(T v) {
+  requires std::is_integral_v<T> JsonWriter& Int(T v) {
     Separate();
     if constexpr (std::is_same_v<T, bool>) {
       out_ += v ? "true" : "false";
@@ -85,14 +84,15 @@ class JsonWriter {
   JsonWriter& Field(std::string_view key, const char* v) { return Key(key).String(v); }
   JsonWriter& FieldBool(std::string_view key, bool v) { return Key(key).Bool(v); }
   template <typename T>
-    requires std::is_integral_v<T>
-  JsonWriter& Field(std::string_view key, T v) { return Key(key).Int(v); }
+  requires std::is_integral_v<T> JsonWriter& Field(std::string_view key, T v) {
+    return Key(key).Int(v);
+  }
   JsonWriter& Field(std::string_view key, double v, int decimals = 3) {
     return Key(key).Double(v, decimals);
   }
   template <typename T>
-    requires std::is_integral_v<T>
-  JsonWriter& Field(std::string_view key, const std::optional<T>& v) {
+  requires std::is_integral_v<T> JsonWriter& Field(std::string_view key,
+                                                   const std::optional<T>& v) {
     Key(key);
     return v ? Int(*v) : Null();
   }

@@ -36,7 +36,7 @@ template <typename... Args>
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : data_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(data_); }
@@ -69,15 +69,15 @@ inline Status OkStatus() { return Ok{}; }
 
 /// TRY(auto x, expr): evaluates expr (a Result); on error returns it, else binds the value.
 #define TRY(decl, expr) TRY_IMPL(STALLSCOPE_CONCAT(try_result_, __LINE__), decl, expr)
-#define TRY_IMPL(tmp, decl, expr)        \
-  auto tmp = (expr);                     \
+#define TRY_IMPL(tmp, decl, expr)         \
+  auto tmp = (expr);                      \
   if (!tmp.ok()) return tmp.take_error(); \
   decl = std::move(tmp).value()
 
 /// TRY_STATUS(expr): returns the error of a Status/Result, discarding any value.
-#define TRY_STATUS(expr)                                                      \
-  do {                                                                        \
-    auto STALLSCOPE_CONCAT(try_status_, __LINE__) = (expr);                   \
-    if (!STALLSCOPE_CONCAT(try_status_, __LINE__).ok())                       \
-      return STALLSCOPE_CONCAT(try_status_, __LINE__).take_error();           \
+#define TRY_STATUS(expr)                                            \
+  do {                                                              \
+    auto STALLSCOPE_CONCAT(try_status_, __LINE__) = (expr);         \
+    if (!STALLSCOPE_CONCAT(try_status_, __LINE__).ok())             \
+      return STALLSCOPE_CONCAT(try_status_, __LINE__).take_error(); \
   } while (0)

@@ -32,10 +32,10 @@ TEST(ClassifyCv, Boundaries) {
     BalanceClass want;
   };
   const Case cases[] = {
-      {0.0, BalanceClass::kExcellent},   {4.999, BalanceClass::kExcellent},
-      {5.0, BalanceClass::kGood},        {9.999, BalanceClass::kGood},
-      {10.0, BalanceClass::kFair},       {19.999, BalanceClass::kFair},
-      {20.0, BalanceClass::kPoor},       {250.0, BalanceClass::kPoor},
+      {0.0, BalanceClass::kExcellent}, {4.999, BalanceClass::kExcellent},
+      {5.0, BalanceClass::kGood},      {9.999, BalanceClass::kGood},
+      {10.0, BalanceClass::kFair},     {19.999, BalanceClass::kFair},
+      {20.0, BalanceClass::kPoor},     {250.0, BalanceClass::kPoor},
   };
   for (const auto& c : cases) EXPECT_EQ(ClassifyCv(c.cv), c.want) << c.cv;
   EXPECT_EQ(BalanceClassName(BalanceClass::kFair), "Fair");

@@ -13,7 +13,8 @@ Result<int64_t> ParseDurationNs(std::string_view text) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
   size_t split = 0;
-  while (split < s.size() && (std::isdigit(static_cast<unsigned char>(s[split])) || s[split] == '.'))
+  while (split < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[split])) || s[split] == '.'))
     ++split;
   std::string_view number = s.substr(0, split);
   std::string_view unit = s.substr(split);
@@ -38,7 +39,8 @@ Result<int64_t> ParseDurationNs(std::string_view text) {
     scale = 3600e9;
   } else {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "invalid duration '{}': unknown unit '{}' (use us, ms, s, m or h)", text, unit);
+                     "invalid duration '{}': unknown unit '{}' (use us, ms, s, m or h)", text,
+                     unit);
   }
   double ns = value * scale;
   if (!std::isfinite(ns) || ns > 9.2e18) {
@@ -57,7 +59,8 @@ std::string FormatIsoUtc(int64_t wall_ns) {
   tm parts{};
   gmtime_r(&secs, &parts);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900,
-                     parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, ms);
+                     parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec,
+                     ms);
 }
 
 namespace {

@@ -10,9 +10,9 @@ TEST(ParseDurationNs, Table) {
     const char* text;
     int64_t ns;
   };
-  const Case cases[] = {{"500ms", 500'000'000}, {"1s", 1'000'000'000}, {"2.5s", 2'500'000'000},
-                        {"10", 10'000'000'000}, {"50ms", 50'000'000},  {"1m", 60'000'000'000},
-                        {"1h", 3'600'000'000'000}, {"250us", 250'000}, {" 3s ", 3'000'000'000}};
+  const Case cases[] = {{"500ms", 500'000'000},    {"1s", 1'000'000'000}, {"2.5s", 2'500'000'000},
+                        {"10", 10'000'000'000},    {"50ms", 50'000'000},  {"1m", 60'000'000'000},
+                        {"1h", 3'600'000'000'000}, {"250us", 250'000},    {" 3s ", 3'000'000'000}};
   for (const auto& c : cases) {
     auto r = ParseDurationNs(c.text);
     ASSERT_TRUE(r.ok()) << c.text;
@@ -48,8 +48,8 @@ TEST(AppendJsonString, EscapesHostileNames) {
       {"tab\there", "\"tab\\there\""},
       {std::string("nul\0x", 5), "\"nul\\u0000x\""},
       {"(sd-pam) ) (", "\"(sd-pam) ) (\""},
-      {"caf\xc3\xa9", "\"caf\xc3\xa9\""},       // valid UTF-8 kept
-      {"lat\xe9n", "\"lat\\u00e9n\""},          // lone Latin-1 byte escaped
+      {"caf\xc3\xa9", "\"caf\xc3\xa9\""},        // valid UTF-8 kept
+      {"lat\xe9n", "\"lat\\u00e9n\""},           // lone Latin-1 byte escaped
       {"cut\xe2\x82", "\"cut\\u00e2\\u0082\""},  // truncated sequence escaped
   };
   for (const auto& c : cases) {

@@ -1,7 +1,7 @@
 #include "cli/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 
@@ -26,8 +26,10 @@ int Run(int argc, char** argv) {
 
   RecordOptions rec;
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
-  record->add_option("-i,--interval", rec.interval, "Sampling interval, 50ms or more")->default_val("1s");
-  record->add_option("-o,--output", rec.output, "Output file ('-' for stdout; default stallscope-record-<time>.jsonl)");
+  record->add_option("-i,--interval", rec.interval, "Sampling interval, 50ms or more")
+      ->default_val("1s");
+  record->add_option("-o,--output", rec.output,
+                     "Output file ('-' for stdout; default stallscope-record-<time>.jsonl)");
   record->add_option("--duration", rec.duration, "Stop recording after this long (e.g. 60s, 10m)");
   record->add_flag("--csv", rec.csv, "Write CSV (one row per sample) instead of JSON Lines");
   record->add_option("--pid", rec.pid, "Follow the process tree of this PID");
@@ -50,18 +52,27 @@ int Run(int argc, char** argv) {
   AddSamplingFlags(top_cmd, top.sampling);
 
   SummaryOptions sum;
-  auto* summary = app.add_subcommand("summary", "Summarize a recording: per-GPU stats, load balance");
+  auto* summary =
+      app.add_subcommand("summary", "Summarize a recording: per-GPU stats, load balance");
   summary->add_option("recording", sum.path, "A file written by `stallscope record`")->required();
   summary->add_flag("--json", sum.json, "JSON output");
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "Run a training job, time its phases, write a report");
   run_cmd->add_option("--name", run.name, "Run name (default: the script's name)");
-  run_cmd->add_option("--out", run.out, "Run directory (default stallscope-runs/<date>-<time>-<name>)");
-  run_cmd->add_option("-i,--interval", run.interval, "Sampling interval, 50ms or more")->default_val("1s");
-  run_cmd->add_flag("--no-auto", run.no_auto, "Do not hook PyTorch inside the job (explicit stallscope.phase() markers still count)");
-  run_cmd->add_flag("--quiet", run.quiet, "Print nothing while the job runs (stdout and stderr stay the job's)");
-  run_cmd->add_option("--report-every", run.report_every, "Interim phase report every N steps (0 = off)")->default_val(100);
+  run_cmd->add_option("--out", run.out,
+                      "Run directory (default stallscope-runs/<date>-<time>-<name>)");
+  run_cmd->add_option("-i,--interval", run.interval, "Sampling interval, 50ms or more")
+      ->default_val("1s");
+  run_cmd->add_flag(
+      "--no-auto", run.no_auto,
+      "Do not hook PyTorch inside the job (explicit stallscope.phase() markers still count)");
+  run_cmd->add_flag("--quiet", run.quiet,
+                    "Print nothing while the job runs (stdout and stderr stay the job's)");
+  run_cmd
+      ->add_option("--report-every", run.report_every,
+                   "Interim phase report every N steps (0 = off)")
+      ->default_val(100);
   run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
@@ -72,7 +83,8 @@ int Run(int argc, char** argv) {
   DiagnoseOptions diag;
   auto* diagnose = app.add_subcommand("diagnose", "Redo the analysis of a run directory");
   diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`");
-  diagnose->add_flag("--thresholds", diag.thresholds, "Print the verdict's thresholds table (Markdown) and exit");
+  diagnose->add_flag("--thresholds", diag.thresholds,
+                     "Print the verdict's thresholds table (Markdown) and exit");
   diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");
 
   try {

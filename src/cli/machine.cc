@@ -25,7 +25,8 @@ Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t 
   if (opened.ok()) {
     m.gpus = std::move(opened.value());
   } else {
-    m.header.gpu_note = fmt::format("no NVIDIA GPU: {} — GPU metrics unavailable", opened.error().message);
+    m.header.gpu_note =
+        fmt::format("no NVIDIA GPU: {} — GPU metrics unavailable", opened.error().message);
     fmt::print(stderr, "{}\n", m.header.gpu_note);
     m.gpus = gpu::MakeNoGpuBackend();
   }

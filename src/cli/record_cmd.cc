@@ -33,8 +33,8 @@ struct Deadlines {
 
 /// Waits in the main thread for the end of the recording: the command's exit, the duration, the
 /// followed PID's exit, or a signal (forwarded to the command when there is one).
-std::optional<int> WaitForEnd(ChildProcess* child, int32_t pid, const Deadlines& d, const Clock& clock,
-                              StopFlag& stop) {
+std::optional<int> WaitForEnd(ChildProcess* child, int32_t pid, const Deadlines& d,
+                              const Clock& clock, StopFlag& stop) {
   for (;;) {
     // SIGCHLD and termination signals end the wait at once; otherwise wake once a second (to
     // notice a --pid exit) or at the end of --duration.
@@ -64,7 +64,8 @@ std::optional<int> WaitForEnd(ChildProcess* child, int32_t pid, const Deadlines&
 
 int RunRecord(const RecordOptions& o) {
   auto interval = ParseDurationNs(o.interval);
-  if (!interval.ok()) return fmt::print(stderr, "stallscope record: {}\n", interval.error().message), 2;
+  if (!interval.ok())
+    return fmt::print(stderr, "stallscope record: {}\n", interval.error().message), 2;
   if (*interval < sample::kMinIntervalNs) {
     fmt::print(stderr, "stallscope record: interval {} is below the 50ms minimum\n", o.interval);
     return 2;
@@ -88,7 +89,8 @@ int RunRecord(const RecordOptions& o) {
   int32_t root = o.pid;
   if (!o.command.empty()) {
     auto started = ChildProcess::Start(o.command);
-    if (!started.ok()) return fmt::print(stderr, "stallscope record: {}\n", started.error().message), 127;
+    if (!started.ok())
+      return fmt::print(stderr, "stallscope record: {}\n", started.error().message), 127;
     child.emplace(std::move(started.value()));
     root = child->pid();
     machine.header.command = o.command;
@@ -99,13 +101,15 @@ int RunRecord(const RecordOptions& o) {
   if (root > 0) machine.header.root_pid = root;
 
   auto writer = sample::RecordingWriter::Open(
-      path, machine.header, o.csv ? sample::RecordingFormat::kCsv : sample::RecordingFormat::kJsonl);
+      path, machine.header,
+      o.csv ? sample::RecordingFormat::kCsv : sample::RecordingFormat::kJsonl);
   if (!writer.ok()) {
     fmt::print(stderr, "stallscope record: {}\n", writer.error().message);
     if (child) child->Signal(SIGTERM), child->Wait();
     return 1;
   }
-  if (path != "-") fmt::print(stderr, "stallscope: recording to {} every {}\n", path, FormatDurationNs(*interval));
+  if (path != "-")
+    fmt::print(stderr, "stallscope: recording to {} every {}\n", path, FormatDurationNs(*interval));
 
   host::HostSampler host_sampler(machine.fs);
   std::optional<host::ProcessTracker> tracker;
@@ -119,7 +123,8 @@ int RunRecord(const RecordOptions& o) {
       for (size_t i = 0; i < s.gpus.size() && i < was_lost.size(); ++i) {
         if (s.gpus[i].lost && !was_lost[i]) {
           was_lost[i] = true;
-          (void)writer->AppendEvent("gpu_lost", s.mono_ns, fmt::format("GPU {} stopped answering", i));
+          (void)writer->AppendEvent("gpu_lost", s.mono_ns,
+                                    fmt::format("GPU {} stopped answering", i));
         }
       }
       auto st = writer->Append(s);
@@ -129,7 +134,8 @@ int RunRecord(const RecordOptions& o) {
     stop.Request();
   });
   deadlines.start_ns = clock.MonotonicNs();
-  std::optional<int> exit_code = WaitForEnd(child ? &*child : nullptr, o.pid, deadlines, clock, stop);
+  std::optional<int> exit_code =
+      WaitForEnd(child ? &*child : nullptr, o.pid, deadlines, clock, stop);
   stop.Request();
   sampling.join();
   if (!write_error.empty()) {

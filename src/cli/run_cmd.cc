@@ -32,7 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kPollNs = 100'000'000;         // ring drain period
+constexpr int64_t kPollNs = 100'000'000;            // ring drain period
 constexpr int64_t kStatusEveryNs = 10'000'000'000;  // issue 3: a status line every 10 s
 
 /// The directory holding the Python package (stallscope/ + sitecustomize.py) to put on PYTHONPATH.
@@ -41,7 +41,9 @@ std::string FindPythonDir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  for (const fs::path& candidate : {exe.parent_path() / "python", exe.parent_path().parent_path() / "lib" / "stallscope" / "python"}) {
+  for (const fs::path& candidate :
+       {exe.parent_path() / "python",
+        exe.parent_path().parent_path() / "lib" / "stallscope" / "python"}) {
     if (fs::exists(candidate / "stallscope" / "__init__.py", ec)) return candidate.string();
   }
   return {};
@@ -51,12 +53,14 @@ std::string FindPythonDir() {
 /// Seed 000: data_loading > 30% of the step is data-bound.
 std::string Suspicion(double data, double compute, double covered) {
   if (data > 0.30) return "suspect: input pipeline";
-  if (1.0 - covered > 0.30) return "suspect: work outside the training phases (logging, syncs, side work)";
+  if (1.0 - covered > 0.30)
+    return "suspect: work outside the training phases (logging, syncs, side work)";
   if (compute > 0.70) return "compute-bound so far";
   return "";
 }
 
-/// Live view of the phase records: per process, a window aggregator (status line and interim report).
+/// Live view of the phase records: per process, a window aggregator (status line and interim
+/// report).
 class LiveView {
  public:
   void Add(phase::PhaseReader& ring, const phase::PhaseRecord& r) {
@@ -80,7 +84,8 @@ class LiveView {
       }
     }
     if (main == nullptr || main_window.steps == 0 || window_s <= 0) return "";
-    std::string out = fmt::format("{:.2f} steps/s", static_cast<double>(main_window.steps) / window_s);
+    std::string out =
+        fmt::format("{:.2f} steps/s", static_cast<double>(main_window.steps) / window_s);
     int shown = 0;
     double data = 0, compute = 0, covered = 0;
     for (const auto& t : main_window.phases) {
@@ -88,7 +93,8 @@ class LiveView {
       double share = static_cast<double>(t.total_ns) / (window_s * 1e9);
       covered += share;
       if (name == "data_loading") data = share;
-      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step") compute += share;
+      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step")
+        compute += share;
       if (shown++ < 3) out += fmt::format(" | {} {:.0f}%", name, share * 100);
     }
     std::string suspicion = Suspicion(data, compute, covered);
@@ -104,7 +110,8 @@ class LiveView {
     for (auto& [pid, p] : procs_) {
       if (main == nullptr || p.interim_steps > main->interim_steps) main = &p;
     }
-    if (main == nullptr || main->interim_steps < static_cast<uint64_t>(every) || since_s <= 0) return "";
+    if (main == nullptr || main->interim_steps < static_cast<uint64_t>(every) || since_s <= 0)
+      return "";
     double data = 0, compute = 0, covered = 0;
     std::string rows;
     for (const auto& [id, ns] : main->interim_ns) {
@@ -112,14 +119,16 @@ class LiveView {
       double share = static_cast<double>(ns) / (since_s * 1e9);
       covered += share;
       if (name == "data_loading") data = share;
-      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step") compute += share;
+      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step")
+        compute += share;
       rows += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", name, share * 100,
                           static_cast<double>(ns) / 1e6 / static_cast<double>(main->interim_steps));
     }
     std::string suspicion = Suspicion(data, compute, covered);
-    std::string out = fmt::format("[stallscope] profile, last {} steps ({:.2f} steps/s){}:\n", main->interim_steps,
-                                  static_cast<double>(main->interim_steps) / since_s,
-                                  suspicion.empty() ? "" : ", " + suspicion);
+    std::string out =
+        fmt::format("[stallscope] profile, last {} steps ({:.2f} steps/s){}:\n",
+                    main->interim_steps, static_cast<double>(main->interim_steps) / since_s,
+                    suspicion.empty() ? "" : ", " + suspicion);
     out += rows;
     for (auto& [pid, p] : procs_) {
       p.interim_ns.clear();
@@ -145,7 +154,8 @@ std::vector<std::string> JobEnvironment(const diagnose::RunPaths& paths, const R
   std::string py = FindPythonDir();
   if (!py.empty()) {
     const char* old = std::getenv("PYTHONPATH");
-    env.push_back("PYTHONPATH=" + py + (old != nullptr && *old != '\0' ? std::string(":") + old : ""));
+    env.push_back("PYTHONPATH=" + py +
+                  (old != nullptr && *old != '\0' ? std::string(":") + old : ""));
   }
   return env;
 }
@@ -172,9 +182,16 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
 
 int RunRun(const RunOptions& o) {
   auto interval = ParseDurationNs(o.interval);
-  if (!interval.ok()) return fmt::print(stderr, "stallscope run: {}\n", interval.error().message), 2;
-  if (*interval < sample::kMinIntervalNs) return fmt::print(stderr, "stallscope run: interval {} is below the 50ms minimum\n", o.interval), 2;
-  if (o.command.empty()) return fmt::print(stderr, "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"), 2;
+  if (!interval.ok())
+    return fmt::print(stderr, "stallscope run: {}\n", interval.error().message), 2;
+  if (*interval < sample::kMinIntervalNs)
+    return fmt::print(stderr, "stallscope run: interval {} is below the 50ms minimum\n",
+                      o.interval),
+           2;
+  if (o.command.empty())
+    return fmt::print(stderr,
+                      "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
+           2;
   BlockTerminationSignals();
   SystemClock clock;
   std::string name = o.name.empty() ? diagnose::DefaultRunName(o.command) : o.name;
@@ -184,7 +201,8 @@ int RunRun(const RunOptions& o) {
   } else {
     std::error_code ec;
     fs::create_directories(fs::path(o.out) / "phases", ec);
-    paths = ec ? Result<diagnose::RunPaths>(MakeError(ErrorCode::kIo, "{}: cannot create: {}", o.out, ec.message()))
+    paths = ec ? Result<diagnose::RunPaths>(
+                     MakeError(ErrorCode::kIo, "{}: cannot create: {}", o.out, ec.message()))
                : Result<diagnose::RunPaths>(diagnose::RunPaths{o.out});
   }
   if (!paths.ok()) return fmt::print(stderr, "stallscope run: {}\n", paths.error().message), 1;
@@ -213,8 +231,11 @@ int RunRun(const RunOptions& o) {
   (void)diagnose::WriteRunMeta(*paths, meta);
   if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", paths->dir);
 
-  auto writer = sample::RecordingWriter::Open(paths->recording(), machine.header, sample::RecordingFormat::kJsonl);
-  if (!writer.ok()) fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n", writer.error().message);
+  auto writer = sample::RecordingWriter::Open(paths->recording(), machine.header,
+                                              sample::RecordingFormat::kJsonl);
+  if (!writer.ok())
+    fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n",
+               writer.error().message);
   host::HostSampler host_sampler(machine.fs);
   host::ProcessTracker tracker(machine.fs, child->pid());
   sample::Sampler sampler(*machine.gpus, host_sampler, &tracker, clock);
@@ -233,11 +254,14 @@ int RunRun(const RunOptions& o) {
   phase::RingDirWatcher watcher(paths->phases_dir());
   LiveView live;
   auto drain = [&](phase::DrainMode mode) {
-    auto result = watcher.Poll([&](phase::PhaseReader& ring, const phase::PhaseRecord& r) {
-      events->Add(ring, r);
-      live.Add(ring, r);
-    }, mode);
-    for (const auto& e : result.new_errors) fmt::print(stderr, "[stallscope] warning: {}\n", e.message);
+    auto result = watcher.Poll(
+        [&](phase::PhaseReader& ring, const phase::PhaseRecord& r) {
+          events->Add(ring, r);
+          live.Add(ring, r);
+        },
+        mode);
+    for (const auto& e : result.new_errors)
+      fmt::print(stderr, "[stallscope] warning: {}\n", e.message);
     auto st = events->Flush();
     if (!st.ok()) fmt::print(stderr, "[stallscope] warning: {}\n", st.error().message);
   };
@@ -263,7 +287,8 @@ int RunRun(const RunOptions& o) {
       }
       fmt::print(stderr, "[stallscope] {}{}\n", machine_line, phases.empty() ? "" : " | " + phases);
       last_status = now;
-      std::string interim = live.TakeInterim(o.report_every, static_cast<double>(now - last_interim) / 1e9);
+      std::string interim =
+          live.TakeInterim(o.report_every, static_cast<double>(now - last_interim) / 1e9);
       if (!interim.empty()) {
         fmt::print(stderr, "{}", interim);
         last_interim = now;
@@ -286,7 +311,8 @@ int RunRun(const RunOptions& o) {
 int RunDiagnose(const DiagnoseOptions& o) {
   if (o.thresholds) {
     fmt::print("| name | value | unit | source |\n|---|---|---|---|\n");
-    for (const auto& t : diagnose::ThresholdTable()) fmt::print("| `{}` | {} | {} | {} |\n", t.name, t.value, t.unit, t.source);
+    for (const auto& t : diagnose::ThresholdTable())
+      fmt::print("| `{}` | {} | {} | {} |\n", t.name, t.value, t.unit, t.source);
     return 0;
   }
   if (o.dir.empty()) {
@@ -300,7 +326,8 @@ int RunDiagnose(const DiagnoseOptions& o) {
   }
   auto report = diagnose::BuildRunReport(*data);
   report.verdict = diagnose::Diagnose(*data, report);
-  fmt::print("{}", o.json ? report::RenderRunReportJson(report) : report::RenderRunReportText(report));
+  fmt::print("{}",
+             o.json ? report::RenderRunReportJson(report) : report::RenderRunReportText(report));
   return 0;
 }
 

@@ -16,7 +16,8 @@ namespace stallscope::cli {
 
 int RunTop(const TopOptions& o) {
   auto interval = ParseDurationNs(o.interval);
-  if (!interval.ok()) return fmt::print(stderr, "stallscope top: {}\n", interval.error().message), 2;
+  if (!interval.ok())
+    return fmt::print(stderr, "stallscope top: {}\n", interval.error().message), 2;
   if (*interval < sample::kMinIntervalNs) {
     fmt::print(stderr, "stallscope top: interval {} is below the 50ms minimum\n", o.interval);
     return 2;
@@ -56,7 +57,9 @@ int RunTop(const TopOptions& o) {
       auto agg = sample::Aggregate(s.gpus);
       if (agg.average_utilization_pct) {
         watch.Add(*agg.average_utilization_pct);
-        if (watch.Low()) fmt::print("{}", report::RenderLowUtilWarning(watch.WindowMean(), analysis::LowUtilWatch::kDefaultWindow));
+        if (watch.Low())
+          fmt::print("{}", report::RenderLowUtilWarning(watch.WindowMean(),
+                                                        analysis::LowUtilWatch::kDefaultWindow));
       }
     } else {
       if (tty) fmt::print("\033[H\033[J");

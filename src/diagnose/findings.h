@@ -10,30 +10,30 @@ namespace stallscope::diagnose {
 
 /// The bottleneck classes (report.json "class"; README "Findings").
 enum class FindingClass {
-  kGpuBound,               ///< "gpu_bound" (compute-bound on a CPU-only run)
-  kDataBoundCpu,           ///< "data_bound_cpu"
-  kDataBoundIo,            ///< "data_bound_io"
-  kHostSyncOrLogging,      ///< "host_sync_or_logging"
-  kPeriodicSideWork,       ///< "periodic_side_work"
-  kEpochBoundaryStall,     ///< "epoch_boundary_stall"
-  kPrefetchTooShallow,     ///< "prefetch_too_shallow"
-  kThreadOversubscription, ///< "thread_oversubscription"
-  kGpuThrottled,           ///< "gpu_throttled"
-  kUtilMisleading,         ///< "util_misleading"
-  kLoadImbalance,          ///< "load_imbalance"
-  kStraggler,              ///< "straggler"
-  kSmallBatch,             ///< "small_batch"
-  kGpuMemoryPressure,      ///< "gpu_memory_pressure"
+  kGpuBound,                ///< "gpu_bound" (compute-bound on a CPU-only run)
+  kDataBoundCpu,            ///< "data_bound_cpu"
+  kDataBoundIo,             ///< "data_bound_io"
+  kHostSyncOrLogging,       ///< "host_sync_or_logging"
+  kPeriodicSideWork,        ///< "periodic_side_work"
+  kEpochBoundaryStall,      ///< "epoch_boundary_stall"
+  kPrefetchTooShallow,      ///< "prefetch_too_shallow"
+  kThreadOversubscription,  ///< "thread_oversubscription"
+  kGpuThrottled,            ///< "gpu_throttled"
+  kUtilMisleading,          ///< "util_misleading"
+  kLoadImbalance,           ///< "load_imbalance"
+  kStraggler,               ///< "straggler"
+  kSmallBatch,              ///< "small_batch"
+  kGpuMemoryPressure,       ///< "gpu_memory_pressure"
 };
 
 [[nodiscard]] std::string_view FindingClassName(FindingClass c);
 
 /// A number that triggered a finding, with what it was compared to.
 struct Evidence {
-  std::string text;       ///< for people: "data_loading is 91% of step time (threshold 30%, seed 000)"
-  std::string metric;     ///< machine name: "phase_share.data_loading"
+  std::string text;    ///< for people: "data_loading is 91% of step time (threshold 30%, seed 000)"
+  std::string metric;  ///< machine name: "phase_share.data_loading"
   double value = 0;
-  std::string unit;       ///< "fraction", "s", "%", "MHz", ...
+  std::string unit;  ///< "fraction", "s", "%", "MHz", ...
   std::optional<double> threshold;
 };
 

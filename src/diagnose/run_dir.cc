@@ -31,7 +31,8 @@ std::string DefaultRunName(const std::vector<std::string>& command) {
   if (pick.empty() && !command.empty()) pick = command[0];
   std::string stem = fs::path(pick).stem().string();
   std::string clean;
-  for (char c : stem) clean.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_');
+  for (char c : stem)
+    clean.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_');
   return clean.empty() ? "run" : clean;
 }
 
@@ -45,11 +46,13 @@ Result<RunPaths> CreateRunDir(const std::string& base, const std::string& name, 
   fs::create_directories(base, ec);
   if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", base, ec.message());
   for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string dir = fmt::format("{}/{}-{}{}", base, stamp, name, attempt == 0 ? "" : fmt::format("-{}", attempt));
+    std::string dir = fmt::format("{}/{}-{}{}", base, stamp, name,
+                                  attempt == 0 ? "" : fmt::format("-{}", attempt));
     if (fs::create_directory(dir, ec)) {
       RunPaths paths{dir};
       fs::create_directory(paths.phases_dir(), ec);
-      if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", paths.phases_dir(), ec.message());
+      if (ec)
+        return MakeError(ErrorCode::kIo, "{}: cannot create: {}", paths.phases_dir(), ec.message());
       return paths;
     }
     if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", dir, ec.message());
@@ -60,7 +63,8 @@ Result<RunPaths> CreateRunDir(const std::string& base, const std::string& name, 
 Status WriteFileAtomic(const std::string& path, const std::string& content) {
   std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return MakeError(ErrorCode::kIo, "{}: cannot write: {}", tmp, std::strerror(errno));
+  if (f == nullptr)
+    return MakeError(ErrorCode::kIo, "{}: cannot write: {}", tmp, std::strerror(errno));
   bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
   ok = (std::fflush(f) == 0) && ok;
   std::fclose(f);
@@ -97,7 +101,9 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
 
 Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   std::ifstream in(paths.run_json());
-  if (!in) return MakeError(ErrorCode::kNotFound, "{}: not a stallscope run directory (no run.json)", paths.dir);
+  if (!in)
+    return MakeError(ErrorCode::kNotFound, "{}: not a stallscope run directory (no run.json)",
+                     paths.dir);
   std::stringstream ss;
   ss << in.rdbuf();
   auto j = nlohmann::json::parse(ss.str(), nullptr, false);
@@ -117,8 +123,10 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   m.pid = j.value("pid", 0);
   m.start_wall_ns = j.value<int64_t>("start_wall_ns", 0);
   m.start_mono_ns = j.value<int64_t>("start_mono_ns", 0);
-  if (j.contains("end_mono_ns") && j["end_mono_ns"].is_number()) m.end_mono_ns = j["end_mono_ns"].get<int64_t>();
-  if (j.contains("exit_code") && j["exit_code"].is_number()) m.exit_code = j["exit_code"].get<int>();
+  if (j.contains("end_mono_ns") && j["end_mono_ns"].is_number())
+    m.end_mono_ns = j["end_mono_ns"].get<int64_t>();
+  if (j.contains("exit_code") && j["exit_code"].is_number())
+    m.exit_code = j["exit_code"].get<int>();
   m.status = j.value("status", "running");
   m.auto_hooks = j.value("auto_hooks", true);
   m.interval_ns = j.value<int64_t>("interval_ns", 0);

@@ -48,7 +48,8 @@ std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
     if (j.contains("worker_pids") && j["worker_pids"].is_array() && by_loader.count(key)) {
       auto& pids = out[by_loader[key]].worker_pids;
       for (const auto& p : j["worker_pids"]) {
-        if (p.is_number_integer() && std::find(pids.begin(), pids.end(), p.get<int32_t>()) == pids.end()) {
+        if (p.is_number_integer() &&
+            std::find(pids.begin(), pids.end(), p.get<int32_t>()) == pids.end()) {
           pids.push_back(p.get<int32_t>());
         }
       }
@@ -129,11 +130,14 @@ std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysi
     r.running_share = static_cast<double>(a.running) / n;
     r.sleeping_share = static_cast<double>(a.sleeping) / n;
     r.blocked_share = static_cast<double>(a.blocked) / n;
-    if (a.first_read && a.last_read) r.read_bytes = *a.last_read - std::min(*a.first_read, *a.last_read);
-    if (a.first_write && a.last_write) r.write_bytes = *a.last_write - std::min(*a.first_write, *a.last_write);
+    if (a.first_read && a.last_read)
+      r.read_bytes = *a.last_read - std::min(*a.first_read, *a.last_read);
+    if (a.first_write && a.last_write)
+      r.write_bytes = *a.last_write - std::min(*a.first_write, *a.last_write);
     double span_s = static_cast<double>(a.last_ns - a.first_ns) / 1e9;
     if (a.first_nvcsw && a.last_nvcsw && span_s > 0) {
-      r.nonvoluntary_switches_per_s = static_cast<double>(*a.last_nvcsw - std::min(*a.first_nvcsw, *a.last_nvcsw)) / span_s;
+      r.nonvoluntary_switches_per_s =
+          static_cast<double>(*a.last_nvcsw - std::min(*a.first_nvcsw, *a.last_nvcsw)) / span_s;
     }
     rows.push_back(std::move(r));
   }
@@ -165,7 +169,8 @@ Series Downsample(std::string name, std::string unit, std::vector<SeriesPoint> r
 
 std::vector<Series> MachineSeries(const RunData& d) {
   const auto& samples = d.recording.samples;
-  int64_t t0 = d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
+  int64_t t0 =
+      d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
   auto t = [&](int64_t mono) { return static_cast<double>(mono - t0) / 1e9; };
   std::vector<Series> out;
   size_t gpus = d.recording.header.gpus.size();
@@ -177,9 +182,12 @@ std::vector<Series> MachineSeries(const RunData& d) {
       if (x.util_gpu_pct) util.push_back({t(s.mono_ns), static_cast<double>(*x.util_gpu_pct)});
       int64_t wall_to_mono = s.wall_ns - s.mono_ns;  // driver timestamps are wall-clock µs
       for (size_t k = 0; k < x.util_sample_count; ++k) {
-        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono), static_cast<double>(x.util_samples[k].util_pct)});
+        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono),
+                        static_cast<double>(x.util_samples[k].util_pct)});
       }
-      if (x.mem_used_bytes) mem.push_back({t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
+      if (x.mem_used_bytes)
+        mem.push_back(
+            {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
       if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
       if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
     }
@@ -200,7 +208,8 @@ std::vector<Series> MachineSeries(const RunData& d) {
   }
   out.push_back(Downsample("host.cpu_busy_pct", "%", std::move(busy)));
   out.push_back(Downsample("host.cpu_iowait_pct", "%", std::move(iowait)));
-  if (!psi_io.empty()) out.push_back(Downsample("host.psi_io_some_avg10_pct", "%", std::move(psi_io)));
+  if (!psi_io.empty())
+    out.push_back(Downsample("host.psi_io_some_avg10_pct", "%", std::move(psi_io)));
   return out;
 }
 

@@ -37,11 +37,11 @@ struct ProcessRow {
   int64_t samples = 0;
   double cpu_mean_pct = 0;  ///< 100 = one core
   double cpu_max_pct = 0;
-  double running_share = 0;  ///< share of samples in state R
+  double running_share = 0;   ///< share of samples in state R
   double sleeping_share = 0;  ///< S or I
   double blocked_share = 0;   ///< D (uninterruptible: usually I/O)
   uint32_t threads_max = 0;
-  uint64_t read_bytes = 0;   ///< growth over the run
+  uint64_t read_bytes = 0;  ///< growth over the run
   uint64_t write_bytes = 0;
   double nonvoluntary_switches_per_s = 0;
 };

@@ -388,7 +388,8 @@ std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, doub
   if (!saturated && !oversubscribed) {
     // Seed 001 T4 gives the starting point (cores − 1); the model then picks the worker count
     // it predicts fastest (the smallest within 2% of the best), up to the allowed CPUs. A change
-    // the model does not predict to help by ≥ 5% is not advised (never advice the data contradicts).
+    // the model does not predict to help by ≥ 5% is not advised (never advice the data
+    // contradicts).
     int64_t most = std::max<int64_t>(target, c.allowed_cpus / ranks);
     double best_s = 0;
     for (int64_t n = l.num_workers + 1; n <= most; ++n) {

@@ -196,6 +196,8 @@ void HostSampler::State::ReadCpu(HostSample& out) {
   // and all or nothing, so per_cpu[i] is always the i-th listed CPU.
   const auto& prev = prev_stat.per_cpu;
   const auto& cur = cur_stat.per_cpu;
+  // Reserve even when no shares come out (no ticks yet), so a later sample never allocates.
+  out.per_cpu.reserve(cur.size());
   bool same = !cur.empty() && prev.size() == cur.size();
   for (size_t i = 0; same && i < cur.size(); ++i) same = prev[i].cpu_id == cur[i].cpu_id;
   for (size_t i = 0; same && i < cur.size(); ++i) {

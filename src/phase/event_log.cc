@@ -27,7 +27,8 @@ Status WriteAll(int fd, const void* data, size_t size, const std::string& path) 
   while (size > 0) {
     ssize_t n = ::write(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return MakeError(ErrorCode::kIo, "{}: write failed: {}", path, std::strerror(errno));
+    if (n <= 0)
+      return MakeError(ErrorCode::kIo, "{}: write failed: {}", path, std::strerror(errno));
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -46,7 +47,8 @@ Result<EventLogWriter> EventLogWriter::Open(const std::string& run_dir) {
   std::string events = run_dir + "/events.bin";
   std::string names = run_dir + "/events.names.jsonl";
   int efd = ::open(events.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (efd < 0) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", events, std::strerror(errno));
+  if (efd < 0)
+    return MakeError(ErrorCode::kIo, "{}: cannot create: {}", events, std::strerror(errno));
   int nfd = ::open(names.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (nfd < 0) {
     ::close(efd);
@@ -68,9 +70,14 @@ EventLogWriter::EventLogWriter(int events_fd, int names_fd, std::string dir)
 }
 
 EventLogWriter::EventLogWriter(EventLogWriter&& o) noexcept
-    : events_fd_(o.events_fd_), names_fd_(o.names_fd_), dir_(std::move(o.dir_)),
-      buffer_(std::move(o.buffer_)), names_buffer_(std::move(o.names_buffer_)),
-      named_(std::move(o.named_)), processes_(std::move(o.processes_)), written_(o.written_) {
+    : events_fd_(o.events_fd_),
+      names_fd_(o.names_fd_),
+      dir_(std::move(o.dir_)),
+      buffer_(std::move(o.buffer_)),
+      names_buffer_(std::move(o.names_buffer_)),
+      named_(std::move(o.named_)),
+      processes_(std::move(o.processes_)),
+      written_(o.written_) {
   o.events_fd_ = o.names_fd_ = -1;
 }
 
@@ -85,12 +92,14 @@ void EventLogWriter::Add(PhaseReader& ring, const PhaseRecord& r) {
   if (!processes_.count(info.pid)) {
     processes_[info.pid] = true;
     names_buffer_ += fmt::format(
-        "{{\"type\":\"process\",\"pid\":{},\"rank\":{},\"world_size\":{},\"start_monotonic_ns\":{}}}\n",
+        "{{\"type\":\"process\",\"pid\":{},\"rank\":{},\"world_size\":{},\"start_monotonic_ns\":{}}"
+        "}\n",
         info.pid, info.rank, info.world_size, info.start_monotonic_ns);
   }
   if (r.phase_id != 0 && !named_.count({info.pid, r.phase_id})) {
     named_[{info.pid, r.phase_id}] = true;
-    names_buffer_ += fmt::format("{{\"type\":\"name\",\"pid\":{},\"id\":{},\"name\":", info.pid, r.phase_id);
+    names_buffer_ +=
+        fmt::format("{{\"type\":\"name\",\"pid\":{},\"id\":{},\"name\":", info.pid, r.phase_id);
     AppendJsonString(names_buffer_, ring.Name(r.phase_id));
     names_buffer_ += "}\n";
   }
@@ -109,12 +118,14 @@ void EventLogWriter::Add(PhaseReader& ring, const PhaseRecord& r) {
 Status EventLogWriter::Flush() {
   // Names first: a record on disk never refers to a name that is not.
   if (!names_buffer_.empty() && names_fd_ >= 0) {
-    auto st = WriteAll(names_fd_, names_buffer_.data(), names_buffer_.size(), dir_ + "/events.names.jsonl");
+    auto st = WriteAll(names_fd_, names_buffer_.data(), names_buffer_.size(),
+                       dir_ + "/events.names.jsonl");
     names_buffer_.clear();
     TRY_STATUS(st);
   }
   if (!buffer_.empty() && events_fd_ >= 0) {
-    auto st = WriteAll(events_fd_, buffer_.data(), buffer_.size() * sizeof(LoggedEvent), dir_ + "/events.bin");
+    auto st = WriteAll(events_fd_, buffer_.data(), buffer_.size() * sizeof(LoggedEvent),
+                       dir_ + "/events.bin");
     written_ += buffer_.size();
     buffer_.clear();
     TRY_STATUS(st);
@@ -129,20 +140,25 @@ Status ReadBinary(const std::string& path, EventLog& log) {
   if (!in) return MakeError(ErrorCode::kNotFound, "{}: cannot open", path);
   char header[kHeaderBytes] = {};
   in.read(header, kHeaderBytes);
-  if (in.gcount() < static_cast<std::streamsize>(kHeaderBytes) || std::memcmp(header, kMagic, 8) != 0) {
+  if (in.gcount() < static_cast<std::streamsize>(kHeaderBytes) ||
+      std::memcmp(header, kMagic, 8) != 0) {
     return MakeError(ErrorCode::kParse, "{}: not a stallscope event log", path);
   }
   uint32_t size = 0;
   std::memcpy(&size, header + 12, 4);
   if (size != sizeof(LoggedEvent)) {
-    return MakeError(ErrorCode::kUnsupported, "{}: record size {} (expected {})", path, size, sizeof(LoggedEvent));
+    return MakeError(ErrorCode::kUnsupported, "{}: record size {} (expected {})", path, size,
+                     sizeof(LoggedEvent));
   }
   LoggedEvent e;
   while (in.read(reinterpret_cast<char*>(&e), sizeof(e))) {
-    if (static_cast<uint8_t>(e.kind) == 0 || static_cast<uint8_t>(e.kind) > kMaxRecordKind) continue;
+    if (static_cast<uint8_t>(e.kind) == 0 || static_cast<uint8_t>(e.kind) > kMaxRecordKind)
+      continue;
     log.events.push_back(e);
   }
-  if (in.gcount() > 0) log.warnings.push_back(fmt::format("{}: ends mid-record (monitor stopped); kept {} records", path, log.events.size()));
+  if (in.gcount() > 0)
+    log.warnings.push_back(fmt::format("{}: ends mid-record (monitor stopped); kept {} records",
+                                       path, log.events.size()));
   return OkStatus();
 }
 
@@ -177,10 +193,12 @@ void ReadRings(const std::string& dir, EventLog& log) {
     log.processes.push_back({info.pid, info.rank, info.world_size, info.start_monotonic_ns});
     DrainStats stats;
     for (const auto& r : reader->ReadAll(&stats)) {
-      log.events.push_back({r.ts_ns, r.arg, info.pid, r.tid, info.rank, r.phase_id, r.kind, r.flags});
+      log.events.push_back(
+          {r.ts_ns, r.arg, info.pid, r.tid, info.rank, r.phase_id, r.kind, r.flags});
     }
     const auto& names = reader->Names();
-    for (size_t id = 1; id < names.size(); ++id) log.names[{info.pid, static_cast<uint16_t>(id)}] = names[id];
+    for (size_t id = 1; id < names.size(); ++id)
+      log.names[{info.pid, static_cast<uint16_t>(id)}] = names[id];
     log.lost_records += stats.lost() + reader->writer_dropped();
   }
 }
@@ -215,7 +233,8 @@ Result<EventLog> ReadEventLog(const std::string& run_dir) {
   EventLog log;
   std::string bin = run_dir + "/events.bin";
   std::error_code ec;
-  bool have_bin = std::filesystem::exists(bin, ec) && std::filesystem::file_size(bin, ec) > kHeaderBytes;
+  bool have_bin =
+      std::filesystem::exists(bin, ec) && std::filesystem::file_size(bin, ec) > kHeaderBytes;
   if (have_bin) {
     TRY_STATUS(ReadBinary(bin, log));
     ReadNames(run_dir + "/events.names.jsonl", log);

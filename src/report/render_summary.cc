@@ -47,11 +47,13 @@ std::string NextStep(const analysis::RecordingSummary& s) {
     }
   }
   if (n > 0 && util_sum / n < analysis::LowUtilWatch::kDefaultThresholdPct) {
-    return fmt::format("Next: GPU utilization averaged {:.1f}%; run `stallscope run -- CMD` to see "
-                       "which phase keeps the GPUs waiting.",
-                       util_sum / n);
+    return fmt::format(
+        "Next: GPU utilization averaged {:.1f}%; run `stallscope run -- CMD` to see "
+        "which phase keeps the GPUs waiting.",
+        util_sum / n);
   }
-  if (s.memory_balance.quality == BalanceClass::kPoor || s.util_balance.quality == BalanceClass::kPoor) {
+  if (s.memory_balance.quality == BalanceClass::kPoor ||
+      s.util_balance.quality == BalanceClass::kPoor) {
     return "Next: load is imbalanced (CV >= 20%); check the DDP configuration, the batch split "
            "across ranks and the data distribution.";
   }
@@ -70,15 +72,17 @@ std::string RenderSummaryText(const analysis::RecordingSummary& s) {
   }
   for (const auto& g : s.gpus) {
     std::string mem = g.memory_used_mib.count() > 0
-                          ? fmt::format("{:.1f} MB (±{:.1f})", g.memory_used_mib.mean(), g.memory_used_mib.stddev())
+                          ? fmt::format("{:.1f} MB (±{:.1f})", g.memory_used_mib.mean(),
+                                        g.memory_used_mib.stddev())
                           : std::string("n/a");
-    std::string util = g.util_pct.count() > 0
-                           ? fmt::format("util {:5.1f}% (±{:4.1f})", g.util_pct.mean(), g.util_pct.stddev())
-                           : std::string("util n/a");
+    std::string util = g.util_pct.count() > 0 ? fmt::format("util {:5.1f}% (±{:4.1f})",
+                                                            g.util_pct.mean(), g.util_pct.stddev())
+                                              : std::string("util n/a");
     std::string extra;
     if (g.power_w.count() > 0) extra += fmt::format("  power {:.1f} W", g.power_w.mean());
     if (g.lost_samples > 0) extra += fmt::format("  LOST in {} samples", g.lost_samples);
-    if (g.throttled_samples > 0) extra += fmt::format("  throttled in {} samples", g.throttled_samples);
+    if (g.throttled_samples > 0)
+      extra += fmt::format("  throttled in {} samples", g.throttled_samples);
     out += fmt::format("    GPU {}: {:<22} {}{}\n", g.index, mem, util, extra);
   }
   if (!s.gpus.empty()) {
@@ -93,8 +97,8 @@ std::string RenderSummaryText(const analysis::RecordingSummary& s) {
   }
   if (s.mem_used_bytes.count() > 0) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-    out += fmt::format("    RAM used {:.1f} GiB (peak {:.1f} GiB)\n", s.mem_used_bytes.mean() / kGiB,
-                       s.mem_used_bytes.max() / kGiB);
+    out += fmt::format("    RAM used {:.1f} GiB (peak {:.1f} GiB)\n",
+                       s.mem_used_bytes.mean() / kGiB, s.mem_used_bytes.max() / kGiB);
   }
   if (s.exit_code) out += fmt::format("    command exit code {}\n", *s.exit_code);
   std::string next = NextStep(s);

@@ -58,13 +58,15 @@ TEST(StatusLine, SeedFourFormForOneGpu) {
   auto s = Snapshot(1);
   s.gpus[0].mem_used_bytes = static_cast<uint64_t>(12.3 * (1ull << 30));
   s.gpus[0].mem_total_bytes = 24ull << 30;
-  EXPECT_EQ(RenderStatusLine(s), "GPU: 85% | VRAM:12.3/24.0GB(51.2%) | CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
+  EXPECT_EQ(RenderStatusLine(s),
+            "GPU: 85% | VRAM:12.3/24.0GB(51.2%) | CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
 }
 
 TEST(StatusLine, PerGpuWhenSeveralAndNoGpu) {
-  EXPECT_EQ(RenderStatusLine(Snapshot(3)),
-            "GPU0: 85% | VRAM0:12.0/80.0GB(15.0%) | GPU1: 55% | VRAM1:12.5/80.0GB(15.6%) | GPU2: LOST | "
-            "CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
+  EXPECT_EQ(
+      RenderStatusLine(Snapshot(3)),
+      "GPU0: 85% | VRAM0:12.0/80.0GB(15.0%) | GPU1: 55% | VRAM1:12.5/80.0GB(15.6%) | GPU2: LOST | "
+      "CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
   EXPECT_EQ(RenderStatusLine(Snapshot(0)), "GPU: n/a | CPU: 45.2% | RAM:18.4/64.0GB(28.7%)");
 }
 
@@ -75,7 +77,9 @@ TEST(Top, GoldenText) {
   testing::ExpectGolden("top_nogpu.txt", RenderTopText(h, Snapshot(0)));
 }
 
-TEST(Top, GoldenJson) { testing::ExpectGolden("top_1gpu.json", RenderTopJson(Header(1), Snapshot(1))); }
+TEST(Top, GoldenJson) {
+  testing::ExpectGolden("top_1gpu.json", RenderTopJson(Header(1), Snapshot(1)));
+}
 
 TEST(Summary, GoldenTextAndJson) {
   sample::Recording rec;
@@ -86,7 +90,8 @@ TEST(Summary, GoldenTextAndJson) {
     s.mono_ns = t * 1'000'000'000LL;
     for (size_t i = 0; i < 4; ++i) {
       s.gpus[i] = gpu::GpuSample{};
-      s.gpus[i].mem_used_bytes = static_cast<uint64_t>((mem_gib[i] + 0.01 * (t % 3)) * (1ull << 30));
+      s.gpus[i].mem_used_bytes =
+          static_cast<uint64_t>((mem_gib[i] + 0.01 * (t % 3)) * (1ull << 30));
       s.gpus[i].mem_total_bytes = 24ull << 30;
       s.gpus[i].util_gpu_pct = static_cast<uint32_t>(t % 2 == 0 ? 90 : 70 + 5 * i);
       s.gpus[i].power_mw = 150'000;

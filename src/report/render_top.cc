@@ -38,9 +38,9 @@ std::string ThrottleCell(const gpu::GpuSample& g) {
 }
 
 std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample& s) {
-  std::string out = fmt::format("{:>3}  {:<24} {:>5} {:>6}  {:<23} {:<11} {:>5} {:>9}  {}\n", "GPU",
-                                "NAME", "UTIL", "MEMBW", "MEMORY", "POWER", "TEMP", "SM CLOCK",
-                                "THROTTLE");
+  std::string out =
+      fmt::format("{:>3}  {:<24} {:>5} {:>6}  {:<23} {:<11} {:>5} {:>9}  {}\n", "GPU", "NAME",
+                  "UTIL", "MEMBW", "MEMORY", "POWER", "TEMP", "SM CLOCK", "THROTTLE");
   for (size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
     std::string name = i < header.gpus.size() ? header.gpus[i].name : "?";
@@ -61,17 +61,22 @@ std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample
 std::string HostLines(const host::HostSample& h) {
   std::string out;
   if (h.cpu) {
-    out += fmt::format("CPU   {:5.1f}%  user {:.1f}%  sys {:.1f}%  iowait {:.1f}%  steal {:.1f}%  ({} CPUs)\n",
-                       h.cpu->busy_pct, h.cpu->user_pct, h.cpu->system_pct, h.cpu->iowait_pct,
-                       h.cpu->steal_pct, h.cpu_count);
+    out += fmt::format(
+        "CPU   {:5.1f}%  user {:.1f}%  sys {:.1f}%  iowait {:.1f}%  steal {:.1f}%  ({} CPUs)\n",
+        h.cpu->busy_pct, h.cpu->user_pct, h.cpu->system_pct, h.cpu->iowait_pct, h.cpu->steal_pct,
+        h.cpu_count);
   } else {
     out += fmt::format("CPU   n/a (needs two readings)  ({} CPUs)\n", h.cpu_count);
   }
   if (h.mem_used_bytes && h.mem_total_bytes && *h.mem_total_bytes > 0) {
-    double used = static_cast<double>(*h.mem_used_bytes), total = static_cast<double>(*h.mem_total_bytes);
-    out += fmt::format("RAM   {:.1f}/{:.1f} GiB ({:.1f}%)", used / kGiB, total / kGiB, used / total * 100);
+    double used = static_cast<double>(*h.mem_used_bytes),
+           total = static_cast<double>(*h.mem_total_bytes);
+    out += fmt::format("RAM   {:.1f}/{:.1f} GiB ({:.1f}%)", used / kGiB, total / kGiB,
+                       used / total * 100);
   }
-  if (h.load1) out += fmt::format("  load {:.2f} {:.2f} {:.2f}", *h.load1, h.load5.value_or(0), h.load15.value_or(0));
+  if (h.load1)
+    out += fmt::format("  load {:.2f} {:.2f} {:.2f}", *h.load1, h.load5.value_or(0),
+                       h.load15.value_or(0));
   if (h.disk_read_bps || h.disk_write_bps) {
     out += fmt::format("  disk read {}/s write {}/s",
                        FormatBytes(static_cast<double>(h.disk_read_bps.value_or(0))),
@@ -87,10 +92,14 @@ std::string HostLines(const host::HostSample& h) {
   add_psi("memory", h.psi_memory);
   if (!psi.empty()) out += "PSI  " + psi + "   (some, avg10)\n";
   std::string limits;
-  if (h.cgroup_cpu_quota_cpus) limits += fmt::format("  cpu quota {:.2f} CPUs", *h.cgroup_cpu_quota_cpus);
-  if (h.cgroup_mem_limit_bytes) limits += fmt::format("  mem limit {}", FormatBytes(static_cast<double>(*h.cgroup_mem_limit_bytes)));
+  if (h.cgroup_cpu_quota_cpus)
+    limits += fmt::format("  cpu quota {:.2f} CPUs", *h.cgroup_cpu_quota_cpus);
+  if (h.cgroup_mem_limit_bytes)
+    limits +=
+        fmt::format("  mem limit {}", FormatBytes(static_cast<double>(*h.cgroup_mem_limit_bytes)));
   if (h.shm_total_bytes) {
-    limits += fmt::format("  /dev/shm {} of {}", FormatBytes(static_cast<double>(h.shm_used_bytes.value_or(0))),
+    limits += fmt::format("  /dev/shm {} of {}",
+                          FormatBytes(static_cast<double>(h.shm_used_bytes.value_or(0))),
                           FormatBytes(static_cast<double>(*h.shm_total_bytes)));
   }
   if (!limits.empty()) out += "LIMIT" + limits + "\n";
@@ -100,9 +109,11 @@ std::string HostLines(const host::HostSample& h) {
 }  // namespace
 
 std::string RenderTopText(const sample::RecordingHeader& header, const sample::Sample& s) {
-  std::string out = fmt::format("stallscope top  {}  {}\n", header.hostname, FormatIsoUtc(s.wall_ns));
+  std::string out =
+      fmt::format("stallscope top  {}  {}\n", header.hostname, FormatIsoUtc(s.wall_ns));
   if (s.gpus.empty()) {
-    out += header.gpu_note.empty() ? "GPU   none found\n" : fmt::format("GPU   {}\n", header.gpu_note);
+    out +=
+        header.gpu_note.empty() ? "GPU   none found\n" : fmt::format("GPU   {}\n", header.gpu_note);
   } else {
     out += GpuTable(header, s);
   }
@@ -112,8 +123,8 @@ std::string RenderTopText(const sample::RecordingHeader& header, const sample::S
 
 std::string RenderTopJson(const sample::RecordingHeader& header, const sample::Sample& s) {
   // The snapshot is a recording header and one sample under stable keys: one schema to learn.
-  std::string out = "{\"schema_version\":" + std::to_string(sample::kRecordingSchemaVersion) +
-                    ",\"header\":";
+  std::string out =
+      "{\"schema_version\":" + std::to_string(sample::kRecordingSchemaVersion) + ",\"header\":";
   sample::AppendHeaderJson(header, out);
   out += ",\"sample\":";
   sample::AppendSampleJson(header, s, out);
@@ -131,12 +142,13 @@ std::string RenderStatusLine(const sample::Sample& s) {
       out += fmt::format("{}: LOST | ", label);
       continue;
     }
-    out += fmt::format("{}: {} | ", label, g.util_gpu_pct ? fmt::format("{}%", *g.util_gpu_pct) : "n/a");
+    out += fmt::format("{}: {} | ", label,
+                       g.util_gpu_pct ? fmt::format("{}%", *g.util_gpu_pct) : "n/a");
     if (g.mem_used_bytes && g.mem_total_bytes && *g.mem_total_bytes > 0) {
       double used = static_cast<double>(*g.mem_used_bytes) / kGiB;
       double total = static_cast<double>(*g.mem_total_bytes) / kGiB;
-      out += fmt::format("VRAM{}:{:.1f}/{:.1f}GB({:.1f}%) | ", several ? std::to_string(i) : "", used,
-                         total, used / total * 100);
+      out += fmt::format("VRAM{}:{:.1f}/{:.1f}GB({:.1f}%) | ", several ? std::to_string(i) : "",
+                         used, total, used / total * 100);
     }
   }
   if (s.gpus.empty()) out += "GPU: n/a | ";

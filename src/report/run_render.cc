@@ -34,16 +34,21 @@ std::string OptText(const std::optional<T>& v) {
 }
 
 std::string JobLines(const diagnose::RunReport& r) {
-  std::string exit = r.meta.exit_code ? fmt::format("exit {}", *r.meta.exit_code) : "no exit code (still running or monitor killed)";
-  if (r.meta.exit_code && *r.meta.exit_code > 128) exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
-  std::string out = fmt::format("Job     {}\n        {}, {} wall\n", JoinCommand(r.meta.command), exit, Seconds(r.wall_s));
+  std::string exit = r.meta.exit_code ? fmt::format("exit {}", *r.meta.exit_code)
+                                      : "no exit code (still running or monitor killed)";
+  if (r.meta.exit_code && *r.meta.exit_code > 128)
+    exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
+  std::string out = fmt::format("Job     {}\n        {}, {} wall\n", JoinCommand(r.meta.command),
+                                exit, Seconds(r.wall_s));
   for (const auto& rank : r.phases.ranks) {
-    out += fmt::format("Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank, rank.count,
-                       rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s), rank.variation_ratio,
-                       rank.oscillating ? ", OSCILLATING: > 0.5" : "");
+    out += fmt::format(
+        "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,
+        rank.count, rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s),
+        rank.variation_ratio, rank.oscillating ? ", OSCILLATING: > 0.5" : "");
   }
   if (r.phases.ranks.empty()) {
-    out += r.meta.auto_hooks ? "Steps   none seen: the job reported no phases (no torch import, or no training loop)\n"
+    out += r.meta.auto_hooks ? "Steps   none seen: the job reported no phases (no torch import, or "
+                               "no training loop)\n"
                              : "Steps   none: --no-auto was given and the job marks no phases\n";
   }
   return out;
@@ -52,11 +57,12 @@ std::string JobLines(const diagnose::RunReport& r) {
 std::string LoaderLines(const std::vector<diagnose::LoaderInfo>& loaders) {
   std::string out;
   for (const auto& l : loaders) {
-    out += fmt::format("DataLoader (rank {}): num_workers={} batch_size={} pin_memory={} persistent_workers={} "
-                       "prefetch_factor={} drop_last={} dataset={} samples",
-                       l.rank, OptText(l.num_workers), OptText(l.batch_size), OptText(l.pin_memory),
-                       OptText(l.persistent_workers), OptText(l.prefetch_factor), OptText(l.drop_last),
-                       OptText(l.dataset_length));
+    out += fmt::format(
+        "DataLoader (rank {}): num_workers={} batch_size={} pin_memory={} persistent_workers={} "
+        "prefetch_factor={} drop_last={} dataset={} samples",
+        l.rank, OptText(l.num_workers), OptText(l.batch_size), OptText(l.pin_memory),
+        OptText(l.persistent_workers), OptText(l.prefetch_factor), OptText(l.drop_last),
+        OptText(l.dataset_length));
     if (!l.worker_pids.empty()) out += fmt::format(", workers {}", fmt::join(l.worker_pids, " "));
     out += "\n";
   }
@@ -65,14 +71,18 @@ std::string LoaderLines(const std::vector<diagnose::LoaderInfo>& loaders) {
 
 std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
   if (rows.empty()) return "";
-  std::string out = fmt::format("\n{:>7}  {:<18} {:<26} {:>6} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9}\n", "PID", "ROLE", "COMMAND",
-                                "CPU%", "MAX%", "RUN", "SLEEP", "DISK", "THR", "READ", "WRITTEN");
+  std::string out = fmt::format(
+      "\n{:>7}  {:<18} {:<26} {:>6} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9}\n", "PID", "ROLE",
+      "COMMAND", "CPU%", "MAX%", "RUN", "SLEEP", "DISK", "THR", "READ", "WRITTEN");
   for (const auto& p : rows) {
     std::string cmd = p.cmdline.empty() ? p.comm : p.cmdline;
     if (cmd.size() > 26) cmd = cmd.substr(0, 25) + "~";
-    out += fmt::format("{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n", p.pid, p.role, cmd,
-                       p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100, p.sleeping_share * 100, p.blocked_share * 100,
-                       p.threads_max, FormatBytes(static_cast<double>(p.read_bytes)), FormatBytes(static_cast<double>(p.write_bytes)));
+    out += fmt::format(
+        "{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n",
+        p.pid, p.role, cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
+        p.sleeping_share * 100, p.blocked_share * 100, p.threads_max,
+        FormatBytes(static_cast<double>(p.read_bytes)),
+        FormatBytes(static_cast<double>(p.write_bytes)));
   }
   return out;
 }
@@ -85,43 +95,52 @@ std::string MachineLines(const diagnose::RunReport& r) {
   }
   for (const auto& g : m.gpus) {
     out += fmt::format("GPU {}   util {:.1f}%", g.index, g.util_pct.mean());
-    if (g.util_fine_pct.count() > 0) out += fmt::format(" (sub-second {:.1f}%, min {:.0f}%, max {:.0f}%)", g.util_fine_pct.mean(), g.util_fine_pct.min(), g.util_fine_pct.max());
-    if (g.memory_used_mib.count() > 0) out += fmt::format(", memory {:.0f} MiB", g.memory_used_mib.mean());
+    if (g.util_fine_pct.count() > 0)
+      out += fmt::format(" (sub-second {:.1f}%, min {:.0f}%, max {:.0f}%)", g.util_fine_pct.mean(),
+                         g.util_fine_pct.min(), g.util_fine_pct.max());
+    if (g.memory_used_mib.count() > 0)
+      out += fmt::format(", memory {:.0f} MiB", g.memory_used_mib.mean());
     if (g.power_w.count() > 0) out += fmt::format(", power {:.0f} W", g.power_w.mean());
-    if (g.throttled_samples > 0) out += fmt::format(", throttled in {}/{} samples", g.throttled_samples, g.samples);
+    if (g.throttled_samples > 0)
+      out += fmt::format(", throttled in {}/{} samples", g.throttled_samples, g.samples);
     out += "\n";
   }
   if (m.cpu_busy_pct.count() > 0) {
-    out += fmt::format("Host    CPU busy {:.1f}% (max {:.1f}%), iowait {:.1f}%, over {} samples\n", m.cpu_busy_pct.mean(),
-                       m.cpu_busy_pct.max(), m.cpu_iowait_pct.mean(), m.samples);
+    out += fmt::format("Host    CPU busy {:.1f}% (max {:.1f}%), iowait {:.1f}%, over {} samples\n",
+                       m.cpu_busy_pct.mean(), m.cpu_busy_pct.max(), m.cpu_iowait_pct.mean(),
+                       m.samples);
   }
   return out;
 }
 
 std::string FindingHeadline(const diagnose::Finding& f) {
-  return fmt::format("{} (confidence {:.2f}, costs ~{:.0f}% of wall time)", diagnose::FindingClassName(f.cls),
-                     f.confidence, f.cost_fraction * 100);
+  return fmt::format("{} (confidence {:.2f}, costs ~{:.0f}% of wall time)",
+                     diagnose::FindingClassName(f.cls), f.confidence, f.cost_fraction * 100);
 }
 
 std::string VerdictLines(const diagnose::RunReport& r) {
   const auto& v = r.verdict;
-  if (!v.principal) return "VERDICT  none: not enough data to name a bottleneck (no steps measured)\n";
+  if (!v.principal)
+    return "VERDICT  none: not enough data to name a bottleneck (no steps measured)\n";
   const diagnose::Finding& f = *v.principal;
   std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
   if (f.predicted_steps_per_s && !r.phases.ranks.empty()) {
-    out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n", *f.predicted_steps_per_s,
-                       r.phases.ranks.front().per_second);
+    out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n",
+                       *f.predicted_steps_per_s, r.phases.ranks.front().per_second);
   }
   for (size_t i = 0; i < f.recommendations.size(); ++i) {
-    out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1, f.recommendations[i].text);
+    out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1,
+                       f.recommendations[i].text);
   }
   for (size_t i = 0; i < f.evidence.size(); ++i) {
     out += fmt::format("{}{}\n", i == 0 ? "EVIDENCE " : "         ", f.evidence[i].text);
   }
   for (size_t i = 0; i < v.secondary.size(); ++i) {
     const auto& s2 = v.secondary[i];
-    out += fmt::format("{}{}: {}\n", i == 0 ? "ALSO     " : "         ", FindingHeadline(s2), s2.reason);
-    if (!s2.recommendations.empty()) out += fmt::format("           fix: {}\n", s2.recommendations.front().text);
+    out += fmt::format("{}{}: {}\n", i == 0 ? "ALSO     " : "         ", FindingHeadline(s2),
+                       s2.reason);
+    if (!s2.recommendations.empty())
+      out += fmt::format("           fix: {}\n", s2.recommendations.front().text);
   }
   return out;
 }
@@ -135,11 +154,16 @@ void WriteFindingJson(JsonWriter& w, const diagnose::Finding& f) {
       .Field("predicted_steps_per_s", f.predicted_steps_per_s, 3);
   w.Key("evidence").BeginArray();
   for (const auto& e : f.evidence) {
-    w.BeginObject().Field("text", e.text).Field("metric", e.metric).Field("value", e.value, 4).Field("unit", e.unit);
+    w.BeginObject()
+        .Field("text", e.text)
+        .Field("metric", e.metric)
+        .Field("value", e.value, 4)
+        .Field("unit", e.unit);
     w.Field("threshold", e.threshold, 4).EndObject();
   }
   w.EndArray().Key("recommendations").BeginArray();
-  for (const auto& rec : f.recommendations) w.BeginObject().Field("text", rec.text).Field("cost", rec.cost).EndObject();
+  for (const auto& rec : f.recommendations)
+    w.BeginObject().Field("text", rec.text).Field("cost", rec.cost).EndObject();
   w.EndArray().EndObject();
 }
 
@@ -180,11 +204,13 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
   for (const auto& p : phases.phases) {
     if (p.rank != current_rank) {
       current_rank = p.rank;
-      out += fmt::format("\nPhases (rank {})      {:>6} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.rank, "count",
-                         "total", "share", "mean", "p50", "p95", "p99", "max");
+      out +=
+          fmt::format("\nPhases (rank {})      {:>6} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                      p.rank, "count", "total", "share", "mean", "p50", "p95", "p99", "max");
     }
-    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.name, p.count, Seconds(p.total_s),
-                       p.share * 100, Seconds(p.mean_s), Seconds(p.p50_s), Seconds(p.p95_s), Seconds(p.p99_s), Seconds(p.max_s));
+    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.name,
+                       p.count, Seconds(p.total_s), p.share * 100, Seconds(p.mean_s),
+                       Seconds(p.p50_s), Seconds(p.p95_s), Seconds(p.p99_s), Seconds(p.max_s));
   }
   return out;
 }
@@ -201,11 +227,14 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     for (const auto& rank : r.phases.ranks) steps += rank.count;
     for (const auto& [name, n] : r.phases.counters_total) {
       syncs += fmt::format("{}{} {}", syncs.empty() ? "" : ", ", n, name);
-      if (steps > 0) syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
+      if (steps > 0)
+        syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
     }
     out += "Counters  " + syncs + "\n";
   }
-  if (r.phases.outside_steps_s > 0.0005) out += fmt::format("Outside steps (setup, final save): {}\n", Seconds(r.phases.outside_steps_s));
+  if (r.phases.outside_steps_s > 0.0005)
+    out +=
+        fmt::format("Outside steps (setup, final save): {}\n", Seconds(r.phases.outside_steps_s));
   if (!r.loaders.empty()) {
     out += '\n';  // (not "\n" + string: GCC 12 -O3 warns falsely, -Wrestrict)
     out += LoaderLines(r.loaders);
@@ -213,7 +242,8 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   out += ProcessTable(r.processes);
   out += MachineLines(r);
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
-  if (r.phases.lost_records > 0) out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
+  if (r.phases.lost_records > 0)
+    out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
   out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", r.dir);
   return out;
 }
@@ -225,19 +255,29 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   WriteVerdictJson(w, r.verdict);
   w.Key("job").BeginObject().Field("name", r.meta.name).Key("command").BeginArray();
   for (const auto& a : r.meta.command) w.String(a);
-  w.EndArray().Field("exit_code", r.meta.exit_code).Field("status", r.meta.status).Field("wall_s", r.wall_s, 3);
-  w.Field("start_time", FormatIsoUtc(r.meta.start_wall_ns)).FieldBool("auto_hooks", r.meta.auto_hooks).EndObject();
+  w.EndArray()
+      .Field("exit_code", r.meta.exit_code)
+      .Field("status", r.meta.status)
+      .Field("wall_s", r.wall_s, 3);
+  w.Field("start_time", FormatIsoUtc(r.meta.start_wall_ns))
+      .FieldBool("auto_hooks", r.meta.auto_hooks)
+      .EndObject();
   int64_t steps = 0;
   double duration = 0;
   for (const auto& rank : r.phases.ranks) {
     steps = std::max(steps, rank.count);
     duration = std::max(duration, rank.duration_s);
   }
-  w.Key("steps").BeginObject().Field("count", steps).Field("per_second", duration > 0 ? static_cast<double>(steps) / duration : 0.0, 4);
+  w.Key("steps")
+      .BeginObject()
+      .Field("count", steps)
+      .Field("per_second", duration > 0 ? static_cast<double>(steps) / duration : 0.0, 4);
   w.Key("ranks").BeginArray();
   for (const auto& rank : r.phases.ranks) {
     w.BeginObject().Field("rank", rank.rank).Field("pid", rank.pid).Field("count", rank.count);
-    w.Field("per_second", rank.per_second, 4).Field("mean_step_s", rank.mean_step_s, 6).Field("std_step_s", rank.std_step_s, 6);
+    w.Field("per_second", rank.per_second, 4)
+        .Field("mean_step_s", rank.mean_step_s, 6)
+        .Field("std_step_s", rank.std_step_s, 6);
     w.Field("variation_ratio", rank.variation_ratio, 4).FieldBool("oscillating", rank.oscillating);
     w.Key("step_s").BeginArray();
     for (const auto& s : rank.steps) w.Double(static_cast<double>(s.end_ns - s.begin_ns) / 1e9, 6);
@@ -252,19 +292,39 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   w.EndObject();
   w.Key("dataloaders").BeginArray();
   for (const auto& l : r.loaders) {
-    w.BeginObject().Field("pid", l.pid).Field("rank", l.rank).Field("num_workers", l.num_workers).Field("batch_size", l.batch_size);
-    w.Field("pin_memory", l.pin_memory).Field("persistent_workers", l.persistent_workers).Field("prefetch_factor", l.prefetch_factor);
-    w.Field("drop_last", l.drop_last).Field("dataset_length", l.dataset_length).Key("worker_pids").BeginArray();
+    w.BeginObject()
+        .Field("pid", l.pid)
+        .Field("rank", l.rank)
+        .Field("num_workers", l.num_workers)
+        .Field("batch_size", l.batch_size);
+    w.Field("pin_memory", l.pin_memory)
+        .Field("persistent_workers", l.persistent_workers)
+        .Field("prefetch_factor", l.prefetch_factor);
+    w.Field("drop_last", l.drop_last)
+        .Field("dataset_length", l.dataset_length)
+        .Key("worker_pids")
+        .BeginArray();
     for (int32_t pid : l.worker_pids) w.Int(pid);
     w.EndArray().EndObject();
   }
   w.EndArray();
   w.Key("processes").BeginArray();
   for (const auto& p : r.processes) {
-    w.BeginObject().Field("pid", p.pid).Field("ppid", p.ppid).Field("role", p.role).Field("comm", p.comm).Field("cmdline", p.cmdline);
-    w.Field("samples", p.samples).Field("cpu_mean_pct", p.cpu_mean_pct, 1).Field("cpu_max_pct", p.cpu_max_pct, 1);
-    w.Field("running_share", p.running_share, 3).Field("sleeping_share", p.sleeping_share, 3).Field("blocked_share", p.blocked_share, 3);
-    w.Field("threads_max", p.threads_max).Field("read_bytes", p.read_bytes).Field("write_bytes", p.write_bytes);
+    w.BeginObject()
+        .Field("pid", p.pid)
+        .Field("ppid", p.ppid)
+        .Field("role", p.role)
+        .Field("comm", p.comm)
+        .Field("cmdline", p.cmdline);
+    w.Field("samples", p.samples)
+        .Field("cpu_mean_pct", p.cpu_mean_pct, 1)
+        .Field("cpu_max_pct", p.cpu_max_pct, 1);
+    w.Field("running_share", p.running_share, 3)
+        .Field("sleeping_share", p.sleeping_share, 3)
+        .Field("blocked_share", p.blocked_share, 3);
+    w.Field("threads_max", p.threads_max)
+        .Field("read_bytes", p.read_bytes)
+        .Field("write_bytes", p.write_bytes);
     w.Field("nonvoluntary_switches_per_s", p.nonvoluntary_switches_per_s, 1).EndObject();
   }
   w.EndArray();

@@ -25,8 +25,10 @@ void ExpectRunGolden(const std::string& name) {
   auto report = diagnose::BuildRunReport(*data);
   report.verdict = diagnose::Diagnose(*data, report);
   // The checkout's path is not part of the report's content.
-  testing::ExpectGolden("run_" + name + ".txt", ReplaceAll(RenderRunReportText(report), dir, "RUN_DIR"));
-  testing::ExpectGolden("run_" + name + ".json", ReplaceAll(RenderRunReportJson(report), dir, "RUN_DIR"));
+  testing::ExpectGolden("run_" + name + ".txt",
+                        ReplaceAll(RenderRunReportText(report), dir, "RUN_DIR"));
+  testing::ExpectGolden("run_" + name + ".json",
+                        ReplaceAll(RenderRunReportJson(report), dir, "RUN_DIR"));
 }
 
 TEST(RunReportGolden, DataBoundCpuRun) { ExpectRunGolden("data_cpu"); }

@@ -66,11 +66,11 @@ void AppendCsvRow(const RecordingHeader& header, const Sample& sample, std::stri
 struct Recording {
   RecordingHeader header;
   std::vector<Sample> samples;
-  std::vector<std::string> events;  ///< raw event lines, in order
-  bool finished = false;            ///< the "end" trailer was present
-  std::optional<int> exit_code;     ///< from the trailer
-  int64_t malformed_lines = 0;      ///< counted and skipped
-  bool truncated_last_line = false; ///< the file ended mid-line (writer killed)
+  std::vector<std::string> events;    ///< raw event lines, in order
+  bool finished = false;              ///< the "end" trailer was present
+  std::optional<int> exit_code;       ///< from the trailer
+  int64_t malformed_lines = 0;        ///< counted and skipped
+  bool truncated_last_line = false;   ///< the file ended mid-line (writer killed)
   std::vector<std::string> warnings;  ///< one line each, for people
 };
 

@@ -20,17 +20,19 @@ void Cell(std::string& out, const std::optional<T>& v) {
   }
 }
 
-constexpr const char* kGpuColumns[] = {"utilization_pct", "memory_used_bytes", "power_mw",
-                                       "temperature_c",   "sm_clock_mhz",      "clock_event_mask",
-                                       "lost"};
+constexpr const char* kGpuColumns[] = {
+    "utilization_pct", "memory_used_bytes", "power_mw", "temperature_c",
+    "sm_clock_mhz",    "clock_event_mask",  "lost"};
 
 }  // namespace
 
 void AppendCsvHeader(const RecordingHeader& header, std::string& out) {
-  out += "timestamp,ts_ns,cpu_busy_pct,cpu_iowait_pct,mem_used_bytes,load1,disk_read_bps,"
-         "disk_write_bps";
+  out +=
+      "timestamp,ts_ns,cpu_busy_pct,cpu_iowait_pct,mem_used_bytes,load1,disk_read_bps,"
+      "disk_write_bps";
   for (size_t i = 0; i < header.gpus.size(); ++i) {
-    for (const char* col : kGpuColumns) fmt::format_to(std::back_inserter(out), ",gpu{}_{}", i, col);
+    for (const char* col : kGpuColumns)
+      fmt::format_to(std::back_inserter(out), ",gpu{}_{}", i, col);
   }
 }
 

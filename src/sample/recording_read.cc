@@ -158,8 +158,10 @@ void ParseHost(object h, host::HostSample& s) {
   object per;
   if (h["per_cpu"].get_object().get(per) == simdjson::SUCCESS) {
     const std::pair<const char*, double host::CpuShares::*> cols[] = {
-        {"busy_pct", &host::CpuShares::busy_pct},     {"user_pct", &host::CpuShares::user_pct},
-        {"system_pct", &host::CpuShares::system_pct}, {"iowait_pct", &host::CpuShares::iowait_pct},
+        {"busy_pct", &host::CpuShares::busy_pct},
+        {"user_pct", &host::CpuShares::user_pct},
+        {"system_pct", &host::CpuShares::system_pct},
+        {"iowait_pct", &host::CpuShares::iowait_pct},
         {"steal_pct", &host::CpuShares::steal_pct}};
     for (const auto& [key, member] : cols) {
       simdjson::dom::array arr;
@@ -255,9 +257,10 @@ Result<Recording> ReadRecording(const std::string& path) {
     if (parser.parse(line).get_object().get(o) != simdjson::SUCCESS) {
       if (last_and_torn) {
         rec.truncated_last_line = true;
-        rec.warnings.push_back(fmt::format("{}: line {} is incomplete (recording cut short); "
-                                           "kept the {} lines before it",
-                                           path, line_no, line_no - 1));
+        rec.warnings.push_back(
+            fmt::format("{}: line {} is incomplete (recording cut short); "
+                        "kept the {} lines before it",
+                        path, line_no, line_no - 1));
       } else {
         ++rec.malformed_lines;
       }

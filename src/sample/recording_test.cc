@@ -13,7 +13,8 @@ namespace stallscope::sample {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("stallscope_rec_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("stallscope_rec_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
@@ -146,14 +147,14 @@ TEST(Recording, RoundTripKeepsEveryField) {
 TEST(Recording, SampleLineHasSeedKeys) {
   std::string line;
   AppendSampleJson(TwoGpuHeader(), MakeSample(0), line);
-  for (const char* key : {"\"timestamp\":\"2023-11-14T22:13:20.000Z\"", "\"multi_gpu_data\":[",
-                          "\"gpu_index\":0", "\"gpu_name\":\"NVIDIA A10G\"", "\"utilization\":85",
-                          "\"memory_used\":12800.0", "\"memory_total\":24576.0", "\"power\":150.250",
-                          "\"aggregate_stats\":{\"total_memory_used\":12800.0",
-                          "\"total_memory_total\":24576.0", "\"total_memory_percent\":52.1",
-                          "\"average_utilization\":85.0", "\"total_power\":150.250",
-                          "\"max_temperature\":71", "\"gpu_count\":1",
-                          "\"clock_event_reasons\":[\"sw_power_cap\",\"hw_thermal\"]"}) {
+  for (const char* key :
+       {"\"timestamp\":\"2023-11-14T22:13:20.000Z\"", "\"multi_gpu_data\":[", "\"gpu_index\":0",
+        "\"gpu_name\":\"NVIDIA A10G\"", "\"utilization\":85", "\"memory_used\":12800.0",
+        "\"memory_total\":24576.0", "\"power\":150.250",
+        "\"aggregate_stats\":{\"total_memory_used\":12800.0", "\"total_memory_total\":24576.0",
+        "\"total_memory_percent\":52.1", "\"average_utilization\":85.0", "\"total_power\":150.250",
+        "\"max_temperature\":71", "\"gpu_count\":1",
+        "\"clock_event_reasons\":[\"sw_power_cap\",\"hw_thermal\"]"}) {
     EXPECT_NE(line.find(key), std::string::npos) << key << "\n" << line;
   }
   EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -186,8 +187,10 @@ TEST(Recording, MalformedLinesAreCountedAndSkipped) {
   AppendHeaderJson(TwoGpuHeader(), header);
   std::string sample;
   AppendSampleJson(TwoGpuHeader(), MakeSample(0), sample);
-  std::ofstream(path) << header << "\nnot json at all\n" << sample << "\n{\"type\":\"weird\"}\n"
-                      << "{\"type\":\"sample\"}\n" << sample << "\n";
+  std::ofstream(path) << header << "\nnot json at all\n"
+                      << sample << "\n{\"type\":\"weird\"}\n"
+                      << "{\"type\":\"sample\"}\n"
+                      << sample << "\n";
   auto rec = ReadRecording(path);
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->samples.size(), 2u);

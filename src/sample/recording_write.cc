@@ -272,14 +272,21 @@ Result<RecordingWriter> RecordingWriter::Open(const std::string& path,
 
 RecordingWriter::RecordingWriter(int fd, bool owns_fd, std::string path, RecordingHeader header,
                                  RecordingFormat format)
-    : fd_(fd), owns_fd_(owns_fd), path_(std::move(path)), header_(std::move(header)),
+    : fd_(fd),
+      owns_fd_(owns_fd),
+      path_(std::move(path)),
+      header_(std::move(header)),
       format_(format) {
   line_.reserve(64 * 1024);
 }
 
 RecordingWriter::RecordingWriter(RecordingWriter&& other) noexcept
-    : fd_(other.fd_), owns_fd_(other.owns_fd_), path_(std::move(other.path_)),
-      header_(std::move(other.header_)), format_(other.format_), line_(std::move(other.line_)),
+    : fd_(other.fd_),
+      owns_fd_(other.owns_fd_),
+      path_(std::move(other.path_)),
+      header_(std::move(other.header_)),
+      format_(other.format_),
+      line_(std::move(other.line_)),
       samples_(other.samples_) {
   other.fd_ = -1;
   other.owns_fd_ = false;

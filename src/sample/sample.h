@@ -18,8 +18,8 @@ inline constexpr int kRecordingSchemaVersion = 1;
 /// Reused across samples (containers cleared, not freed) so steady-state sampling does not
 /// allocate.
 struct Sample {
-  int64_t mono_ns = 0;  ///< CLOCK_MONOTONIC: the clock phase events use too
-  int64_t wall_ns = 0;  ///< CLOCK_REALTIME, ns since the Unix epoch
+  int64_t mono_ns = 0;               ///< CLOCK_MONOTONIC: the clock phase events use too
+  int64_t wall_ns = 0;               ///< CLOCK_REALTIME, ns since the Unix epoch
   std::vector<gpu::GpuSample> gpus;  ///< indexed like RecordingHeader::gpus
   host::HostSample host;
   bool has_processes = false;  ///< a process tree was followed (--pid or -- CMD)
@@ -35,8 +35,8 @@ struct RecordingHeader {
   int64_t interval_ns = 0;
   int64_t start_wall_ns = 0;
   int64_t start_mono_ns = 0;
-  std::string gpu_backend;       ///< "nvml", "none"
-  std::string gpu_note;          ///< why there are no GPU metrics, when there are none
+  std::string gpu_backend;  ///< "nvml", "none"
+  std::string gpu_note;     ///< why there are no GPU metrics, when there are none
   std::string driver_version;
   std::vector<std::string> command;  ///< the followed command (record -- CMD), else empty
   std::optional<int32_t> root_pid;   ///< the followed process tree, if any

@@ -45,14 +45,17 @@ AggregateStats Aggregate(const std::vector<gpu::GpuSample>& gpus) {
   for (const auto& g : gpus) {
     if (g.lost) continue;
     ++agg.gpu_count;
-    if (g.mem_used_bytes) agg.total_memory_used_mib += static_cast<double>(*g.mem_used_bytes) / kBytesPerMiB;
-    if (g.mem_total_bytes) agg.total_memory_total_mib += static_cast<double>(*g.mem_total_bytes) / kBytesPerMiB;
+    if (g.mem_used_bytes)
+      agg.total_memory_used_mib += static_cast<double>(*g.mem_used_bytes) / kBytesPerMiB;
+    if (g.mem_total_bytes)
+      agg.total_memory_total_mib += static_cast<double>(*g.mem_total_bytes) / kBytesPerMiB;
     if (g.util_gpu_pct) {
       util_sum += *g.util_gpu_pct;
       ++util_n;
     }
     if (g.power_mw) agg.total_power_w = agg.total_power_w.value_or(0) + *g.power_mw / 1000.0;
-    if (g.temperature_c) agg.max_temperature_c = std::max(agg.max_temperature_c.value_or(0), *g.temperature_c);
+    if (g.temperature_c)
+      agg.max_temperature_c = std::max(agg.max_temperature_c.value_or(0), *g.temperature_c);
   }
   if (util_n > 0) agg.average_utilization_pct = util_sum / util_n;
   if (agg.total_memory_total_mib > 0) {

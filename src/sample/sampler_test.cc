@@ -71,7 +71,13 @@ TEST(Sampler, IntervalIsClampedTo50ms) {
   Sampler sampler(gpus, host_sampler, nullptr, clock);
   StopFlag stop;
   std::vector<int64_t> times;
-  sampler.Run(1'000'000, stop, [&](const Sample& s) { times.push_back(s.mono_ns); return true; }, 2);
+  sampler.Run(
+      1'000'000, stop,
+      [&](const Sample& s) {
+        times.push_back(s.mono_ns);
+        return true;
+      },
+      2);
   ASSERT_EQ(times.size(), 2u);
   EXPECT_EQ(times[1] - times[0], kMinIntervalNs);
 }

@@ -66,7 +66,8 @@ class E2e : public ::testing::Test {
   }
 
   /// Runs the binary with `args`; `scenario` empty = no NVML reachable at all.
-  Output Run(const std::vector<std::string>& args, const std::string& scenario = "", double timeout_s = 60) {
+  Output Run(const std::vector<std::string>& args, const std::string& scenario = "",
+             double timeout_s = 60) {
     auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_", "LD_LIBRARY_PATH="});
     if (!scenario.empty()) {
       env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
@@ -159,7 +160,8 @@ TEST_F(E2e, RecordReturnsTheCommandsExitCode) {
 
 TEST_F(E2e, RecordFollowsTheProcessTree) {
   std::string rec = (dir_ / "tree.jsonl").string();
-  auto r = Run({"record", "-i", "50ms", "-o", rec, "--", "sh", "-c", "sleep 0.6 & sleep 0.6; wait"});
+  auto r =
+      Run({"record", "-i", "50ms", "-o", rec, "--", "sh", "-c", "sleep 0.6 & sleep 0.6; wait"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(rec);
   std::string line;

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -46,10 +46,12 @@ struct Result {
 class RunE2e : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+    if (!HaveTorch())
+      GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
     if (!STALLSCOPE_E2E_HOOKS && NeedsHooks()) GTEST_SKIP() << "this build has no Python package";
-    dir_ = fs::temp_directory_path() / ("stallscope_run_e2e_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("stallscope_run_e2e_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -71,7 +73,8 @@ class RunE2e : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     out_ = (dir_ / "stdout").string();
     err_ = (dir_ / "stderr").string();
-    return stallscope::testing::Spawn(argv, stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}), out_, err_);
+    return stallscope::testing::Spawn(
+        argv, stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}), out_, err_);
   }
 
   Result Wait(pid_t pid, double timeout_s = 240) {
@@ -85,11 +88,13 @@ class RunE2e : public ::testing::Test {
   Result Run(const std::vector<std::string>& args) { return Wait(Start(args)); }
 
   /// `stallscope run --out DIR -i 200ms -- python train.py ARGS`.
-  Result Train(const std::vector<std::string>& train_args, const std::vector<std::string>& run_flags = {}) {
+  Result Train(const std::vector<std::string>& train_args,
+               const std::vector<std::string>& run_flags = {}) {
     std::vector<std::string> args = {"run", "--out", RunDir(), "-i", "200ms"};
     args.insert(args.end(), run_flags.begin(), run_flags.end());
-    args.insert(args.end(), {"--", kPython, std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
-                             "--data-dir", (dir_ / "data").string(), "--out-dir", (dir_ / "out").string()});
+    args.insert(args.end(),
+                {"--", kPython, std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                 "--data-dir", (dir_ / "data").string(), "--out-dir", (dir_ / "out").string()});
     args.insert(args.end(), train_args.begin(), train_args.end());
     return Run(args);
   }
@@ -141,7 +146,8 @@ TEST_F(RunE2e, DataBoundWithoutWorkersShowsDataLoading) {
   EXPECT_EQ(j["dataloaders"][0]["num_workers"], 0);
   EXPECT_NE(Slurp(fs::path(RunDir()) / "report.txt").find("data_loading"), std::string::npos);
   EXPECT_EQ(Principal(j), "data_bound_cpu") << j["verdict"].dump(1);
-  EXPECT_NE(j["verdict"]["principal"]["recommendations"][0]["text"].get<std::string>().find("num_workers=0 → num_workers="),
+  EXPECT_NE(j["verdict"]["principal"]["recommendations"][0]["text"].get<std::string>().find(
+                "num_workers=0 → num_workers="),
             std::string::npos);
 }
 
@@ -160,17 +166,19 @@ TEST_F(RunE2e, PredictedSpeedupMatchesTheMeasuredOne) {
   ASSERT_NE(at, std::string::npos) << fix;
   std::string workers = fix.substr(at + std::string("→ num_workers=").size(), 1);
   fs::remove_all(RunDir());
-  auto after_run = Train({"--situation", "data_cpu", "--steps", "60", "--transform-reps", "16", "--num-workers", workers,
-                          "--persistent-workers"});
+  auto after_run = Train({"--situation", "data_cpu", "--steps", "60", "--transform-reps", "16",
+                          "--num-workers", workers, "--persistent-workers"});
   ASSERT_EQ(after_run.exit_code, 0) << after_run.err;
   auto after = Report();
   // Steady state (worker start-up is excluded from the prediction too).
   double measured = 1.0 / SteadyStep(after);
   double now = 1.0 / SteadyStep(before);
-  std::cout << "before " << now << " steps/s, predicted " << predicted << ", measured " << measured << "\n";
+  std::cout << "before " << now << " steps/s, predicted " << predicted << ", measured " << measured
+            << "\n";
   // A loaded 2-CPU CI machine is noisy: the prediction must be within 50% of what happened, and
   // the fix must really speed the job up.
-  EXPECT_NEAR(measured / predicted, 1.0, 0.5) << "predicted " << predicted << " measured " << measured;
+  EXPECT_NEAR(measured / predicted, 1.0, 0.5)
+      << "predicted " << predicted << " measured " << measured;
   EXPECT_GT(measured, now * 1.1) << "before " << now << " after " << measured;
 }
 
@@ -197,7 +205,8 @@ TEST_F(RunE2e, ComputeBoundIsForwardAndBackward) {
   auto r = Train({"--situation", "compute", "--steps", "20"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Report();
-  double compute = Share(j, "forward_pass") + Share(j, "backward_pass") + Share(j, "optimizer_step");
+  double compute =
+      Share(j, "forward_pass") + Share(j, "backward_pass") + Share(j, "optimizer_step");
   EXPECT_GT(compute, 0.7) << j["phases"].dump(1);
   EXPECT_LT(Share(j, "data_loading"), 0.2);
   EXPECT_EQ(Principal(j), "gpu_bound") << j["verdict"].dump(1);  // compute-bound, CPU-only run
@@ -205,7 +214,8 @@ TEST_F(RunE2e, ComputeBoundIsForwardAndBackward) {
 
 TEST_F(RunE2e, StorageBoundAndOversubscribedRuns) {
   // Small files behind an 8 ms per-read latency (a network filesystem): the loader waits, idle.
-  auto r = Train({"--situation", "data_io", "--steps", "20", "--file-res", "64", "--io-latency-ms", "8"});
+  auto r = Train(
+      {"--situation", "data_io", "--steps", "20", "--file-res", "64", "--io-latency-ms", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Report();
   EXPECT_EQ(Principal(j), "data_bound_io") << j["verdict"].dump(1);
@@ -217,8 +227,8 @@ TEST_F(RunE2e, StorageBoundAndOversubscribedRuns) {
 }
 
 TEST_F(RunE2e, PeriodicSideWorkAndHostSyncsAreMeasured) {
-  auto r = Train({"--situation", "periodic", "--steps", "50", "--checkpoint-every", "10", "--sample-every", "8",
-                  "--sample-iters", "10", "--checkpoint-extra-mb", "16"});
+  auto r = Train({"--situation", "periodic", "--steps", "50", "--checkpoint-every", "10",
+                  "--sample-every", "8", "--sample-iters", "10", "--checkpoint-extra-mb", "16"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Report();
   EXPECT_GT(Share(j, "checkpointing"), 0.0) << j["phases"].dump(1);
@@ -230,7 +240,8 @@ TEST_F(RunE2e, PeriodicSideWorkAndHostSyncsAreMeasured) {
   ASSERT_EQ(l.exit_code, 0) << l.err;
   auto lj = Report();
   int64_t syncs = 0;
-  for (const auto& [name, n] : lj["counters"].items()) syncs += name.rfind("host_sync.", 0) == 0 ? n.get<int64_t>() : 0;
+  for (const auto& [name, n] : lj["counters"].items())
+    syncs += name.rfind("host_sync.", 0) == 0 ? n.get<int64_t>() : 0;
   EXPECT_GE(syncs, 10 * 2) << lj["counters"].dump();
   EXPECT_EQ(Principal(lj), "host_sync_or_logging") << lj["verdict"].dump(1);
 }
@@ -251,7 +262,8 @@ TEST_F(RunE2e, ExitCodeAndCrashStillGetAReport) {
 TEST_F(RunE2e, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   // The job killed with SIGKILL: stallscope still writes the report.
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
-                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation", "data_cpu", "--steps", "0"});
+                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
+                     "data_cpu", "--steps", "0"});
   std::this_thread::sleep_for(std::chrono::seconds(8));
   auto meta = json::parse(Slurp(fs::path(RunDir()) / "run.json"));
   kill(meta["pid"].get<int>(), SIGKILL);
@@ -264,7 +276,8 @@ TEST_F(RunE2e, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   // The monitor itself killed: `diagnose` still reads what it left.
   std::string second = (dir_ / "run2").string();
   pid_t mon = Start({"run", "--out", second, "-i", "200ms", "--", kPython,
-                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation", "data_cpu", "--steps", "0"});
+                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
+                     "data_cpu", "--steps", "0"});
   std::this_thread::sleep_for(std::chrono::seconds(8));
   auto meta2 = json::parse(Slurp(fs::path(second) / "run.json"));
   kill(mon, SIGKILL);
@@ -280,7 +293,8 @@ TEST_F(RunE2e, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
 
 TEST_F(RunE2e, CtrlCIsForwardedAndTheReportWritten) {
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
-                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation", "compute", "--steps", "0"});
+                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
+                     "compute", "--steps", "0"});
   std::this_thread::sleep_for(std::chrono::seconds(8));
   kill(pid, SIGINT);
   auto r = Wait(pid);
@@ -299,7 +313,8 @@ TEST_F(RunE2e, NoAutoMeasuresNothingInsideTheJob) {
 }
 
 TEST_F(RunE2e, AJobWithoutTorchRunsUnchanged) {
-  auto r = Run({"run", "--out", RunDir(), "--quiet", "--", "sh", "-c", "echo out; echo err >&2; exit 4"});
+  auto r = Run(
+      {"run", "--out", RunDir(), "--quiet", "--", "sh", "-c", "echo out; echo err >&2; exit 4"});
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "no NVIDIA GPU: libnvidia-ml.so.1 not found — GPU metrics unavailable\nerr\n");

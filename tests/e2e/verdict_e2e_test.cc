@@ -32,8 +32,9 @@ class VerdictE2e : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
-    dir_ = fs::temp_directory_path() / ("stallscope_verdict_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("stallscope_verdict_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -45,8 +46,9 @@ class VerdictE2e : public ::testing::Test {
   std::string Scenario(const std::vector<json>& gpus) {
     json s = {{"driver_version", "550.54.15"}, {"gpus", json::array()}};
     for (const auto& g : gpus) {
-      json base = {{"name", "NVIDIA H100 80GB HBM3"}, {"memory_total_mib", 81559}, {"memory_used_mib", 40000},
-                   {"power_limit_w", 700}, {"power_w_at_full", 650}, {"sm_clock_max_mhz", 1980}};
+      json base = {{"name", "NVIDIA H100 80GB HBM3"}, {"memory_total_mib", 81559},
+                   {"memory_used_mib", 40000},        {"power_limit_w", 700},
+                   {"power_w_at_full", 650},          {"sm_clock_max_mhz", 1980}};
       base.update(g);
       s["gpus"].push_back(base);
     }
@@ -60,8 +62,16 @@ class VerdictE2e : public ::testing::Test {
     auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
     env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
     env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
-    std::vector<std::string> args = {STALLSCOPE_BIN, "run", "--quiet", "--out", (dir_ / "run").string(), "-i", "100ms",
-                                     "--", "/usr/bin/python3", std::string(STALLSCOPE_SOURCE_DIR) + "/tests/e2e/fake_job.py"};
+    std::vector<std::string> args = {STALLSCOPE_BIN,
+                                     "run",
+                                     "--quiet",
+                                     "--out",
+                                     (dir_ / "run").string(),
+                                     "-i",
+                                     "100ms",
+                                     "--",
+                                     "/usr/bin/python3",
+                                     std::string(STALLSCOPE_SOURCE_DIR) + "/tests/e2e/fake_job.py"};
     args.insert(args.end(), job_args.begin(), job_args.end());
     std::string log = (dir_ / "log").string();
     int code = stallscope::testing::WaitExit(stallscope::testing::Spawn(args, env, log, ""), 120);
@@ -88,21 +98,35 @@ class VerdictE2e : public ::testing::Test {
 
 TEST_F(VerdictE2e, SawtoothAlignedWithDataLoadingIsDataBound) {
   // 150 ms of CPU-busy loading, then 50 ms of "GPU work": the GPU saws 100% → 0% every 200 ms.
-  auto r = Run(Scenario({{{"pattern", {{"kind", "sawtooth"}, {"util_high", 100}, {"util_low", 0}, {"period_s", 0.2}, {"duty", 0.25}}}}}),
+  auto r = Run(Scenario({{{"pattern",
+                           {{"kind", "sawtooth"},
+                            {"util_high", 100},
+                            {"util_low", 0},
+                            {"period_s", 0.2},
+                            {"duty", 0.25}}}}}),
                {"--steps", "25", "--data-ms", "150", "--compute-ms", "50", "--data-busy"});
   EXPECT_EQ(Principal(r), "data_bound_cpu") << r["verdict"].dump(1);
 }
 
 TEST_F(VerdictE2e, ThermalThrottling) {
   auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 97}}},
-                          {"throttle", {{{"start_s", 0}, {"end_s", 1000}, {"reasons", {"hw_thermal"}}, {"sm_clock_mhz", 1100}}}}}}),
+                          {"throttle",
+                           {{{"start_s", 0},
+                             {"end_s", 1000},
+                             {"reasons", {"hw_thermal"}},
+                             {"sm_clock_mhz", 1100}}}}}}),
                {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
   EXPECT_TRUE(Has(r, "gpu_throttled")) << r["verdict"].dump(1);
 }
 
 TEST_F(VerdictE2e, HighUtilizationWithLowClockAndPowerIsMisleading) {
-  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 98}}}, {"power_w_at_full", 200},
-                          {"throttle", {{{"start_s", 0}, {"end_s", 1000}, {"reasons", json::array()}, {"sm_clock_mhz", 900}}}}}}),
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 98}}},
+                          {"power_w_at_full", 200},
+                          {"throttle",
+                           {{{"start_s", 0},
+                             {"end_s", 1000},
+                             {"reasons", json::array()},
+                             {"sm_clock_mhz", 900}}}}}}),
                {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
   EXPECT_TRUE(Has(r, "util_misleading")) << r["verdict"].dump(1);
 }
@@ -110,19 +134,23 @@ TEST_F(VerdictE2e, HighUtilizationWithLowClockAndPowerIsMisleading) {
 TEST_F(VerdictE2e, ImbalanceAcrossFourGpus) {
   json busy = {{"pattern", {{"kind", "steady"}, {"util_high", 97}}}};
   json idle = {{"pattern", {{"kind", "steady"}, {"util_high", 55}}}, {"memory_used_mib", 20000}};
-  auto r = Run(Scenario({busy, idle, idle, idle}), {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
+  auto r = Run(Scenario({busy, idle, idle, idle}),
+               {"--steps", "40", "--data-ms", "1", "--compute-ms", "60"});
   EXPECT_TRUE(Has(r, "load_imbalance")) << r["verdict"].dump(1);
 }
 
 TEST_F(VerdictE2e, StragglerRank) {
-  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 95}}}}, {{"pattern", {{"kind", "steady"}, {"util_high", 95}}}}}),
-               {"--steps", "30", "--ranks", "2", "--slow-rank", "1", "--slow-factor", "1.6", "--data-ms", "1", "--compute-ms", "60"});
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 95}}}},
+                         {{"pattern", {{"kind", "steady"}, {"util_high", 95}}}}}),
+               {"--steps", "30", "--ranks", "2", "--slow-rank", "1", "--slow-factor", "1.6",
+                "--data-ms", "1", "--compute-ms", "60"});
   EXPECT_TRUE(Has(r, "straggler")) << r["verdict"].dump(1);
   EXPECT_EQ(r["steps"]["ranks"].size(), 2u);
 }
 
 TEST_F(VerdictE2e, MemoryPressure) {
-  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 96}}}, {"memory_used_mib", 78500}}}),
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 96}}},
+                          {"memory_used_mib", 78500}}}),
                {"--steps", "30", "--data-ms", "1", "--compute-ms", "60"});
   EXPECT_TRUE(Has(r, "gpu_memory_pressure")) << r["verdict"].dump(1);
 }

@@ -33,7 +33,8 @@ inline std::string Slurp(const std::filesystem::path& path) {
 }
 
 /// This process's environment without variables starting with any of `drop_prefixes`.
-inline std::vector<std::string> EnvironmentWithout(const std::vector<std::string_view>& drop_prefixes) {
+inline std::vector<std::string> EnvironmentWithout(
+    const std::vector<std::string_view>& drop_prefixes) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
@@ -46,8 +47,8 @@ inline std::vector<std::string> EnvironmentWithout(const std::vector<std::string
 
 /// Starts argv[0] (a path) with `env`; stdout/stderr go to `out_path`/`err_path` (stderr to
 /// stdout when `err_path` is empty). Returns the pid (-1 and a test failure when it cannot).
-inline pid_t Spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& out_path,
-                   const std::string& err_path) {
+inline pid_t Spawn(std::vector<std::string> argv, std::vector<std::string> env,
+                   const std::string& out_path, const std::string& err_path) {
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
