@@ -10,11 +10,11 @@ PY          := /usr/bin/python3
 DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  python3 python3-dev pybind11-dev python3-torch python3-numpy procps time
+  python3 python3-dev pybind11-dev python3-torch python3-numpy procps time clang-format
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan demo test test-unit test-asan bench overhead format clean
+.PHONY: all deps build build-asan demo test test-unit test-asan format-check bench overhead format clean
 
 all: build
 
@@ -49,7 +49,10 @@ demo: build
 
 # The whole suite: optimized build, then the ASan+UBSan build (C++ tests; the Python
 # extension cannot load a sanitized runtime into Debian's python3).
-test: test-unit test-asan
+test: format-check test-unit test-asan
+
+format-check: deps
+	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -66,7 +69,7 @@ overhead: build
 	bench/overhead.sh $(BUILD)
 
 format:
-	find src tests bench -name '*.cc' -o -name '*.h' -o -name '*.c' | xargs clang-format -i
+	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)
