@@ -22,6 +22,7 @@ import json
 import mmap
 import multiprocessing
 import os
+import random
 import sys
 import tempfile
 import time
@@ -90,21 +91,23 @@ def gaussian_kernel5():
     return k2.expand(3, 1, 5, 5).contiguous()  # depthwise: one 5x5 filter per channel
 
 
-def augment(x, reps, gen, kernel):
+def augment(x, reps, seed, kernel):
     """The expensive CPU transform: `reps` rounds of flip, 5x5 blur, colour jitter, noise, shift.
 
     Plain torch ops on one 3x64x64 sample, the way torchvision-style augmentation pipelines spend
-    their time. Deterministic in `gen`, so results do not depend on which worker ran it.
+    their time. Deterministic in `seed`, so results do not depend on which worker ran it. The
+    coin flips use Python's random, not tensor.item(): a transform is not a host sync.
     """
+    gen = torch.Generator().manual_seed(seed)
+    coins = random.Random(seed)
     with torch.no_grad():
         for _ in range(reps):
-            if torch.rand(1, generator=gen).item() < 0.5:
+            if coins.random() < 0.5:
                 x = x.flip(-1)
             x = F.conv2d(x.unsqueeze(0), kernel, padding=2, groups=3).squeeze(0)
             scale = 1.0 + 0.2 * (torch.rand(3, 1, 1, generator=gen) - 0.5)
             x = x * scale + 0.02 * torch.randn(x.shape, generator=gen)
-            dy, dx = torch.randint(-2, 3, (2,), generator=gen).tolist()
-            x = torch.roll(x, shifts=(dy, dx), dims=(1, 2))
+            x = torch.roll(x, shifts=(coins.randint(-2, 2), coins.randint(-2, 2)), dims=(1, 2))
         return (x - x.mean()) / (x.std() + 1e-5)
 
 
@@ -114,15 +117,14 @@ def calibrate_transform(transform_ms, seed):
         return 0
     kernel = gaussian_kernel5()
     x = torch.rand(3, IMAGE_RES, IMAGE_RES)
-    gen = torch.Generator().manual_seed(seed)
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # workers run with 1 thread (DataLoader's default), so measure that
     try:
-        augment(x, 5, gen, kernel)  # warm-up
+        augment(x, 5, seed, kernel)  # warm-up
         trials = []
         for _ in range(5):
             t = time.perf_counter()
-            augment(x, 20, gen, kernel)
+            augment(x, 20, seed, kernel)
             trials.append((time.perf_counter() - t) / 20)
     finally:
         torch.set_num_threads(saved_threads)
@@ -145,8 +147,7 @@ class BaseImages(Dataset):
     def finish(self, idx, img_u8):
         x = torch.from_numpy(np.ascontiguousarray(img_u8, dtype=np.float32)) / 255.0
         if self.transform_reps:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + idx)
-            x = augment(x, self.transform_reps, gen, self.kernel)
+            x = augment(x, self.transform_reps, self.seed * 1_000_003 + idx, self.kernel)
         return x, int(self.labels[idx])
 
 

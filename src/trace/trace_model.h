@@ -1,0 +1,150 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace stallscope::trace {
+
+/// What an event is, from its category (Kineto `cat`, 2021 capitalised `cat`, or, for category-less
+/// legacy traces, its name). README "Trace": the table of which `cat` maps to which kind.
+enum class EventKind : uint8_t {
+  kKernel,             ///< "kernel" / "Kernel": a GPU kernel (tid = stream)
+  kMemcpy,             ///< "gpu_memcpy" / "Memcpy"
+  kMemset,             ///< "gpu_memset" / "Memset"
+  kCudaSync,           ///< "cuda_sync": Stream/Context/Event Sync, Stream Wait Event (GPU row)
+  kGpuUserAnnotation,  ///< "gpu_user_annotation": a record_function range on a GPU row
+  kRuntime,            ///< "cuda_runtime" / "Runtime": cudaLaunchKernel, cudaMemcpyAsync, ...
+  kDriver,             ///< "cuda_driver": cuLaunchKernel, ...
+  kCpuOp,              ///< "cpu_op" / "Operator": aten::*, autograd ops
+  kUserAnnotation,     ///< "user_annotation" / "user_annotation"-like: ProfilerStep#N, record_function
+  kPythonFunction,     ///< "python_function"
+  kOther,              ///< any other complete event (legacy bare events with no category land
+                       ///< in kCpuOp instead; see reader)
+};
+
+/// True for events that run on a GPU row (pid = device, tid = stream).
+[[nodiscard]] constexpr bool IsGpuKind(EventKind k) {
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset ||
+         k == EventKind::kCudaSync || k == EventKind::kGpuUserAnnotation;
+}
+
+/// Event flags (bit set).
+enum EventFlags : uint8_t {
+  kFlagNone = 0,
+  kFlagCudaGraph = 1 << 0,  ///< launched as part of a CUDA graph (cudaGraphLaunch correlation)
+};
+
+/// One complete ("ph":"X") event, compact: 56 bytes. Times are integer nanoseconds since the
+/// epoch of the trace (Kineto: absolute µs × 1000 exactly, fractional digits kept; ns precision).
+struct Event {
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;  ///< ≥ 0 (negative durations are counted as malformed and set to 0)
+  /// args.correlation (runtime ↔ GPU), else -1. Kineto: same id on the launching cuda_runtime
+  /// event and the kernel/memcpy/memset it launched.
+  int64_t correlation = -1;
+  /// GPU kinds: the stream (args.stream, else numeric tid, else "stream N"). CPU kinds: the thread id.
+  int64_t tid = 0;
+  /// GPU kinds: the device (args.device, else numeric pid). CPU kinds: the process id
+  /// (0 when the pid was a string such as "CPU functions").
+  int32_t pid = 0;
+  uint32_t name_id = 0;  ///< index into RankTrace::names
+  /// Memcpy/memset: args.bytes (0 when absent). Kernels: 0.
+  uint64_t bytes = 0;
+  EventKind kind = EventKind::kOther;
+  uint8_t flags = kFlagNone;
+
+  [[nodiscard]] int64_t end_ns() const { return ts_ns + dur_ns; }
+};
+
+/// Interned event names. Id 0 is always "".
+class StringTable {
+ public:
+  StringTable() { Intern(""); }
+  /// Returns the id of `s`, adding it when new.
+  uint32_t Intern(std::string_view s) {
+    auto it = ids_.find(std::string(s));
+    if (it != ids_.end()) return it->second;
+    auto id = static_cast<uint32_t>(strings_.size());
+    strings_.emplace_back(s);
+    ids_.emplace(strings_.back(), id);
+    return id;
+  }
+  [[nodiscard]] const std::string& Get(uint32_t id) const { return strings_[id]; }
+  [[nodiscard]] size_t size() const { return strings_.size(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+/// A GPU as `deviceProperties` lists it.
+struct DeviceProps {
+  int32_t id = 0;
+  std::string name;
+  std::optional<uint64_t> total_memory_bytes;
+  std::optional<int32_t> compute_major;
+  std::optional<int32_t> compute_minor;
+  std::optional<int32_t> num_sms;
+};
+
+/// Metadata of a collective kernel or record_param_comms op (newer Kineto args).
+struct CollectiveInfo {
+  int64_t correlation = -1;  ///< of the kernel that carried it
+  std::string collective;    ///< args "Collective name": "allreduce", "_allgather_base", ...
+  std::optional<int64_t> in_msg_nelems;
+  std::optional<int64_t> out_msg_nelems;
+  std::optional<int64_t> group_size;
+  std::string dtype;
+  std::string process_group;  ///< args "Process Group Description" or "Process Group Name"
+};
+
+/// Which JSON dialect the file was written in.
+enum class Dialect : uint8_t {
+  kKineto,        ///< lower-case categories (kernel, cuda_runtime, cpu_op, ...)
+  kKineto2021,    ///< capitalised categories (Kernel, Runtime, Operator), "stream N" tids
+  kChromeNoCats,  ///< plain Chrome trace without categories (legacy autograd profiler)
+};
+
+/// Counts of what the reader skipped or could not use.
+struct ReadStats {
+  uint64_t bytes = 0;         ///< uncompressed JSON bytes read
+  uint64_t events_total = 0;  ///< elements of traceEvents seen
+  uint64_t complete = 0;      ///< "X" events kept
+  uint64_t flows = 0;         ///< "s"/"f"/"t" flow events (counted, not kept)
+  uint64_t metadata = 0;      ///< "M" events
+  uint64_t instant = 0;       ///< "i"/"I" events
+  uint64_t counters = 0;      ///< "C" events
+  uint64_t other_phase = 0;   ///< "B"/"E" and anything else
+  uint64_t malformed = 0;     ///< elements that are not objects, lack ts, bad numbers, ...
+  uint64_t negative_dur = 0;  ///< X events with dur < 0 (kept with dur 0; also in malformed)
+  bool truncated = false;     ///< the file ended inside traceEvents
+};
+
+/// One rank's trace, as read. Events are in file order (not sorted); analyses sort what they need.
+struct RankTrace {
+  std::string path;
+  int32_t rank = 0;
+  /// Where `rank` came from: "distributedInfo", "file name", "--rank", "default".
+  std::string rank_source = "default";
+  std::optional<int32_t> world_size;
+  std::string backend;  ///< distributedInfo.backend ("nccl"), "" when absent
+  Dialect dialect = Dialect::kKineto;
+  std::optional<int64_t> base_time_ns;  ///< baseTimeNanoseconds when present
+  std::vector<DeviceProps> devices;
+  std::vector<Event> events;
+  StringTable names;
+  std::vector<CollectiveInfo> collectives;
+  /// "M" thread_name / process_name metadata: (pid, tid) → name; tid 0 for process names.
+  std::unordered_map<int64_t, std::string> thread_names;  ///< key: tid
+  std::unordered_map<int32_t, std::string> process_names;  ///< key: pid
+  ReadStats stats;
+  std::vector<std::string> warnings;  ///< "truncated: ...", "123 malformed events skipped", ...
+
+  [[nodiscard]] const std::string& NameOf(const Event& e) const { return names.Get(e.name_id); }
+};
+
+}  // namespace stallscope::trace

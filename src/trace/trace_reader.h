@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "trace/trace_model.h"
+
+namespace stallscope::trace {
+
+struct ReadOptions {
+  /// --rank: used when neither distributedInfo.rank nor the file name gives one.
+  std::optional<int32_t> rank;
+  /// Bytes of JSON handed to the parser at a time (memory stays O(chunk), not O(file)).
+  size_t chunk_bytes = size_t{8} << 20;
+  /// Inflate .gz input on a separate thread while the parser runs.
+  bool threaded_inflate = true;
+};
+
+/// Reads one Kineto/Chrome trace (`.json` or `.json.gz`, detected by content), streaming:
+/// memory is the chunk buffer plus the kept events, never the whole file. Malformed events are
+/// counted in `stats.malformed`; a file that ends inside traceEvents yields what it holds with a
+/// warning and `stats.truncated`. Fails (naming the file) only when it cannot be read or is not a
+/// trace at all (no traceEvents array, not JSON).
+[[nodiscard]] Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options = {});
+
+/// Expands PATHs: a directory gives its *.json / *.json.gz / *.pt.trace.json(.gz) files, sorted.
+[[nodiscard]] Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
+
+/// Reads several files on up to `threads` threads (0 = hardware concurrency). Result order =
+/// path order; the first unreadable file fails the whole call.
+[[nodiscard]] Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
+                                                        const ReadOptions& options = {},
+                                                        unsigned threads = 0);
+
+}  // namespace stallscope::trace
