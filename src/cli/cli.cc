@@ -87,6 +87,29 @@ int Run(int argc, char** argv) {
                      "Print the verdict's thresholds table (Markdown) and exit");
   diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");
 
+  TraceOptions tr;
+  auto* trace_cmd = app.add_subcommand(
+      "trace", "Analyse torch.profiler traces: step breakdown, GPU idle causes, verdict");
+  trace_cmd->add_option("paths", tr.paths, "Trace files (.json, .json.gz) or folders of them (one per rank)")
+      ->required();
+  trace_cmd->add_flag("--json", tr.json, "JSON output (README \"trace --json\")");
+  trace_cmd->add_option("--rank", tr.rank,
+                        "Rank of a file whose rank neither distributedInfo nor its name gives");
+  trace_cmd->add_option("--steps", tr.steps, "Only ProfilerStep numbers A to B (A:B, A:, :B)");
+  trace_cmd->add_flag("--hta-compat", tr.hta_compat,
+                      "Holistic Trace Analysis conventions: µs rounding, last step dropped, "
+                      "cuda_sync counted as busy");
+  trace_cmd->add_flag("--per-step", tr.per_step, "One step-breakdown row per step");
+  trace_cmd->add_option("--top", tr.top, "Rows of the top-kernels table")->default_val(8);
+  trace_cmd->add_option("--export-perfetto", tr.export_perfetto,
+                        "Also write one merged timeline of all ranks for ui.perfetto.dev");
+  trace_cmd->add_option("-j,--threads", tr.threads, "Ranks read in parallel (default: all cores)");
+  trace_cmd->footer(
+      "Examples:\n  stallscope trace trace.json.gz\n  stallscope trace traces/ --json > report.json\n"
+      "  stallscope trace traces/ --export-perfetto merged.json\n"
+      "Write traces with torch.profiler.profile(schedule=..., on_trace_ready=\n"
+      "  torch.profiler.tensorboard_trace_handler(DIR)) and call prof.step() every iteration.\n");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -97,6 +120,7 @@ int Run(int argc, char** argv) {
   if (summary->parsed()) return RunSummary(sum);
   if (run_cmd->parsed()) return RunRun(run);
   if (diagnose->parsed()) return RunDiagnose(diag);
+  if (trace_cmd->parsed()) return RunTrace(tr);
   return 2;
 }
 

@@ -59,4 +59,19 @@ struct DiagnoseOptions {
 /// `stallscope diagnose RUN_DIR`.
 int RunDiagnose(const DiagnoseOptions& options);
 
+struct TraceOptions {
+  std::vector<std::string> paths;  ///< files (.json, .json.gz) or directories of them
+  bool json = false;
+  int32_t rank = -1;       ///< --rank: fallback when neither distributedInfo nor the name has one
+  std::string steps;       ///< --steps A:B
+  bool hta_compat = false;
+  bool per_step = false;
+  size_t top = 8;
+  std::string export_perfetto;
+  unsigned threads = 0;  ///< 0 = all cores
+};
+/// `stallscope trace PATH...`: 0 on success, 1 when a file cannot be read or is not a trace, 2 on
+/// bad flags.
+int RunTrace(const TraceOptions& options);
+
 }  // namespace stallscope::cli

@@ -24,6 +24,8 @@ enum class FindingClass {
   kStraggler,               ///< "straggler"
   kSmallBatch,              ///< "small_batch"
   kGpuMemoryPressure,       ///< "gpu_memory_pressure"
+  kHostLaunchBound,         ///< "host_launch_bound" (traces: the GPU waits for the host to launch)
+  kCommunicationBound,      ///< "communication_bound" (traces: exposed collectives, dependencies)
 };
 
 [[nodiscard]] std::string_view FindingClassName(FindingClass c);

@@ -9,6 +9,7 @@
 #include "analysis/summary.h"
 #include "diagnose/findings.h"
 #include "diagnose/run_dir.h"
+#include "diagnose/trace_facts.h"
 #include "phase/event_log.h"
 #include "sample/recording.h"
 
@@ -21,6 +22,8 @@ struct RunData {
   sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
   phase::EventLog events;
   std::vector<std::string> warnings;
+  /// Set when the run is a profiler trace (`stallscope trace`): the GPU timeline's facts.
+  std::optional<TraceFacts> trace;
 };
 
 /// Loads a run directory. Fails (naming the directory and the problem) only when it is not a run

@@ -103,12 +103,22 @@ struct ThresholdSet {
                             "seed 002: ≥ 20% Poor (investigate DDP config and data)"};
   Threshold straggler_ratio{"straggler_ratio", 1.15, "× the median rank's mean step time",
                             "seed 000 §1: ranks wait for the slowest at every sync"};
+  // --- traces (GPU timeline) ------------------------------------------------------------------
+  Threshold launch_bound_idle_share{"launch_bound_idle_share", 0.15, "fraction of the window",
+                                    "seed 001 T15: Python/launch overhead dominates between "
+                                    "kernels (GPU idle while the host launches or runs ops)"};
+  Threshold launch_queue_shallow{"launch_queue_shallow", 2, "kernels queued (mean)",
+                                 "HTA queue length: a host that stays ahead keeps kernels "
+                                 "queued; < 2 means each kernel waits for its launch"};
+  Threshold comm_exposed_share{"comm_exposed_share", 0.10, "fraction of the window",
+                               "seed 001 T1/T23: all_reduce/all_gather not overlapped with "
+                               "compute ⇒ comms-bound"};
 };
 
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 34> kThresholdTable{{
+inline constexpr std::array<Threshold, 37> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -143,6 +153,9 @@ inline constexpr std::array<Threshold, 34> kThresholdTable{{
     kThresholds.balance_fair_cv,
     kThresholds.balance_poor_cv,
     kThresholds.straggler_ratio,
+    kThresholds.launch_bound_idle_share,
+    kThresholds.launch_queue_shallow,
+    kThresholds.comm_exposed_share,
 }};
 
 /// The table for the README and the CLI.

@@ -97,16 +97,23 @@ void StepFacts(const RunReport& report, RuleContext& c) {
     for (const auto& p : report.phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
   }
   if (c.steps > 0) {
+    // Sum counts as integers, divide once: ten steps of 1/10 must make exactly 1 per step.
+    std::map<std::string, int64_t> totals;
+    int64_t all = 0;
     for (const auto& r : report.phases.ranks) {
       for (const auto& s : r.steps) {
         for (const auto& [name, n] : s.counters) {
           if (!std::string_view(name).starts_with(kHostSyncPrefix)) continue;
-          double per_step = static_cast<double>(n) / static_cast<double>(c.steps);
-          c.host_syncs_by_counter[name] += per_step;
-          c.host_syncs_per_step += per_step;
+          totals[name] += n;
+          all += n;
         }
       }
     }
+    auto steps = static_cast<double>(c.steps);
+    for (const auto& [name, n] : totals) {
+      c.host_syncs_by_counter[name] = static_cast<double>(n) / steps;
+    }
+    c.host_syncs_per_step = static_cast<double>(all) / steps;
   }
 }
 
@@ -203,6 +210,18 @@ void GpuFactsOf(const RunData& data, const RunReport& report, RuleContext& c) {
     std::stable_sort(f.throttle_reasons.begin(), f.throttle_reasons.end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
   }
+  // A profiler trace has no samples: its GPUs are busy for the share its timeline shows
+  // (the same "a kernel was running" meaning as NVML's utilization).
+  if (c.gpus.empty() && data.trace) {
+    for (const auto& g : data.trace->gpus) {
+      GpuFacts f;
+      f.index = static_cast<uint32_t>(g.device);
+      f.name = g.name;
+      f.samples = 1;
+      f.util_mean_pct = g.busy_share * 100.0;
+      c.gpus.push_back(std::move(f));
+    }
+  }
   c.has_gpu = !c.gpus.empty();
 }
 
@@ -238,6 +257,10 @@ std::string_view FindingClassName(FindingClass c) {
       return "small_batch";
     case FindingClass::kGpuMemoryPressure:
       return "gpu_memory_pressure";
+    case FindingClass::kHostLaunchBound:
+      return "host_launch_bound";
+    case FindingClass::kCommunicationBound:
+      return "communication_bound";
   }
   return "unknown";
 }

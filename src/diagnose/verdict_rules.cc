@@ -10,116 +10,14 @@
 #include <fmt/format.h>
 
 #include "analysis/detect.h"
+#include "diagnose/rule_util.h"
+#include "diagnose/trace_rules.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose {
 namespace {
 
-constexpr const ThresholdSet& T = kThresholds;
-constexpr std::string_view kData = "data_loading";
-
-// ---------------------------------------------------------------------------------------------
-// Formatting and building blocks
-// ---------------------------------------------------------------------------------------------
-
-/// 0.913 → "91%", 0.046 → "4.6%".
-std::string Pct(double fraction) {
-  double p = fraction * 100.0;
-  return std::fabs(p) < 9.95 ? fmt::format("{:.1f}%", p) : fmt::format("{:.0f}%", p);
-}
-
-/// 0.0123 → "12.3 ms", 1.42 → "1.42 s".
-std::string Secs(double s) {
-  return s < 0.1 ? fmt::format("{:.1f} ms", s * 1000.0) : fmt::format("{:.2f} s", s);
-}
-
-std::string GiB(double mib) { return fmt::format("{:.1f}", mib / 1024.0); }
-
-std::string Plural(int64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
-std::string Cpus(int64_t n) { return Plural(n, "CPU", "CPUs"); }
-
-Evidence Ev(std::string text, std::string metric, double value, std::string unit,
-            std::optional<double> threshold = std::nullopt) {
-  return Evidence{std::move(text), std::move(metric), value, std::move(unit), threshold};
-}
-
-Finding Make(FindingClass cls, double confidence, double cost, std::string reason) {
-  Finding f;
-  f.cls = cls;
-  f.confidence = confidence;
-  f.cost_fraction = std::clamp(cost, 0.0, 1.0);
-  f.reason = fmt::format("{}: {}", FindingClassName(cls), reason);
-  return f;
-}
-
-void Rec(Finding& f, int cost, std::string text) {
-  f.recommendations.push_back({std::move(text), cost});
-}
-
-/// Keeps recommendations cheapest first, in insertion order within a cost.
-void SortRecs(Finding& f) {
-  std::stable_sort(
-      f.recommendations.begin(), f.recommendations.end(),
-      [](const Recommendation& a, const Recommendation& b) { return a.cost < b.cost; });
-}
-
-std::string AllowedWhy(const RuleContext& c) {
-  std::string why = fmt::format("host {}", c.host_cpus);
-  if (c.cgroup_quota_cpus) why += fmt::format(", cgroup quota {:.1f}", *c.cgroup_quota_cpus);
-  if (c.affinity_cpus) why += fmt::format(", affinity {}", *c.affinity_cpus);
-  return why;
-}
-
-Evidence AllowedEvidence(const RuleContext& c) {
-  return Ev(fmt::format("{} allowed ({})", Cpus(c.allowed_cpus), AllowedWhy(c)), "allowed_cpus",
-            static_cast<double>(c.allowed_cpus), "CPUs");
-}
-
-Evidence ShareEvidence(const RuleContext& c, std::string_view phase, const Threshold& th) {
-  double share = c.Share(std::string(phase));
-  return Ev(fmt::format("{} is {} of step time (threshold {}, {})", phase, Pct(share),
-                        Pct(th.value), th.cite()),
-            fmt::format("phase_share.{}", phase), share, "fraction", th.value);
-}
-
-double MeanGpuUtil(const RuleContext& c) {
-  double sum = 0;
-  for (const auto& g : c.gpus) sum += g.util_mean_pct;
-  return c.gpus.empty() ? 0.0 : sum / static_cast<double>(c.gpus.size());
-}
-
-/// Seed 004: low GPU utilization as supporting evidence.
-void AddLowUtilEvidence(const RuleContext& c, Finding& f) {
-  if (!c.has_gpu) return;
-  double util = MeanGpuUtil(c);
-  if (util >= T.low_util_warn.value) return;
-  f.evidence.push_back(
-      Ev(fmt::format("GPU utilization averages {:.0f}% (warning below {:.0f}%, {})", util,
-                     T.low_util_warn.value, T.low_util_warn.cite()),
-         "gpu.util_mean_pct", util, "%", T.low_util_warn.value));
-}
-
-const analysis::RankSteps* RankOf(const RunReport& r, int32_t rank) {
-  for (const auto& s : r.phases.ranks) {
-    if (s.rank == rank) return &s;
-  }
-  return nullptr;
-}
-
-double PhaseOf(const analysis::StepRecord& s, std::string_view phase) {
-  auto it = s.phase_s.find(std::string(phase));
-  return it == s.phase_s.end() ? 0.0 : it->second;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 
 // ---------------------------------------------------------------------------------------------
 // Thread oversubscription facts (shared: data-bound advice must not add workers on top of it)
@@ -505,10 +403,38 @@ std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, con
   return f;
 }
 
-std::optional<Finding> DataBoundRule(const RunData&, const RunReport& r, const RuleContext& c) {
+/// A profiler trace shows the wait but not the loaders' CPU or I/O state: name the wait, give the
+/// loader knobs, and say how to split CPU from storage.
+std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l) {
+  double share = c.Share(std::string(kData));
+  Finding f = Make(FindingClass::kDataBoundCpu, 0.5, share,
+                   fmt::format("the GPU waits for the next batch {} of the time (the host is "
+                               "inside the DataLoader while no GPU work runs)",
+                               Pct(share)));
+  f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
+  if (c.loader && c.loader->num_workers == 0) {
+    f.evidence.push_back(Ev("the trace shows _SingleProcessDataLoaderIter: num_workers=0, the "
+                            "training process loads every batch itself",
+                            "loader.num_workers", 0, "workers"));
+    Rec(f, 0, "num_workers=0 → num_workers = CPU cores per rank − 1 (seed 001 T4)");
+  } else {
+    Rec(f, 0, "more DataLoader workers, up to CPU cores per rank − 1 (seed 001 T4)");
+  }
+  LoaderKnobRecs(c, f, l.num_workers > 0 ? l.num_workers : 1);
+  Rec(f, 0,
+      "run the job under `stallscope run` to tell CPU transforms (data_bound_cpu) from storage "
+      "I/O (data_bound_io): a trace does not show the loaders' CPU or I/O state");
+  TransformRecs(c, f, 1);
+  SortRecs(f);
+  return f;
+}
+
+std::optional<Finding> DataBoundRule(const RunData& data, const RunReport& r,
+                                     const RuleContext& c) {
   double share = c.Share(std::string(kData));
   if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
   Loading l = LoadingOf(r, c);
+  if (data.trace && !l.known) return DataBoundFromTrace(c, l);
   // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
   bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
   if (l.num_workers > 0) {
@@ -548,7 +474,9 @@ std::optional<Finding> DataBoundRule(const RunData&, const RunReport& r, const R
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const RuleContext& c) {
-  double other = c.Share("other");
+  // Traces name the GPU idle spent inside synchronizing calls "host_sync" (runs cannot tell it
+  // from other time outside the phases).
+  double other = c.Share("other") + c.Share("host_sync");
   double syncs = c.host_syncs_per_step;
   bool with_time =
       other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
@@ -1122,7 +1050,9 @@ std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, cons
 // ---------------------------------------------------------------------------------------------
 
 double ComputeShare(const RuleContext& c) {
-  return c.Share("forward_pass") + c.Share("backward_pass") + c.Share("optimizer_step");
+  // "gpu_compute" / "cpu_exec": the compute phases of a trace (diagnose/trace_report.h).
+  return c.Share("forward_pass") + c.Share("backward_pass") + c.Share("optimizer_step") +
+         c.Share("gpu_compute") + c.Share("cpu_exec");
 }
 
 std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
@@ -1215,7 +1145,7 @@ std::optional<Finding> GpuBoundRule(const RunData&, const RunReport&, const Rule
   return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
 }
 
-constexpr std::array<NamedRule, 13> kRules{{
+constexpr std::array<NamedRule, 15> kRules{{
     {"data_bound", DataBoundRule},
     {"host_sync_or_logging", HostSyncRule},
     {"periodic_side_work", PeriodicRule},
@@ -1228,6 +1158,8 @@ constexpr std::array<NamedRule, 13> kRules{{
     {"straggler", StragglerRule},
     {"small_batch", SmallBatchRule},
     {"gpu_memory_pressure", MemoryPressureRule},
+    {"host_launch_bound", HostLaunchRule},
+    {"communication_bound", CommunicationRule},
     {"gpu_bound", GpuBoundRule},
 }};
 

@@ -892,7 +892,7 @@ TEST(Rules, EveryRuleIsNamed) {
     EXPECT_NE(r.fn, nullptr);
     EXPECT_TRUE(names.insert(r.name).second) << r.name;
   }
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 15u);
 }
 
 }  // namespace

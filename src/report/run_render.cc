@@ -119,14 +119,38 @@ std::string FindingHeadline(const diagnose::Finding& f) {
 }
 
 std::string VerdictLines(const diagnose::RunReport& r) {
-  const auto& v = r.verdict;
+  std::optional<double> now;
+  if (!r.phases.ranks.empty()) now = r.phases.ranks.front().per_second;
+  return RenderVerdictText(r.verdict, now);
+}
+
+void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
+  w.BeginObject()
+      .Field("name", p.name)
+      .Field("rank", p.rank)
+      .Field("count", p.count)
+      .Field("total_s", p.total_s, 6)
+      .Field("share", p.share, 4)
+      .Field("mean_s", p.mean_s, 6)
+      .Field("std_s", p.std_s, 6)
+      .Field("min_s", p.min_s, 6)
+      .Field("max_s", p.max_s, 6)
+      .Field("p50_s", p.p50_s, 6)
+      .Field("p95_s", p.p95_s, 6)
+      .Field("p99_s", p.p99_s, 6)
+      .EndObject();
+}
+
+}  // namespace
+
+std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> steps_per_s) {
   if (!v.principal)
     return "VERDICT  none: not enough data to name a bottleneck (no steps measured)\n";
   const diagnose::Finding& f = *v.principal;
   std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
-  if (f.predicted_steps_per_s && !r.phases.ranks.empty()) {
+  if (f.predicted_steps_per_s && steps_per_s) {
     out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n",
-                       *f.predicted_steps_per_s, r.phases.ranks.front().per_second);
+                       *f.predicted_steps_per_s, *steps_per_s);
   }
   for (size_t i = 0; i < f.recommendations.size(); ++i) {
     out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1,
@@ -178,25 +202,6 @@ void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& v) {
   for (const auto& f : v.secondary) WriteFindingJson(w, f);
   w.EndArray().EndObject();
 }
-
-void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
-  w.BeginObject()
-      .Field("name", p.name)
-      .Field("rank", p.rank)
-      .Field("count", p.count)
-      .Field("total_s", p.total_s, 6)
-      .Field("share", p.share, 4)
-      .Field("mean_s", p.mean_s, 6)
-      .Field("std_s", p.std_s, 6)
-      .Field("min_s", p.min_s, 6)
-      .Field("max_s", p.max_s, 6)
-      .Field("p50_s", p.p50_s, 6)
-      .Field("p95_s", p.p95_s, 6)
-      .Field("p99_s", p.p99_s, 6)
-      .EndObject();
-}
-
-}  // namespace
 
 std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
   std::string out;

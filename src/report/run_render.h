@@ -1,7 +1,9 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "base/json_writer.h"
 #include "diagnose/run_report.h"
 
 namespace stallscope::report {
@@ -12,6 +14,14 @@ namespace stallscope::report {
 
 /// report.json (README "report.json"): stable key order, fixed float formats.
 [[nodiscard]] std::string RenderRunReportJson(const diagnose::RunReport& report);
+
+/// The verdict block shared by every report (run, diagnose, trace): VERDICT, FIX (cheapest first),
+/// EVIDENCE, ALSO. `steps_per_s`: the current rate, printed next to a predicted one.
+[[nodiscard]] std::string RenderVerdictText(const diagnose::Verdict& verdict,
+                                            std::optional<double> steps_per_s);
+
+/// The "verdict" object of report.json, also written by `stallscope trace --json`.
+void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& verdict);
 
 /// The compact per-rank phase table alone (interim reports while the job runs).
 [[nodiscard]] std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases);

@@ -1,0 +1,88 @@
+// `stallscope trace`: analyse torch.profiler (Kineto / Chrome) traces of one rank or a whole job.
+#include <charconv>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "diagnose/trace_report.h"
+#include "report/trace_render.h"
+#include "trace/perfetto_export.h"
+#include "trace/trace_reader.h"
+
+namespace stallscope::cli {
+namespace {
+
+bool ParseInt(std::string_view s, int64_t& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+/// "A:B", "A:", ":B" or "A" → inclusive ProfilerStep numbers.
+Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
+  if (text.empty()) return OkStatus();
+  auto colon = text.find(':');
+  std::string_view a = std::string_view(text).substr(0, colon);
+  std::string_view b = colon == std::string::npos ? a : std::string_view(text).substr(colon + 1);
+  int64_t v = 0;
+  if (!a.empty()) {
+    if (!ParseInt(a, v)) return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
+    o.first_step = v;
+  }
+  if (!b.empty()) {
+    if (!ParseInt(b, v)) return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
+    o.last_step = v;
+  }
+  if (o.first_step && o.last_step && *o.first_step > *o.last_step) {
+    return MakeError(ErrorCode::kInvalidArgument, "--steps {}: A is after B", text);
+  }
+  return OkStatus();
+}
+
+/// With --export-perfetto every rank's events must be held at once: read all, export, analyse.
+Result<diagnose::TraceReport> AnalyzeAndExport(const TraceOptions& o,
+                                               const trace::ReadOptions& read,
+                                               const trace::AnalysisOptions& analysis) {
+  TRY(std::vector<std::string> files, trace::ExpandTracePaths(o.paths));
+  TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, o.threads));
+  TRY(trace::PerfettoExportStats stats, trace::WritePerfettoJsonFile(traces, o.export_perfetto));
+  fmt::print(stderr,
+             "stallscope trace: wrote {} ({} slices, {} flows, {} tracks; open it in "
+             "https://ui.perfetto.dev)\n",
+             o.export_perfetto, stats.slices, stats.flows, stats.tracks);
+  std::vector<diagnose::TraceRankReport> ranks;
+  for (auto& t : traces) ranks.push_back(diagnose::AnalyzeRank(std::move(t), analysis));
+  return diagnose::BuildTraceReport(std::move(ranks), analysis);
+}
+
+}  // namespace
+
+int RunTrace(const TraceOptions& o) {
+  trace::AnalysisOptions analysis;
+  analysis.hta_compat = o.hta_compat;
+  if (auto st = ParseSteps(o.steps, analysis); !st.ok()) {
+    fmt::print(stderr, "stallscope trace: {}\n", st.error().message);
+    return 2;
+  }
+  trace::ReadOptions read;
+  if (o.rank >= 0) read.rank = o.rank;
+  auto report = o.export_perfetto.empty()
+                    ? diagnose::AnalyzeTraceFiles(o.paths, read, analysis, o.threads)
+                    : AnalyzeAndExport(o, read, analysis);
+  if (!report.ok()) {
+    fmt::print(stderr, "stallscope trace: {}\n", report.error().message);
+    return 1;
+  }
+  // Warnings go to stderr too, so a --json consumer sees them without parsing.
+  for (const auto& r : report->ranks) {
+    for (const auto& w : r.warnings) fmt::print(stderr, "stallscope trace: warning: {}\n", w);
+  }
+  report::TraceTextOptions text;
+  text.per_step = o.per_step;
+  text.top_kernels = o.top;
+  std::string out = o.json ? report::RenderTraceJson(*report) : report::RenderTraceText(*report, text);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace stallscope::cli

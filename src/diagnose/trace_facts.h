@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::diagnose {
+
+/// What a profiler trace tells the verdict rules beyond step phases (diagnose/trace_report.cc
+/// fills it from `stallscope trace`; a live `run` leaves RunData::trace empty). Shares are
+/// fractions of the analysed window (the ProfilerStep range), averaged over ranks and devices.
+struct TraceFacts {
+  /// One GPU of one rank as its timeline shows it.
+  struct Gpu {
+    int32_t rank = 0;
+    int32_t device = 0;
+    std::string name;  ///< deviceProperties name, "" when absent
+    double busy_share = 0;
+  };
+  std::vector<Gpu> gpus;
+
+  int64_t ranks = 0;
+  int64_t gpu_devices = 0;  ///< devices with GPU events (0: a CPU-only trace)
+  double window_s = 0;      ///< summed over ranks
+  double gpu_busy_share = 0;
+  /// GPU idle by what the host was doing meanwhile (trace/host_attribution.h causes):
+  /// "host_sync", "data_loading", "communication" (the next kernel was already queued: waiting
+  /// on a collective or another stream), "launch_overhead", "cpu_ops", "unattributed".
+  std::map<std::string, double> idle_share;
+  double comm_share = 0;                 ///< communication kernels (union) / window
+  std::optional<double> overlap_share;   ///< computing while communicating / communicating
+  std::optional<double> queue_mean;      ///< mean launch-queue length of the busiest stream
+  std::optional<double> launch_delay_median_us;
+  std::optional<double> kernel_mean_us;  ///< mean kernel duration
+  int64_t kernels = 0;
+  std::optional<double> tensor_core_share;  ///< of kernel time, by kernel names
+  int64_t cuda_graph_launches = 0;
+  double host_syncs_per_step = 0;
+
+  [[nodiscard]] double Idle(const std::string& cause) const {
+    auto it = idle_share.find(cause);
+    return it == idle_share.end() ? 0.0 : it->second;
+  }
+};
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,322 @@
+#include "diagnose/trace_report.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/stats.h"
+#include "diagnose/run_report.h"
+#include "diagnose/verdict.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+using trace::IdleCause;
+using trace::StepCategory;
+
+constexpr double kNsPerS = 1e9;
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerS; }
+
+std::string LoaderIterator(const trace::RankTrace& t) {
+  for (uint32_t id = 0; id < t.names.size(); ++id) {
+    const std::string& n = t.names.Get(id);
+    if (n.find("DataLoader") == std::string::npos) continue;
+    if (n.find("_SingleProcessDataLoaderIter") != std::string::npos) {
+      return "_SingleProcessDataLoaderIter";
+    }
+    if (n.find("_MultiProcessingDataLoaderIter") != std::string::npos) {
+      return "_MultiProcessingDataLoaderIter";
+    }
+  }
+  return "";
+}
+
+/// Phase seconds of one step from its category times (see TracePhaseSteps).
+std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t sync_ns, bool gpu) {
+  std::map<std::string, double> p;
+  auto get = [&](StepCategory cat) { return c.Get(cat); };
+  p["data_loading"] = Seconds(get(StepCategory::kDataLoader));
+  p["other"] = Seconds(get(StepCategory::kOther));
+  if (!gpu) {
+    p["cpu_exec"] = Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
+                            get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
+                            get(StepCategory::kMemset) + get(StepCategory::kCommunication));
+    return p;
+  }
+  int64_t runtime = get(StepCategory::kRuntime);
+  // Runtime time is host time in API calls while no GPU work ran; the synchronizing calls'
+  // part of it is the host waiting on the GPU (an upper bound: sync time may also lie under
+  // GPU work, which claims first).
+  int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
+  p["gpu_compute"] = Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
+                             get(StepCategory::kMemset));
+  p["communication"] = Seconds(get(StepCategory::kCommunication));
+  p["host_sync"] = Seconds(sync);
+  p["launch_overhead"] = Seconds(runtime - sync);
+  p["cpu_ops"] = Seconds(get(StepCategory::kCpuExec));
+  return p;
+}
+
+void Detect(TraceRankReport& r) {
+  std::vector<double> steps;
+  steps.reserve(r.series.step_ns.size());
+  for (int64_t ns : r.series.step_ns) steps.push_back(Seconds(ns));
+  r.step_outliers = analysis::FindOutliers(steps);
+  r.step_period = analysis::DetectPeriod(steps);
+}
+
+std::vector<analysis::PhaseStats> PhaseStatsOf(const analysis::RankSteps& rank) {
+  std::map<std::string, std::vector<double>> per_phase;
+  for (const auto& s : rank.steps) {
+    for (const auto& [name, sec] : s.phase_s) per_phase[name].push_back(sec);
+  }
+  std::vector<analysis::PhaseStats> out;
+  for (auto& [name, values] : per_phase) {
+    RunningStats st;
+    for (double v : values) st.Add(v);
+    analysis::PhaseStats p;
+    p.name = name;
+    p.rank = rank.rank;
+    p.count = static_cast<int64_t>(values.size());
+    p.total_s = st.mean() * static_cast<double>(st.count());
+    p.share = rank.duration_s > 0 ? p.total_s / rank.duration_s : 0;
+    p.mean_s = st.mean();
+    p.std_s = st.stddev();
+    p.min_s = st.min();
+    p.max_s = st.max();
+    p.p50_s = Quantile(values, 0.50).value_or(0);
+    p.p95_s = Quantile(values, 0.95).value_or(0);
+    p.p99_s = Quantile(values, 0.99).value_or(0);
+    if (p.total_s > 0 || name == "other") out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if ((a.name == "other") != (b.name == "other")) return b.name == "other";
+    return a.total_s > b.total_s;
+  });
+  return out;
+}
+
+std::string IdleKey(IdleCause c) {
+  switch (c) {
+    case IdleCause::kSync:
+      return "host_sync";
+    case IdleCause::kDataLoader:
+      return "data_loading";
+    case IdleCause::kDependency:
+      return "communication";
+    case IdleCause::kLaunchOverhead:
+      return "launch_overhead";
+    case IdleCause::kCpuOther:
+      return "cpu_ops";
+    case IdleCause::kUnattributed:
+      return "unattributed";
+  }
+  return "unattributed";
+}
+
+TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
+  TraceFacts f;
+  f.ranks = static_cast<int64_t>(ranks.size());
+  int64_t window = 0, busy = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0, steps = 0;
+  int64_t syncs = 0;
+  std::map<std::string, int64_t> idle;
+  std::vector<double> queues, delays;
+  for (const auto& r : ranks) {
+    f.window_s += Seconds(r.timeline.window_end_ns - r.timeline.window_begin_ns);
+    steps += static_cast<int64_t>(r.timeline.steps.size());
+    syncs += r.idle.syncs.count;
+    for (const auto& d : r.idle.devices) {
+      ++f.gpu_devices;
+      window += d.window_ns;
+      busy += d.busy_ns;
+      for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
+        idle[IdleKey(static_cast<IdleCause>(i))] += d.idle.ns[i];
+      }
+      std::string name;
+      for (const auto& p : r.devices) {
+        if (p.id == d.device) name = p.name;
+      }
+      double share = d.window_ns > 0 ? static_cast<double>(d.busy_ns) /
+                                           static_cast<double>(d.window_ns)
+                                     : 0.0;
+      f.gpus.push_back({r.rank, d.device, name, share});
+    }
+    span += r.gpu.temporal.span_ns;
+    comm += r.gpu.comm_ns;
+    overlap += r.gpu.comm_overlap_ns;
+    kernel_ns += r.kernels.kernel_time_ns;
+    f.kernels += r.kernels.kernel_count;
+    f.cuda_graph_launches += r.kernels.cuda_graph_launches;
+    if (r.kernels.tensor_core_share) f.tensor_core_share = r.kernels.tensor_core_share;
+    // The stream with the most launches speaks for the rank's queue.
+    const trace::QueueLength* top = nullptr;
+    for (const auto& q : r.gpu.launch.queues) {
+      if (!top || q.samples > top->samples) top = &q;
+    }
+    if (top && top->samples > 0) queues.push_back(top->mean);
+    if (r.gpu.launch.launch_delay_median_ns) {
+      delays.push_back(static_cast<double>(*r.gpu.launch.launch_delay_median_ns) / 1e3);
+    }
+  }
+  if (window > 0) {
+    f.gpu_busy_share = static_cast<double>(busy) / static_cast<double>(window);
+    for (const auto& [k, ns] : idle) {
+      f.idle_share[k] = static_cast<double>(ns) / static_cast<double>(window);
+    }
+  }
+  if (span > 0) f.comm_share = static_cast<double>(comm) / static_cast<double>(span);
+  if (comm > 0) f.overlap_share = static_cast<double>(overlap) / static_cast<double>(comm);
+  if (!queues.empty()) f.queue_mean = Quantile(queues, 0.5);
+  if (!delays.empty()) f.launch_delay_median_us = Quantile(delays, 0.5);
+  if (f.kernels > 0) {
+    f.kernel_mean_us = static_cast<double>(kernel_ns) / static_cast<double>(f.kernels) / 1e3;
+  }
+  if (steps > 0) f.host_syncs_per_step = static_cast<double>(syncs) / static_cast<double>(steps);
+  return f;
+}
+
+}  // namespace
+
+TraceRankReport AnalyzeRank(trace::RankTrace t, const trace::AnalysisOptions& options) {
+  TraceRankReport r;
+  r.timeline = trace::PrepareTimeline(t, options);
+  r.rank = t.rank;
+  r.path = t.path;
+  r.rank_source = t.rank_source;
+  r.dialect = t.dialect;
+  r.world_size = t.world_size;
+  r.backend = t.backend;
+  r.devices = t.devices;
+  r.stats = t.stats;
+  r.warnings = t.warnings;
+  r.loader_iterator = LoaderIterator(t);
+  r.gpu = trace::ComputeGpuMetrics(t, r.timeline, options);
+  r.steps = trace::ComputeStepBreakdown(t, r.timeline);
+  r.idle = trace::AttributeGpuIdle(t, r.timeline);
+  r.kernels = trace::AnalyzeKernels(t);
+  r.series = trace::BuildStepSeries(r.steps, r.idle);
+  r.cross_input = trace::MakeCrossRankInput(t, r.timeline);
+  if (r.timeline.steps.empty()) {
+    r.warnings.push_back(fmt::format(
+        "{}: no ProfilerStep#N ranges (use torch.profiler with a schedule and call "
+        "prof.step() each iteration); the whole trace is analysed as one window",
+        r.path));
+  }
+  Detect(r);
+  return r;
+}
+
+analysis::RankSteps TracePhaseSteps(const TraceRankReport& r) {
+  analysis::RankSteps rs;
+  rs.rank = r.rank;
+  bool gpu = r.has_gpu();
+  for (size_t i = 0; i < r.steps.steps.size(); ++i) {
+    const auto& row = r.steps.steps[i];
+    analysis::StepRecord s;
+    s.index = static_cast<int64_t>(i) + 1;
+    s.begin_ns = row.begin_ns;
+    s.end_ns = row.end_ns;
+    int64_t sync_ns = i < r.idle.syncs.ns_per_step.size() ? r.idle.syncs.ns_per_step[i] : 0;
+    s.phase_s = StepPhases(row.times, sync_ns, gpu);
+    if (i < r.idle.syncs.count_per_step.size() && r.idle.syncs.count_per_step[i] > 0) {
+      s.counters["host_sync.sync_calls"] = r.idle.syncs.count_per_step[i];
+    }
+    rs.duration_s += Seconds(row.times.wall_ns);
+    rs.steps.push_back(std::move(s));
+  }
+  rs.count = static_cast<int64_t>(rs.steps.size());
+  RunningStats st;
+  for (const auto& s : rs.steps) st.Add(Seconds(s.end_ns - s.begin_ns));
+  if (rs.count > 0) {
+    rs.mean_step_s = st.mean();
+    rs.std_step_s = st.stddev();
+    rs.per_second = rs.duration_s > 0 ? static_cast<double>(rs.count) / rs.duration_s : 0;
+    rs.variation_ratio = rs.mean_step_s > 0 ? rs.std_step_s / rs.mean_step_s : 0;
+    rs.oscillating = rs.variation_ratio > analysis::kOscillationVariationRatio;
+  }
+  return rs;
+}
+
+TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
+                             const trace::AnalysisOptions& options) {
+  TraceReport report;
+  report.options = options;
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    if (ranks[i].rank == ranks[i - 1].rank) {
+      report.warnings.push_back(fmt::format("{} and {} both claim rank {} ({}): analysed "
+                                            "separately",
+                                            ranks[i - 1].path, ranks[i].path, ranks[i].rank,
+                                            ranks[i].rank_source));
+    }
+  }
+  std::vector<trace::CrossRankInput> inputs;
+  for (const auto& r : ranks) inputs.push_back(r.cross_input);
+  report.cross = trace::AnalyzeCrossRank(inputs);
+  report.facts = FactsOf(ranks);
+
+  RunData data;
+  data.trace = report.facts;
+  RunReport run;
+  for (const auto& r : ranks) {
+    analysis::RankSteps rs = TracePhaseSteps(r);
+    for (auto& p : PhaseStatsOf(rs)) report.phases.phases.push_back(std::move(p));
+    run.wall_s += rs.duration_s;
+    report.phases.ranks.push_back(std::move(rs));
+    if (!r.loader_iterator.empty()) {
+      LoaderInfo l;
+      l.rank = r.rank;
+      if (r.loader_iterator == "_SingleProcessDataLoaderIter") l.num_workers = 0;
+      run.loaders.push_back(std::move(l));
+    }
+  }
+  run.phases = report.phases;
+  report.verdict = Diagnose(data, run);
+  report.ranks = std::move(ranks);
+  return report;
+}
+
+Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
+                                      const trace::ReadOptions& read,
+                                      const trace::AnalysisOptions& options, unsigned threads) {
+  TRY(std::vector<std::string> files, trace::ExpandTracePaths(paths));
+  if (files.empty()) {
+    return MakeError(ErrorCode::kNotFound, "{}: no trace files (*.json, *.json.gz)",
+                     paths.empty() ? std::string(".") : paths.front());
+  }
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(files.size()));
+  std::vector<std::optional<TraceRankReport>> done(files.size());
+  std::optional<Error> failure;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      // One reader thread per file here; ranks run in parallel across files.
+      trace::ReadOptions one = read;
+      auto t = trace::ReadTrace(files[i], one);
+      if (!t.ok()) {
+        std::lock_guard lock(mu);
+        if (!failure) failure = t.error();
+        continue;
+      }
+      done[i] = AnalyzeRank(std::move(t).value(), options);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  if (failure) return *failure;
+  std::vector<TraceRankReport> ranks;
+  for (auto& d : done) ranks.push_back(std::move(*d));
+  return BuildTraceReport(std::move(ranks), options);
+}
+
+}  // namespace stallscope::diagnose

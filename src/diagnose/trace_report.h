@@ -1,0 +1,85 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/detect.h"
+#include "analysis/phases.h"
+#include "base/result.h"
+#include "diagnose/findings.h"
+#include "diagnose/trace_facts.h"
+#include "trace/cross_rank.h"
+#include "trace/gpu_metrics.h"
+#include "trace/host_attribution.h"
+#include "trace/kernels.h"
+#include "trace/step_breakdown.h"
+#include "trace/timeline.h"
+#include "trace/trace_reader.h"
+
+namespace stallscope::diagnose {
+
+/// Everything `stallscope trace` reports about one rank. The rank's events are not kept: a rank
+/// is read, analysed and dropped, so memory holds one rank's events per reading thread.
+struct TraceRankReport {
+  int32_t rank = 0;
+  std::string path;
+  std::string rank_source;
+  trace::Dialect dialect = trace::Dialect::kKineto;
+  std::optional<int32_t> world_size;
+  std::string backend;
+  std::vector<trace::DeviceProps> devices;
+  trace::ReadStats stats;
+  std::vector<std::string> warnings;
+  trace::Timeline timeline;
+  trace::GpuMetrics gpu;
+  trace::StepBreakdown steps;
+  trace::HostAttribution idle;
+  trace::KernelReport kernels;
+  trace::StepSeries series;
+  trace::CrossRankInput cross_input;
+  /// DataLoader iterator seen in the trace: "_SingleProcessDataLoaderIter" (num_workers=0),
+  /// "_MultiProcessingDataLoaderIter", or "".
+  std::string loader_iterator;
+  /// Seed 003 detection on the per-step series (analysis/detect.h, as `run` uses).
+  analysis::Outliers step_outliers;
+  std::optional<analysis::Period> step_period;
+  bool has_gpu() const { return !idle.devices.empty(); }
+};
+
+/// The whole job: ranks by rank number, cross-rank comparison, and the verdict of the shared
+/// rules engine (diagnose/verdict.h) over phases derived from the timelines.
+struct TraceReport {
+  trace::AnalysisOptions options;
+  std::vector<TraceRankReport> ranks;
+  std::optional<trace::CrossRankReport> cross;
+  TraceFacts facts;
+  analysis::PhaseAnalysis phases;  ///< per-step phases for the rules (README "Trace → phases")
+  Verdict verdict;
+  std::vector<std::string> warnings;
+};
+
+/// Prepares and analyses one rank (consumes its events).
+[[nodiscard]] TraceRankReport AnalyzeRank(trace::RankTrace trace,
+                                          const trace::AnalysisOptions& options);
+
+/// Per-step phases of a rank, from its TensorBoard-category breakdown: GPU traces give
+/// gpu_compute (Kernel+Memcpy+Memset), communication, host_sync (the synchronizing part of
+/// Runtime), launch_overhead (the rest of Runtime), data_loading (exposed DataLoader), cpu_ops
+/// (CPU Exec) and other; CPU-only traces give data_loading, cpu_exec (CPU Exec + Runtime) and
+/// other. The parts of each step sum to its wall time.
+[[nodiscard]] analysis::RankSteps TracePhaseSteps(const TraceRankReport& rank);
+
+/// Cross-rank analysis, facts, phases and the verdict over analysed ranks (sorted by rank here).
+[[nodiscard]] TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
+                                           const trace::AnalysisOptions& options);
+
+/// Reads PATHs (files or directories), analyses each rank on up to `threads` threads (0 = all
+/// cores) and builds the report. Fails only when a path cannot be read or is not a trace.
+[[nodiscard]] Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
+                                                    const trace::ReadOptions& read,
+                                                    const trace::AnalysisOptions& options,
+                                                    unsigned threads = 0);
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,212 @@
+// The trace → verdict path: hand-built timelines whose bottleneck is known, through the same
+// rules engine `run` uses.
+#include "diagnose/trace_report.h"
+
+#include <gtest/gtest.h>
+
+#include "diagnose/verdict.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+using trace::Event;
+using trace::EventKind;
+using trace::RankTrace;
+
+constexpr int64_t kUs = 1000;
+
+/// Builds a one-GPU rank trace; times in µs.
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(int32_t rank = 0) { t_.rank = rank; }
+
+  TraceBuilder& Host(EventKind kind, std::string_view name, int64_t ts_us, int64_t dur_us,
+                     int64_t correlation = -1) {
+    Event e;
+    e.kind = kind;
+    e.name_id = t_.names.Intern(name);
+    e.ts_ns = ts_us * kUs;
+    e.dur_ns = dur_us * kUs;
+    e.pid = 100;
+    e.tid = 100;
+    e.correlation = correlation;
+    t_.events.push_back(e);
+    return *this;
+  }
+  /// A kernel on stream 7 of GPU 0, launched by a cudaLaunchKernel 5 µs long starting at
+  /// `launch_us`.
+  TraceBuilder& Kernel(std::string_view name, int64_t launch_us, int64_t ts_us, int64_t dur_us) {
+    int64_t corr = next_corr_++;
+    Host(EventKind::kRuntime, "cudaLaunchKernel", launch_us, 5, corr);
+    Event e;
+    e.kind = EventKind::kKernel;
+    e.name_id = t_.names.Intern(name);
+    e.ts_ns = ts_us * kUs;
+    e.dur_ns = dur_us * kUs;
+    e.pid = 0;
+    e.tid = 7;
+    e.correlation = corr;
+    t_.events.push_back(e);
+    return *this;
+  }
+  TraceBuilder& Step(int64_t n, int64_t ts_us, int64_t dur_us) {
+    return Host(EventKind::kUserAnnotation, "ProfilerStep#" + std::to_string(n), ts_us, dur_us);
+  }
+  RankTrace Build() { return std::move(t_); }
+
+ private:
+  RankTrace t_;
+  int64_t next_corr_ = 1;
+};
+
+TraceReport ReportOf(std::vector<RankTrace> traces, bool hta = false) {
+  trace::AnalysisOptions o;
+  o.hta_compat = hta;
+  std::vector<TraceRankReport> ranks;
+  for (auto& t : traces) ranks.push_back(AnalyzeRank(std::move(t), o));
+  return BuildTraceReport(std::move(ranks), o);
+}
+
+std::string PrincipalOf(const TraceReport& r) {
+  return r.verdict.principal ? std::string(FindingClassName(r.verdict.principal->cls)) : "none";
+}
+
+// 10 steps of 10 ms: the host spends 6 ms in the DataLoader with the GPU idle, then the GPU
+// computes for 4 ms.
+TEST(TraceVerdict, DataLoaderWaitIsDataBound) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Host(EventKind::kUserAnnotation,
+           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0, 6'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0 + 6'000, t0 + 6'010, 3'980);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_EQ(r.ranks[0].timeline.steps.size(), 10u);
+  EXPECT_EQ(PrincipalOf(r), "data_bound_cpu");
+  ASSERT_TRUE(r.verdict.principal);
+  EXPECT_NEAR(r.verdict.principal->cost_fraction, 0.6, 0.01);
+  // The trace shows num_workers=0 (the single-process iterator): the fix says so.
+  EXPECT_NE(r.verdict.principal->recommendations.front().text.find("num_workers=0"),
+            std::string::npos);
+  EXPECT_NEAR(r.facts.gpu_busy_share, 0.398, 0.002);
+  EXPECT_NEAR(r.facts.Idle("data_loading"), 0.6, 0.002);
+}
+
+// The GPU is busy 97% of every step: gpu_bound, the good case.
+TEST(TraceVerdict, BusyGpuIsGpuBound) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0 - 200, t0, 9'700);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  EXPECT_EQ(PrincipalOf(r), "gpu_bound");
+}
+
+// Tiny kernels with the GPU idle while the host runs ops and launches: host_launch_bound.
+TEST(TraceVerdict, TinyKernelsAreLaunchBound) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    for (int64_t k = 0; k < 50; ++k) {
+      int64_t t = t0 + k * 200;
+      b.Host(EventKind::kCpuOp, "aten::add", t, 190);
+      b.Kernel("void elementwise_kernel<float>(float*)", t + 150, t + 160, 10);
+    }
+  }
+  TraceReport r = ReportOf({b.Build()});
+  EXPECT_EQ(PrincipalOf(r), "host_launch_bound");
+  EXPECT_GT(r.verdict.principal->cost_fraction, 0.5);
+}
+
+// A synchronizing call every step with the GPU idle behind it: host_sync_or_logging.
+TEST(TraceVerdict, StreamSyncsAreHostSync) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0, t0 + 10, 5'000);
+    b.Host(EventKind::kRuntime, "cudaStreamSynchronize", t0 + 20, 9'900);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  EXPECT_EQ(r.ranks[0].idle.syncs.count, 10);
+  EXPECT_EQ(PrincipalOf(r), "host_sync_or_logging");
+}
+
+// Kernels launched long before they run (deep queue) with gaps between them: the GPU waits on
+// a dependency, not the host.
+TEST(TraceVerdict, QueuedWorkWithGapsIsCommunicationBound) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0, t0 + 100, 2'000);
+    b.Kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", t0 + 10, t0 + 2'100, 2'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0 + 20, t0 + 8'000, 1'900);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  EXPECT_EQ(PrincipalOf(r), "communication_bound");
+}
+
+TEST(TraceVerdict, PhasesSumToStepTime) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 4; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Host(EventKind::kUserAnnotation, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+           t0, 2'000);
+    b.Kernel("void gemm_kernel<float>(float*)", t0 + 2'000, t0 + 2'010, 5'000);
+    b.Host(EventKind::kRuntime, "cudaDeviceSynchronize", t0 + 2'100, 6'000);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  ASSERT_EQ(r.phases.ranks.size(), 1u);
+  for (const auto& s : r.phases.ranks[0].steps) {
+    double sum = 0;
+    for (const auto& [name, sec] : s.phase_s) sum += sec;
+    EXPECT_NEAR(sum, 0.010, 1e-9) << "step " << s.index;
+  }
+}
+
+TEST(TraceVerdict, CpuOnlyTraceStillGetsAVerdict) {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Host(EventKind::kUserAnnotation,
+           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0, 7'000);
+    b.Host(EventKind::kCpuOp, "aten::linear", t0 + 7'000, 2'900);
+  }
+  TraceReport r = ReportOf({b.Build()});
+  EXPECT_FALSE(r.ranks[0].has_gpu());
+  EXPECT_EQ(PrincipalOf(r), "data_bound_cpu");
+}
+
+TEST(TraceVerdict, TwoRanksOneSlowIsStraggler) {
+  std::vector<RankTrace> ranks;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(rank);
+    int64_t step_us = rank == 1 ? 14'000 : 10'000;
+    for (int64_t i = 0; i < 10; ++i) {
+      int64_t t0 = i * step_us;
+      b.Step(i + 1, t0, step_us);
+      b.Kernel("void gemm_kernel<float>(float*)", t0 - 100, t0, step_us - 100);
+    }
+    ranks.push_back(b.Build());
+  }
+  TraceReport r = ReportOf(std::move(ranks));
+  ASSERT_TRUE(r.cross);
+  EXPECT_EQ(r.cross->slowest_rank, 1);
+  bool straggler = false;
+  auto all = r.verdict.secondary;
+  if (r.verdict.principal) all.push_back(*r.verdict.principal);
+  for (const auto& f : all) straggler = straggler || f.cls == FindingClass::kStraggler;
+  EXPECT_TRUE(straggler);
+}
+
+}  // namespace
+}  // namespace stallscope::diagnose
