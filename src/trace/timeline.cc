@@ -28,6 +28,33 @@ void RoundToMicros(Event& e) {
   e.dur_ns = end - begin;  // may be negative, as in HTA; analyses treat < 0 as empty
 }
 
+// A row HTA treats as GPU work: a stream-bearing kernel/memcpy/memset/sync row
+// (HTA `GPUKernelFilter`: stream >= 0 and correlation >= 0). gpu_user_annotation rows carry no
+// `args.stream`, so HTA files them with the CPU events.
+bool IsHtaGpuRow(const Event& e) {
+  return IsGpuKind(e.kind) && e.kind != EventKind::kGpuUserAnnotation;
+}
+
+// HTA `_filter_irrelevant_gpu_kernels` (include_last_profiler_step=False): CPU-side events are
+// kept when they start before the last ProfilerStep starts; GPU rows are kept when a kept CPU
+// event (the launching runtime call) has their correlation id. So a kernel launched in step N-1
+// but run after step N began stays, and one launched in the dropped last step goes, wherever it
+// ran. Matches EXPECTED.md exactly on all 6 HTA test traces (gpu_metrics hta_expected_test).
+void HtaDropLastStep(std::vector<Event>& events, int64_t last_step_begin_ns) {
+  std::vector<int64_t> correlations;
+  for (const Event& e : events) {
+    if (!IsHtaGpuRow(e) && e.ts_ns < last_step_begin_ns && e.correlation >= 0) {
+      correlations.push_back(e.correlation);
+    }
+  }
+  std::sort(correlations.begin(), correlations.end());
+  std::erase_if(events, [&](const Event& e) {
+    if (!IsHtaGpuRow(e)) return e.ts_ns >= last_step_begin_ns;
+    return e.correlation < 0 ||
+           !std::binary_search(correlations.begin(), correlations.end(), e.correlation);
+  });
+}
+
 }  // namespace
 
 std::vector<Step> FindSteps(const RankTrace& trace) {
@@ -61,8 +88,11 @@ Timeline PrepareTimeline(RankTrace& trace, const AnalysisOptions& options) {
   });
   std::vector<Step> steps = FindSteps(trace);
   if (options.hta_compat && steps.size() >= 2) {
+    int64_t last_begin = steps.back().begin_ns;
+    for (const Step& s : steps) last_begin = std::max(last_begin, s.begin_ns);
     steps.pop_back();
     t.last_step_dropped = true;
+    HtaDropLastStep(trace.events, last_begin);
   }
   std::erase_if(steps, [&](const Step& s) {
     return (options.first_step && s.number < *options.first_step) ||
@@ -73,10 +103,14 @@ Timeline PrepareTimeline(RankTrace& trace, const AnalysisOptions& options) {
     t.window_begin_ns = t.steps.front().begin_ns;
     t.window_end_ns = 0;
     for (const Step& s : t.steps) t.window_end_ns = std::max(t.window_end_ns, s.end_ns);
-    // Keep events that overlap the window at all.
-    std::erase_if(trace.events, [&](const Event& e) {
-      return e.end_ns() < t.window_begin_ns || e.ts_ns > t.window_end_ns;
-    });
+    // Keep events that overlap the window at all. hta_compat scopes by launch instead (above),
+    // as HTA does, unless --steps narrowed the range.
+    bool narrowed = options.first_step.has_value() || options.last_step.has_value();
+    if (!options.hta_compat || narrowed) {
+      std::erase_if(trace.events, [&](const Event& e) {
+        return e.end_ns() < t.window_begin_ns || e.ts_ns > t.window_end_ns;
+      });
+    }
   } else if (!trace.events.empty()) {
     t.window_begin_ns = trace.events.front().ts_ns;
     for (const Event& e : trace.events) t.window_end_ns = std::max(t.window_end_ns, e.end_ns());
