@@ -378,6 +378,10 @@ def build_parser():
     # test hooks
     p.add_argument("--crash-at-step", type=int, default=-1, help="raise RuntimeError at step N")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code after training")
+    p.add_argument("--profile", metavar="DIR", default=None,
+                   help="torch.profiler trace of steps 3..(--profile-steps + 2) to "
+                        "DIR/trace.json (read it with `stallscope trace DIR`)")
+    p.add_argument("--profile-steps", type=int, default=20)
     return p
 
 
@@ -408,6 +412,23 @@ def make_loader(args, dataset):
         if args.prefetch_factor is not None:
             kw["prefetch_factor"] = args.prefetch_factor
     return DataLoader(dataset, **kw)
+
+
+def start_profiler(args, device):
+    """torch.profiler over a window of steps (skip 1, warm up 1, record --profile-steps)."""
+    if not args.profile:
+        return None
+    import torch.profiler as tp
+    os.makedirs(args.profile, exist_ok=True)
+    activities = [tp.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(tp.ProfilerActivity.CUDA)
+    path = os.path.join(args.profile, "trace.json")
+    prof = tp.profile(activities=activities,
+                      schedule=tp.schedule(wait=1, warmup=1, active=args.profile_steps, repeat=1),
+                      on_trace_ready=lambda p: p.export_chrome_trace(path))
+    prof.start()
+    return prof
 
 
 def main(argv=None):
@@ -442,6 +463,7 @@ def main(argv=None):
           f"device={device}", flush=True)
 
     non_blocking = args.pin_memory and device.type == "cuda"
+    prof = start_profiler(args, device)
     step, epoch, done = 0, 0, False
     t_start = time.perf_counter()
     t_last, step_last = t_start, 0
@@ -457,6 +479,8 @@ def main(argv=None):
             loss.backward()
             opt.step()
             step += 1
+            if prof is not None:
+                prof.step()
             if log_file is not None:
                 log_file.write(json.dumps({"step": step, **heavy_metrics(model, logits, y, loss)}))
                 log_file.write("\n")
@@ -477,6 +501,8 @@ def main(argv=None):
         if args.epochs and epoch >= args.epochs:
             done = True
     elapsed = time.perf_counter() - t_start
+    if prof is not None:
+        prof.stop()
     if log_file is not None:
         log_file.close()
     print(f"done situation={args.situation or 'custom'} steps={step} epochs={epoch} "
