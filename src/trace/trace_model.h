@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,10 +22,10 @@ enum class EventKind : uint8_t {
   kRuntime,            ///< "cuda_runtime" / "Runtime": cudaLaunchKernel, cudaMemcpyAsync, ...
   kDriver,             ///< "cuda_driver": cuLaunchKernel, ...
   kCpuOp,              ///< "cpu_op" / "Operator": aten::*, autograd ops
-  kUserAnnotation,     ///< "user_annotation" / "user_annotation"-like: ProfilerStep#N, record_function
-  kPythonFunction,     ///< "python_function"
-  kOther,              ///< any other complete event (legacy bare events with no category land
-                       ///< in kCpuOp instead; see reader)
+  kUserAnnotation,  ///< "user_annotation" / "user_annotation"-like: ProfilerStep#N, record_function
+  kPythonFunction,  ///< "python_function"
+  kOther,           ///< any other complete event (legacy bare events with no category land
+                    ///< in kCpuOp instead; see reader)
 };
 
 /// True for events that run on a GPU row (pid = device, tid = stream).
@@ -46,7 +48,8 @@ struct Event {
   /// args.correlation (runtime ↔ GPU), else -1. Kineto: same id on the launching cuda_runtime
   /// event and the kernel/memcpy/memset it launched.
   int64_t correlation = -1;
-  /// GPU kinds: the stream (args.stream, else numeric tid, else "stream N"). CPU kinds: the thread id.
+  /// GPU kinds: the stream (args.stream, else numeric tid, else "stream N"). CPU kinds: the thread
+  /// id.
   int64_t tid = 0;
   /// GPU kinds: the device (args.device, else numeric pid). CPU kinds: the process id
   /// (0 when the pid was a string such as "CPU functions").
@@ -60,13 +63,34 @@ struct Event {
   [[nodiscard]] int64_t end_ns() const { return ts_ns + dur_ns; }
 };
 
+/// Hash for heterogeneous (string_view) lookups in StringTable: interning a name must not
+/// allocate when the name is already known (the reader calls Intern once per event).
+struct StringViewHash {
+  using is_transparent = void;
+  /// 8 bytes per step with a multiply-xorshift mix: names are hashed once per event.
+  size_t operator()(std::string_view s) const {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * 0xff51afd7ed558ccdULL;
+      h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
 /// Interned event names. Id 0 is always "".
 class StringTable {
  public:
   StringTable() { Intern(""); }
   /// Returns the id of `s`, adding it when new.
   uint32_t Intern(std::string_view s) {
-    auto it = ids_.find(std::string(s));
+    auto it = ids_.find(s);
     if (it != ids_.end()) return it->second;
     auto id = static_cast<uint32_t>(strings_.size());
     strings_.emplace_back(s);
@@ -78,7 +102,7 @@ class StringTable {
 
  private:
   std::vector<std::string> strings_;
-  std::unordered_map<std::string, uint32_t> ids_;
+  std::unordered_map<std::string, uint32_t, StringViewHash, std::equal_to<>> ids_;
 };
 
 /// A GPU as `deviceProperties` lists it.
@@ -139,7 +163,7 @@ struct RankTrace {
   StringTable names;
   std::vector<CollectiveInfo> collectives;
   /// "M" thread_name / process_name metadata: (pid, tid) → name; tid 0 for process names.
-  std::unordered_map<int64_t, std::string> thread_names;  ///< key: tid
+  std::unordered_map<int64_t, std::string> thread_names;   ///< key: tid
   std::unordered_map<int32_t, std::string> process_names;  ///< key: pid
   ReadStats stats;
   std::vector<std::string> warnings;  ///< "truncated: ...", "123 malformed events skipped", ...

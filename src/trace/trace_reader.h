@@ -14,7 +14,9 @@ struct ReadOptions {
   /// --rank: used when neither distributedInfo.rank nor the file name gives one.
   std::optional<int32_t> rank;
   /// Bytes of JSON handed to the parser at a time (memory stays O(chunk), not O(file)).
-  size_t chunk_bytes = size_t{8} << 20;
+  /// 1 MiB keeps a chunk in cache between the scan and parse passes (8 MiB measured ~20% slower
+  /// on control.json). An element larger than a chunk grows the buffer to fit it.
+  size_t chunk_bytes = size_t{1} << 20;
   /// Inflate .gz input on a separate thread while the parser runs.
   bool threaded_inflate = true;
 };
@@ -27,7 +29,8 @@ struct ReadOptions {
 [[nodiscard]] Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options = {});
 
 /// Expands PATHs: a directory gives its *.json / *.json.gz / *.pt.trace.json(.gz) files, sorted.
-[[nodiscard]] Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
+[[nodiscard]] Result<std::vector<std::string>> ExpandTracePaths(
+    const std::vector<std::string>& paths);
 
 /// Reads several files on up to `threads` threads (0 = hardware concurrency). Result order =
 /// path order; the first unreadable file fails the whole call.

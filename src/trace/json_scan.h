@@ -1,0 +1,110 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stallscope::trace {
+
+/// Microseconds as JSON number text ("1661203462598738", "4458676522690.655", "1.5e3") →
+/// integer nanoseconds, exactly: never through double (1.66e15 µs × 1000 does not survive a
+/// double round trip). Trace Event Format: ts and dur are µs (Kineto too, whatever
+/// displayTimeUnit says). Digits past the 3rd decimal round half up. Surrounding whitespace is
+/// ignored; anything else that is not a JSON number, or overflows int64 ns, gives nullopt.
+[[nodiscard]] std::optional<int64_t> ParseMicrosToNs(std::string_view text);
+
+/// One element of the trace-event array, by the offsets (in the scanned buffer) of the
+/// separators around it: buf[open] is '[' or ',', buf[close] is ',' or ']'. At the end of a
+/// truncated file the last complete object ends at `close` == the data length (no separator
+/// there; the buffer has padding, so the byte may be written).
+struct ElementSpan {
+  uint64_t open = 0;
+  uint64_t close = 0;
+};
+
+/// A top-level key whose raw JSON value was captured while scanning.
+struct TopLevelValue {
+  std::string key;
+  std::string raw;  ///< the value's JSON text, from its first byte (trailing whitespace kept)
+};
+
+/// What the top level of the document looks like so far.
+enum class JsonLayout : uint8_t {
+  kUnknown,    ///< nothing but whitespace yet
+  kObject,     ///< `{ ..., "traceEvents": [ ... ], ... }` (Kineto, Chrome JSON object format)
+  kBareArray,  ///< `[ e1, e2, ... ]` (Chrome JSON array format, legacy autograd profiler)
+  kNotJson,    ///< starts with something other than '{' or '['
+};
+
+/// String-aware structural scanner over a growing/sliding chunk buffer. It finds the top-level
+/// layout, captures the raw values of selected top-level keys, and cuts the trace-event array
+/// into complete elements across chunk boundaries, without parsing the elements.
+///
+/// Usage: append data to the buffer, call Scan, use the spans, then drop the first
+/// `keep_from()` bytes of the buffer and call Shift(keep_from()). Scanning is incremental: each
+/// byte is examined once. Inside the array, 64-byte blocks are classified with SSE2 (quotes,
+/// backslashes, brackets, commas) and string interiors are masked with a prefix-XOR, so the cost
+/// does not depend on how long strings are. Not thread-safe.
+class JsonScanner {
+ public:
+  /// `capture_keys`: top-level keys whose values to capture (small metadata values).
+  explicit JsonScanner(std::vector<std::string> capture_keys);
+
+  /// Scans buf[0, len) from where the last call stopped; appends complete elements to `out`.
+  /// Without `eof`, up to 63 bytes inside the array may be left for the next call.
+  /// With `eof`, everything is scanned and an object left complete but unterminated at the end of
+  /// a cut file is reported as a final span.
+  void Scan(const char* buf, uint64_t len, bool eof, std::vector<ElementSpan>* out);
+
+  /// Bytes before this offset are no longer needed.
+  [[nodiscard]] uint64_t keep_from() const { return in_events_ ? last_sep_ : pos_; }
+  /// The caller dropped the first `n` (≤ keep_from()) bytes of the buffer.
+  void Shift(uint64_t n);
+
+  [[nodiscard]] JsonLayout layout() const { return layout_; }
+  /// The first non-whitespace byte, for the "not a trace" message.
+  [[nodiscard]] unsigned char first_byte() const { return first_byte_; }
+  /// True once the trace-event array has been entered.
+  [[nodiscard]] bool events_found() const { return events_found_; }
+  /// True while inside the array (after Scan with eof: the data ended inside it).
+  [[nodiscard]] bool in_events() const { return in_events_; }
+  /// True once the top-level value has been closed completely.
+  [[nodiscard]] bool done() const { return done_; }
+  [[nodiscard]] const std::vector<TopLevelValue>& values() const { return values_; }
+
+ private:
+  uint64_t ScanTop(const char* buf, uint64_t len);
+  uint64_t ScanEventsBlock(const char* block, uint64_t base, std::vector<ElementSpan>* out);
+  void TopByteOutsideString(char c, uint64_t at);
+  void EnterEvents(uint64_t at, int64_t depth);
+
+  std::vector<std::string> capture_keys_;
+  std::vector<TopLevelValue> values_;
+  JsonLayout layout_ = JsonLayout::kUnknown;
+  unsigned char first_byte_ = 0;
+  uint64_t pos_ = 0;       // next byte to scan
+  uint64_t last_sep_ = 0;  // inside the array: the separator before the current element
+  int64_t depth_ = 0;      // nesting depth at pos_ (top-level object/array = 1)
+  int64_t events_depth_ = 0;
+  bool in_string_ = false;
+  bool escape_ = false;
+  bool in_events_ = false;
+  bool events_found_ = false;
+  bool done_ = false;
+  // Top-level object state.
+  bool expect_key_ = false;
+  bool reading_key_ = false;
+  bool after_colon_ = false;  // between ':' and the first byte of the value
+  bool capturing_ = false;
+  bool events_key_ = false;
+  std::string key_;
+  std::string capture_;
+  // Array state (block scanner carries).
+  uint64_t prev_escaped_ = 0;
+  uint64_t prev_in_string_ = 0;
+  bool object_closed_ = false;  // the current element is an object that has been closed
+};
+
+}  // namespace stallscope::trace

@@ -1,0 +1,818 @@
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "trace/byte_source.h"
+#include "trace/json_scan.h"
+#include "trace/trace_reader.h"
+
+namespace stallscope::trace {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fixture(const std::string& name) {
+  return std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/traces/" + name;
+}
+
+std::string SharedDir() {
+  if (const char* env = std::getenv("STALLSCOPE_SHARED_DIR")) return env;
+  return std::string(STALLSCOPE_SOURCE_DIR) + "/../shared";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A scratch directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    // Prefer tmpfs: the cut tests write thousands of small files.
+    std::error_code ec;
+    fs::path base = fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0
+                        ? fs::path("/dev/shm")
+                        : fs::temp_directory_path();
+    std::string tmpl = (base / "reader_test_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string Write(const std::string& name, const std::string& bytes) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Gzip(const std::string& data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::string Describe(const RankTrace& t, const Event& e) {
+  return fmt::format("{} ts={} dur={} corr={} pid={} tid={} bytes={} kind={} flags={}", t.NameOf(e),
+                     e.ts_ns, e.dur_ns, e.correlation, e.pid, e.tid, e.bytes,
+                     static_cast<int>(e.kind), static_cast<int>(e.flags));
+}
+
+std::vector<std::string> DescribeAll(const RankTrace& t) {
+  std::vector<std::string> out;
+  for (const Event& e : t.events) out.push_back(Describe(t, e));
+  return out;
+}
+
+RankTrace MustRead(const std::string& path, const ReadOptions& options = {}) {
+  Result<RankTrace> r = ReadTrace(path, options);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : RankTrace{};
+}
+
+const Event* FindEvent(const RankTrace& t, const std::string& name, size_t nth = 0) {
+  for (const Event& e : t.events) {
+    if (t.NameOf(e) == name && nth-- == 0) return &e;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+TEST(ParseMicrosToNs, Table) {
+  struct Case {
+    const char* text;
+    std::optional<int64_t> ns;
+  };
+  const Case cases[] = {
+      {"0", 0},
+      {"158", 158000},
+      {"1661203462598738", 1661203462598738000},  // Kineto integer µs
+      {"4458676522690.655", 4458676522690655},    // Kineto 3 decimals
+      {"4458676522690.6", 4458676522690600},
+      {"156.777", 156777},
+      {"0.0004", 0},  // sub-ns: rounds half up on the 4th decimal
+      {"0.0005", 1},
+      {"1.2345", 1235},
+      {"-3", -3000},
+      {"-0.5", -500},
+      {" 12 ", 12000},
+      {"1e3", 1000000},
+      {"2.5E1", 25000},
+      {"1.5e-3", 2},  // 1.5 ns rounds half up
+      {"1e+2", 100000},
+      {"9223372036854775", 9223372036854775000},
+      {"9223372036854776", std::nullopt},  // overflows int64 ns
+      {"", std::nullopt},
+      {"-", std::nullopt},
+      {"1.", std::nullopt},
+      {".5", std::nullopt},
+      {"12x", std::nullopt},
+      {"\"12\"", std::nullopt},
+      {"1e", std::nullopt},
+      {"1e99", std::nullopt},
+      {"null", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ParseMicrosToNs(c.text), c.ns) << "text: '" << c.text << "'";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scanner
+
+/// Scans `json` fed in two pieces split at `split`, with the buffer slid like the reader does;
+/// returns the element texts.
+std::vector<std::string> ScanElements(const std::string& json, size_t split, JsonScanner* s) {
+  std::vector<std::string> elements;
+  std::string buf;
+  std::vector<ElementSpan> spans;
+  size_t fed = 0;
+  for (size_t end : {split, json.size()}) {
+    buf.append(json, fed, end - fed);
+    fed = end;
+    bool eof = end == json.size();
+    buf.reserve(buf.size() + 64);
+    s->Scan(buf.data(), buf.size(), eof, &spans);
+    for (const ElementSpan& sp : spans) {
+      elements.push_back(buf.substr(sp.open + 1, sp.close - sp.open - 1));
+    }
+    spans.clear();
+    uint64_t keep = s->keep_from();
+    buf.erase(0, keep);
+    s->Shift(keep);
+  }
+  return elements;
+}
+
+TEST(JsonScanner, CutsElementsAtEverySplit) {
+  struct Case {
+    std::string json;
+    std::vector<std::string> elements;
+    JsonLayout layout;
+  };
+  const std::string long_string(150, 'x');
+  const std::vector<Case> cases = {
+      {R"([{"a":1},{"b":[1,2]}])", {R"({"a":1})", R"({"b":[1,2]})"}, JsonLayout::kBareArray},
+      {R"({"traceEvents":[ {"s":"],}{[\""} , 7 ,"x,y"]})",
+       {R"( {"s":"],}{[\""} )", " 7 ", R"("x,y")"},
+       JsonLayout::kObject},
+      // Escaped backslashes before a closing quote: "\\" ends the string, "\\\"" does not.
+      {R"({"k":"\\","traceEvents":[{"a":"\\"},{"b":"\\\"],"},{"c":"\\\\\\"}]})",
+       {R"({"a":"\\"})", R"({"b":"\\\"],"})", R"({"c":"\\\\\\"})"},
+       JsonLayout::kObject},
+      {"{\"x\": {\"traceEvents\": [1]}, \"traceEvents\": [{\"n\":\"" + long_string + "\"}]}",
+       {"{\"n\":\"" + long_string + "\"}"},
+       JsonLayout::kObject},
+      {"[]", {""}, JsonLayout::kBareArray},
+  };
+  for (const Case& c : cases) {
+    for (size_t split = 0; split <= c.json.size(); ++split) {
+      JsonScanner s({});
+      std::vector<std::string> got = ScanElements(c.json, split, &s);
+      EXPECT_EQ(got, c.elements) << c.json << " split at " << split;
+      EXPECT_EQ(s.layout(), c.layout);
+      EXPECT_TRUE(s.done());
+      EXPECT_FALSE(s.in_events());
+    }
+  }
+}
+
+TEST(JsonScanner, CapturesTopLevelValuesBeforeAndAfter) {
+  const std::string json =
+      R"({"a": {"x": [1, "}"]}, "traceEvents": [{"e": 1}], "b" : "q\"uote" , "c": 3})";
+  for (size_t split = 0; split <= json.size(); ++split) {
+    JsonScanner s({"a", "b", "c"});
+    ScanElements(json, split, &s);
+    ASSERT_EQ(s.values().size(), 3u);
+    EXPECT_EQ(s.values()[0].key, "a");
+    EXPECT_EQ(s.values()[0].raw, R"({"x": [1, "}"]})");
+    EXPECT_EQ(s.values()[1].raw, R"("q\"uote" )");
+    EXPECT_EQ(s.values()[2].raw, "3");
+  }
+}
+
+TEST(JsonScanner, ReportsLastCompleteObjectOfCutFile) {
+  JsonScanner s({});
+  std::vector<std::string> got = ScanElements(R"([{"a":1}, {"b":2} )", 5, &s);
+  EXPECT_EQ(got, (std::vector<std::string>{R"({"a":1})", R"( {"b":2} )"}));
+  EXPECT_TRUE(s.in_events());
+  JsonScanner partial({});
+  got = ScanElements(R"([{"a":1}, {"b":)", 3, &partial);
+  EXPECT_EQ(got, (std::vector<std::string>{R"({"a":1})"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+TEST(ReadTrace, KinetoFixture) {
+  RankTrace t = MustRead(Fixture("reader_kineto.json"));
+  EXPECT_EQ(t.rank, 2);
+  EXPECT_EQ(t.rank_source, "distributedInfo");
+  EXPECT_EQ(t.world_size, 4);
+  EXPECT_EQ(t.backend, "nccl");
+  EXPECT_EQ(t.dialect, Dialect::kKineto);
+  EXPECT_EQ(t.base_time_ns, 1711964646000000000);
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_EQ(t.devices[0].name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(t.devices[0].total_memory_bytes, 85198045184u);
+  EXPECT_EQ(t.devices[0].compute_major, 8);
+  EXPECT_EQ(t.devices[0].num_sms, 108);
+  EXPECT_EQ(t.stats.events_total, 21u);
+  EXPECT_EQ(t.stats.complete, 15u);
+  EXPECT_EQ(t.stats.flows, 2u);
+  EXPECT_EQ(t.stats.metadata, 2u);
+  EXPECT_EQ(t.stats.instant, 1u);
+  EXPECT_EQ(t.stats.counters, 1u);
+  EXPECT_EQ(t.stats.malformed, 0u);
+  EXPECT_FALSE(t.stats.truncated);
+  EXPECT_TRUE(t.warnings.empty());
+  EXPECT_EQ(t.process_names.at(2910249), "python3.10");
+  EXPECT_EQ(t.thread_names.at(2919752), "thread 2919752 (python3)");
+
+  const std::vector<std::string> expected = {
+      "ProfilerStep#5 ts=4458676522600001 dur=5000500 corr=-1 pid=2910249 tid=2919752 bytes=0 "
+      "kind=8 flags=0",
+      "aten::\"odd\" [name], {with} \\ escapes\\ ts=4458676522690655 dur=156777 corr=-1 "
+      "pid=2910249 tid=2919752 bytes=0 kind=7 flags=0",
+      "cudaLaunchKernel ts=4458676522700000 dur=12000 corr=101 pid=2910249 tid=2919752 bytes=0 "
+      "kind=5 flags=0",
+      "void gemm_kernel<float, 128>(float*, float const*) ts=4458676522750123 dur=40250 corr=101 "
+      "pid=0 tid=7 bytes=0 kind=0 flags=0",
+      "Memcpy HtoD (Pageable -> Device) ts=4458676522800000 dur=3000 corr=102 pid=0 tid=20 "
+      "bytes=4194304 kind=1 flags=0",
+      "Memset (Device) ts=4458676522810000 dur=1000 corr=103 pid=0 tid=7 bytes=512 kind=2 flags=0",
+      "Stream Sync ts=4458676522820000 dur=2000 corr=104 pid=0 tid=7 bytes=0 kind=3 flags=0",
+      "cudaGraphLaunch ts=4458676522900000 dur=8000 corr=202 pid=2910249 tid=2919752 bytes=0 "
+      "kind=5 flags=0",
+      "graph_kernel ts=4458676522950000 dur=10000 corr=202 pid=0 tid=7 bytes=0 kind=0 flags=1",
+      "record_param_comms ts=4458676523000000 dur=20000 corr=-1 pid=2910249 tid=2919752 bytes=0 "
+      "kind=7 flags=0",
+      "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*) "
+      "ts=4458676523010000 dur=300000 corr=203 pid=0 tid=40 bytes=0 kind=0 flags=0",
+      "train.py(12): step ts=4458676523100000 dur=50000 corr=-1 pid=2910249 tid=2919752 bytes=0 "
+      "kind=9 flags=0",
+      "cuLaunchKernel ts=4458676523200000 dur=4000 corr=204 pid=2910249 tid=2919752 bytes=0 "
+      "kind=6 flags=0",
+      "ProfilerStep#5 ts=4458676522750000 dur=700000 corr=-1 pid=0 tid=7 bytes=0 kind=4 flags=0",
+      fmt::format("PyTorch Profiler (0) ts=4458676522000000 dur=2000000 corr=-1 pid=0 tid={} "
+                  "bytes=0 kind=10 flags=0",
+                  t.events.empty() ? 0 : t.events.back().tid),
+  };
+  std::vector<std::string> got = DescribeAll(t);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
+  EXPECT_GT(t.events.back().tid, 0);  // string tid "PyTorch Profiler": a stable hash
+
+  ASSERT_EQ(t.collectives.size(), 2u);
+  EXPECT_EQ(t.collectives[0].collective, "allreduce");
+  EXPECT_EQ(t.collectives[0].correlation, -1);
+  EXPECT_EQ(t.collectives[0].process_group, "default_pg");
+  EXPECT_EQ(t.collectives[0].group_size, 4);
+  EXPECT_EQ(t.collectives[1].correlation, 203);
+  EXPECT_EQ(t.collectives[1].in_msg_nelems, 2049000);
+  EXPECT_EQ(t.collectives[1].out_msg_nelems, 2049000);
+  EXPECT_EQ(t.collectives[1].dtype, "Float");
+  EXPECT_EQ(t.collectives[1].process_group, "0");
+}
+
+TEST(ReadTrace, MinifiedEqualsPretty) {
+  RankTrace pretty = MustRead(Fixture("reader_kineto.json"));
+  RankTrace min = MustRead(Fixture("reader_kineto_min.json"));
+  EXPECT_EQ(DescribeAll(min), DescribeAll(pretty));
+  EXPECT_EQ(min.stats.events_total, pretty.stats.events_total);
+  EXPECT_EQ(min.rank, pretty.rank);
+  EXPECT_EQ(min.devices.size(), pretty.devices.size());
+  EXPECT_EQ(min.collectives.size(), pretty.collectives.size());
+  EXPECT_EQ(min.thread_names, pretty.thread_names);
+}
+
+TEST(ReadTrace, Dialect2021) {
+  RankTrace t = MustRead(Fixture("reader_2021.json"));
+  EXPECT_EQ(t.dialect, Dialect::kKineto2021);
+  EXPECT_EQ(t.stats.complete, 8u);
+  EXPECT_EQ(t.stats.flows, 2u);
+  EXPECT_EQ(t.stats.metadata, 1u);
+  const Event* step = FindEvent(t, "ProfilerStep#3");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->kind, EventKind::kCpuOp);  // "Operator"
+  EXPECT_EQ(step->ts_ns, 1621401187223005000);
+  const Event* sgemm = FindEvent(t, "volta_sgemm_32x32_sliced1x4_nn");
+  ASSERT_NE(sgemm, nullptr);
+  EXPECT_EQ(sgemm->kind, EventKind::kKernel);
+  EXPECT_EQ(sgemm->tid, 7);
+  EXPECT_EQ(sgemm->correlation, 31);
+  const Event* ew = FindEvent(t, "elementwise_kernel");
+  ASSERT_NE(ew, nullptr);
+  EXPECT_EQ(ew->tid, 13);  // from "stream 13": no args.stream
+  EXPECT_EQ(ew->pid, 1);   // no args.device: numeric pid
+  EXPECT_EQ(FindEvent(t, "cudaLaunchKernel")->kind, EventKind::kRuntime);
+  EXPECT_EQ(FindEvent(t, "Memcpy DtoH (Device -> Pageable)")->kind, EventKind::kMemcpy);
+  EXPECT_EQ(FindEvent(t, "Memcpy DtoH (Device -> Pageable)")->bytes, 1024u);
+  EXPECT_EQ(FindEvent(t, "Memset (Device)")->kind, EventKind::kMemset);
+  EXPECT_EQ(FindEvent(t, "PyTorch Profiler (0)")->kind, EventKind::kOther);
+  EXPECT_EQ(t.process_names.at(0), "GPU 0");
+  // The "_N.json" file-name rule applies to this fixture's own name.
+  EXPECT_EQ(t.rank, 2021);
+  EXPECT_EQ(t.rank_source, "file name");
+}
+
+TEST(ReadTrace, LegacyBareArray) {
+  RankTrace t = MustRead(Fixture("reader_legacy.json"));
+  EXPECT_EQ(t.dialect, Dialect::kChromeNoCats);
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_EQ(t.events[0].kind, EventKind::kUserAnnotation);  // enumerate(DataLoader)...
+  EXPECT_EQ(t.events[1].kind, EventKind::kUserAnnotation);  // ProfilerStep#1
+  EXPECT_EQ(t.events[2].kind, EventKind::kCpuOp);
+  EXPECT_EQ(t.events[1].ts_ns, 119000);
+  EXPECT_EQ(t.events[1].dur_ns, 8000);
+  EXPECT_EQ(t.events[2].pid, 0);  // "CPU functions"
+  EXPECT_EQ(t.events[3].tid, 2);
+  EXPECT_FALSE(t.stats.truncated);
+  EXPECT_TRUE(t.warnings.empty());
+}
+
+TEST(ReadTrace, MetadataAfterTraceEvents) {
+  RankTrace t = MustRead(Fixture("reader_meta_after.json"));
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.stats.events_total, 2u);
+  EXPECT_EQ(t.events[0].ts_ns, 1000500);
+  EXPECT_EQ(t.events[1].ts_ns, 1001250);
+  EXPECT_EQ(t.events[1].dur_ns, 500);
+  EXPECT_EQ(t.events[1].pid, 1);
+  EXPECT_EQ(t.rank, 1);
+  EXPECT_EQ(t.rank_source, "distributedInfo");
+  EXPECT_EQ(t.world_size, 2);
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_EQ(t.devices[0].id, 1);
+  EXPECT_EQ(t.devices[0].num_sms, 80);
+  EXPECT_EQ(t.base_time_ns, 5);
+  EXPECT_TRUE(t.warnings.empty());
+}
+
+TEST(ReadTrace, MalformedEventsAreCounted) {
+  RankTrace t = MustRead(Fixture("reader_malformed.json"));
+  EXPECT_EQ(t.stats.events_total, 16u);
+  EXPECT_EQ(t.stats.complete, 4u);
+  EXPECT_EQ(t.stats.malformed, 13u);
+  EXPECT_EQ(t.stats.negative_dur, 1u);
+  std::vector<std::string> names;
+  for (const Event& e : t.events) names.push_back(t.NameOf(e));
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "negative", "exponent", "last"}));
+  EXPECT_EQ(t.events[1].dur_ns, 0);
+  EXPECT_EQ(t.events[2].ts_ns, 1000000);
+  EXPECT_EQ(t.events[2].dur_ns, 25000);
+  const std::string path = Fixture("reader_malformed.json");
+  EXPECT_EQ(t.warnings,
+            (std::vector<std::string>{path + ": 12 malformed events skipped",
+                                      path + ": 1 events with negative dur kept with dur 0"}));
+}
+
+TEST(ReadTrace, NotATraceOrUnreadable) {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    std::string bytes;
+    ErrorCode code;
+    std::string message_tail;
+  };
+  const std::vector<Case> cases = {
+      {"png.json", std::string("\x89PNG\r\n\x1a\n\0\0", 10), ErrorCode::kParse,
+       "not a Chrome/Kineto trace (starts with byte 0x89)"},
+      {"obj.json", R"({"a":1})", ErrorCode::kParse,
+       "not a Chrome/Kineto trace (no traceEvents array)"},
+      {"empty.json", "  \n", ErrorCode::kParse, "not a Chrome/Kineto trace (empty file)"},
+      {"text.json", "hello", ErrorCode::kParse, "not a Chrome/Kineto trace (starts with 'h')"},
+      {"numbers.json", "[1, 2, 3]", ErrorCode::kParse,
+       "not a Chrome/Kineto trace (no array element is a trace event)"},
+      {"events_object.json", R"({"traceEvents": {"ph": "X"}})", ErrorCode::kParse,
+       "not a Chrome/Kineto trace (no traceEvents array)"},
+  };
+  for (const Case& c : cases) {
+    std::string path = dir.Write(c.name, c.bytes);
+    Result<RankTrace> r = ReadTrace(path);
+    ASSERT_FALSE(r.ok()) << c.name;
+    EXPECT_EQ(r.error().code, c.code) << c.name;
+    EXPECT_EQ(r.error().message, path + ": " + c.message_tail);
+  }
+  Result<RankTrace> fixture = ReadTrace(Fixture("reader_not_trace.json"));
+  ASSERT_FALSE(fixture.ok());
+  EXPECT_EQ(fixture.error().code, ErrorCode::kParse);
+
+  Result<RankTrace> missing = ReadTrace(dir.path() + "/missing.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message.find("missing.json"), std::string::npos);
+  Result<RankTrace> directory = ReadTrace(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.error().code, ErrorCode::kIo);
+  if (::geteuid() != 0) {
+    std::string locked = dir.Write("locked.json", "[]");
+    fs::permissions(locked, fs::perms::none);
+    Result<RankTrace> denied = ReadTrace(locked);
+    ASSERT_FALSE(denied.ok());
+    EXPECT_EQ(denied.error().code, ErrorCode::kPermission);
+  }
+  // Empty but well-formed traces are traces.
+  for (const char* empty : {"[]", R"({"traceEvents": []})", R"({"traceEvents":[ ]})"}) {
+    RankTrace t = MustRead(dir.Write("ok.json", empty));
+    EXPECT_TRUE(t.events.empty());
+    EXPECT_EQ(t.stats.events_total, 0u);
+    EXPECT_EQ(t.stats.malformed, 0u) << empty;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Truncation, gzip, chunking
+
+/// Where the events array of `json` opens and closes (first '[' after "traceEvents", last ']').
+std::pair<size_t, size_t> ArrayBounds(const std::string& json) {
+  size_t key = json.find("traceEvents");
+  size_t open = json.find('[', key == std::string::npos ? 0 : key);
+  size_t close = json.rfind(']');
+  return {open, close};
+}
+
+TEST(ReadTrace, CutAtEveryByteOffset) {
+  TempDir dir;
+  for (const char* name : {"reader_kineto.json", "reader_kineto_min.json", "reader_legacy.json"}) {
+    const std::string json = Slurp(Fixture(name));
+    const uint64_t full = MustRead(Fixture(name)).stats.complete;
+    auto [open, close] = ArrayBounds(json);
+    uint64_t previous = 0;
+    for (size_t cut = 0; cut <= json.size(); ++cut) {
+      std::string path = dir.Write("cut.json", json.substr(0, cut));
+      ReadOptions options;
+      options.chunk_bytes = 64 + cut % 200;
+      Result<RankTrace> r = ReadTrace(path, options);
+      if (cut <= open) {
+        ASSERT_FALSE(r.ok()) << name << " cut " << cut;
+        EXPECT_EQ(r.error().code, ErrorCode::kParse);
+        continue;
+      }
+      ASSERT_TRUE(r.ok()) << name << " cut " << cut << ": " << r.error().message;
+      EXPECT_GE(r->stats.complete, previous) << name << " cut " << cut;
+      previous = r->stats.complete;
+      EXPECT_EQ(r->stats.truncated, cut <= close) << name << " cut " << cut;
+      EXPECT_EQ(r->stats.malformed, 0u) << name << " cut " << cut;
+      if (cut <= close) {
+        ASSERT_FALSE(r->warnings.empty());
+        EXPECT_EQ(r->warnings.front(),
+                  fmt::format("{}: truncated after {} events (file ends inside traceEvents)", path,
+                              r->stats.events_total));
+      }
+    }
+    EXPECT_EQ(previous, full) << name;
+  }
+}
+
+TEST(ReadTrace, GzipEqualsPlainAndSurvivesEveryCut) {
+  TempDir dir;
+  const std::string json = Slurp(Fixture("reader_kineto.json"));
+  const std::vector<std::string> plain = DescribeAll(MustRead(Fixture("reader_kineto.json")));
+  const std::string gz = Gzip(json);
+  for (bool threaded : {false, true}) {
+    ReadOptions options;
+    options.threaded_inflate = threaded;
+    options.chunk_bytes = 100;
+    // The name says nothing: gzip is detected by its magic bytes.
+    EXPECT_EQ(DescribeAll(MustRead(dir.Write("trace.json", gz), options)), plain);
+    // Concatenated members (gzip -c a >> f; gzip -c b >> f).
+    std::string two = Gzip(json.substr(0, 1000)) + Gzip(json.substr(1000));
+    EXPECT_EQ(DescribeAll(MustRead(dir.Write("two.json.gz", two), options)), plain);
+  }
+  uint64_t previous = 0;
+  for (size_t cut = 0; cut < gz.size(); ++cut) {
+    ReadOptions options;
+    options.threaded_inflate = cut % 2 == 0;
+    options.chunk_bytes = 64 + cut % 300;
+    Result<RankTrace> r = ReadTrace(dir.Write("cut.json.gz", gz.substr(0, cut)), options);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, ErrorCode::kParse) << cut;
+      EXPECT_EQ(previous, 0u) << cut;
+      continue;
+    }
+    EXPECT_GE(r->stats.complete, previous) << cut;
+    previous = r->stats.complete;
+    // Cuts in the last deflate block or the trailer may still yield the whole array.
+    if (!r->stats.truncated) {
+      EXPECT_EQ(r->stats.complete, plain.size()) << cut;
+    }
+    bool warned = false;
+    for (const std::string& w : r->warnings) warned |= w.find("gzip stream truncated") != w.npos;
+    EXPECT_TRUE(warned) << cut;
+  }
+  EXPECT_EQ(previous, plain.size());
+  // Garbage in the middle of the deflate data: keep what came before, warn.
+  std::string corrupt = gz;
+  for (size_t i = gz.size() / 2; i < gz.size() / 2 + 40; ++i) corrupt[i] = '\x55';
+  Result<RankTrace> r = ReadTrace(dir.Write("corrupt.json.gz", corrupt));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  bool warned = false;
+  for (const std::string& w : r->warnings) {
+    warned |= w.find("gzip stream corrupt") != w.npos;
+  }
+  EXPECT_TRUE(warned);
+  EXPECT_LT(r->stats.complete, plain.size());
+}
+
+TEST(ReadTrace, TinyChunksGiveTheSameEvents) {
+  for (const char* name :
+       {"reader_kineto.json", "reader_kineto_min.json", "reader_2021.json", "reader_legacy.json",
+        "reader_meta_after.json", "reader_malformed.json"}) {
+    RankTrace big = MustRead(Fixture(name));
+    for (size_t chunk = 64; chunk <= 300; chunk += 7) {
+      ReadOptions options;
+      options.chunk_bytes = chunk;
+      RankTrace small = MustRead(Fixture(name), options);
+      EXPECT_EQ(DescribeAll(small), DescribeAll(big)) << name << " chunk " << chunk;
+      EXPECT_EQ(small.stats.malformed, big.stats.malformed) << name << " chunk " << chunk;
+      EXPECT_EQ(small.stats.events_total, big.stats.events_total) << name << " chunk " << chunk;
+      EXPECT_EQ(small.rank, big.rank);
+      EXPECT_EQ(small.devices.size(), big.devices.size());
+    }
+  }
+}
+
+TEST(ByteSource, MemoryPlainAndGzip) {
+  const std::string text(300000, 'a');
+  for (bool threaded : {false, true}) {
+    ByteSourceOptions options;
+    options.threaded_inflate = threaded;
+    options.block_bytes = 4096;
+    for (const std::string& bytes : {text, Gzip(text)}) {
+      auto src = MemoryByteSource(bytes, options);
+      std::string out;
+      char buf[1000];
+      while (true) {
+        Result<size_t> n = src->Read(buf, sizeof(buf));
+        ASSERT_TRUE(n.ok());
+        if (*n == 0) break;
+        out.append(buf, *n);
+      }
+      EXPECT_EQ(out, text);
+      EXPECT_TRUE(src->warning().empty());
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank, paths, several files
+
+TEST(ReadTrace, RankFromFileNameThenOptionThenDefault) {
+  TempDir dir;
+  const std::string legacy = Slurp(Fixture("reader_legacy.json"));
+  struct Case {
+    std::string name;
+    std::optional<int32_t> option;
+    int32_t rank;
+    std::string source;
+  };
+  const std::vector<Case> cases = {
+      {"rank-3.json", std::nullopt, 3, "file name"},
+      {"job_rank_12.json.gz", 7, 12, "file name"},
+      {"Rank5.pt.trace.json", std::nullopt, 5, "file name"},
+      {"worker_4.json", std::nullopt, 4, "file name"},
+      {"host_1234.1699.pt.trace.json", 9, 9, "--rank"},
+      {"trace.json", std::nullopt, 0, "default"},
+  };
+  for (const Case& c : cases) {
+    ReadOptions options;
+    options.rank = c.option;
+    RankTrace t = MustRead(dir.Write(c.name, legacy), options);
+    EXPECT_EQ(t.rank, c.rank) << c.name;
+    EXPECT_EQ(t.rank_source, c.source) << c.name;
+  }
+  // distributedInfo wins over the file name.
+  RankTrace t = MustRead(dir.Write("rank-7.json", Slurp(Fixture("reader_kineto.json"))));
+  EXPECT_EQ(t.rank, 2);
+}
+
+TEST(ExpandTracePaths, DirectoriesAndFiles) {
+  TempDir dir;
+  for (const char* name : {"b.json", "a.json.gz", "c.pt.trace.json", "d.pt.trace.json.gz",
+                           "notes.txt", "x.json.bak"}) {
+    dir.Write(name, "[]");
+  }
+  fs::create_directory(dir.path() + "/sub.json");
+  Result<std::vector<std::string>> r =
+      ExpandTracePaths({dir.path(), Fixture("reader_legacy.json")});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string d = dir.path() + "/";
+  EXPECT_EQ(*r,
+            (std::vector<std::string>{d + "a.json.gz", d + "b.json", d + "c.pt.trace.json",
+                                      d + "d.pt.trace.json.gz", Fixture("reader_legacy.json")}));
+  Result<std::vector<std::string>> missing = ExpandTracePaths({d + "nope"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().message, d + "nope: no such file or directory");
+}
+
+TEST(ReadTraces, PathOrderAndFirstError) {
+  std::vector<std::string> paths = {Fixture("reader_kineto.json"), Fixture("reader_legacy.json"),
+                                    Fixture("reader_2021.json"), Fixture("reader_meta_after.json")};
+  for (unsigned threads : {0u, 1u, 3u}) {
+    Result<std::vector<RankTrace>> r = ReadTraces(paths, {}, threads);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->size(), paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) EXPECT_EQ((*r)[i].path, paths[i]);
+  }
+  paths.push_back(Fixture("reader_not_trace.json"));
+  paths.push_back("/nonexistent/x.json");
+  Result<std::vector<RankTrace>> r = ReadTraces(paths, {}, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kParse);  // the first failing path in order
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real traces (HTA test data; skipped when absent)
+
+TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
+  const std::string root = SharedDir() + "/traces/hta";
+  if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
+  // Counts from `zcat F | grep -o '"cat": "kernel"' | wc -l` etc., and '"ph": "s"' ...
+  struct Case {
+    std::string file;
+    int32_t rank;
+    std::map<EventKind, uint64_t> kinds;
+    uint64_t flows;
+    uint64_t metadata;
+  };
+  using K = EventKind;
+  const std::vector<Case> cases = {
+      {"trace_diff/control/control.json.gz",
+       3,
+       {{K::kKernel, 8568},
+        {K::kMemcpy, 228},
+        {K::kMemset, 654},
+        {K::kRuntime, 24692},
+        {K::kCpuOp, 40506},
+        {K::kUserAnnotation, 288},
+        {K::kOther, 1}},
+       24692 + 9450,
+       42},
+      {"trace_diff/test/test.json.gz",
+       1,
+       {{K::kKernel, 9876},
+        {K::kMemcpy, 4856},
+        {K::kMemset, 900},
+        {K::kRuntime, 21167},
+        {K::kCpuOp, 31236},
+        {K::kUserAnnotation, 288},
+        {K::kOther, 1}},
+       26815 + 9984,
+       42},
+      {"negative_queue_length_values_check/rank0.json.gz",
+       0,
+       {{K::kKernel, 6080},
+        {K::kMemcpy, 1390},
+        {K::kMemset, 277},
+        {K::kRuntime, 33924},
+        {K::kCpuOp, 25185},
+        {K::kUserAnnotation, 360},
+        {K::kOther, 1}},
+       35071 + 6600,
+       46},
+      {"nccl_parser_config/nccl_data.json.gz",
+       0,
+       {{K::kKernel, 2700},
+        {K::kMemcpy, 960},
+        {K::kMemset, 114},
+        {K::kRuntime, 8740},
+        {K::kCpuOp, 14346},
+        {K::kUserAnnotation, 42},
+        {K::kGpuUserAnnotation, 30},
+        {K::kOther, 1}},
+       9195 + 4405,
+       38},
+      {"trace_filter/sampled_rank-0.json.gz",
+       0,
+       {{K::kKernel, 1154},
+        {K::kMemcpy, 40},
+        {K::kMemset, 10},
+        {K::kRuntime, 1204},
+        {K::kCpuOp, 2329},
+        {K::kUserAnnotation, 73},
+        {K::kOther, 1}},
+       0,
+       44},
+      {"trace_filter/sampled_rank-1.json.gz",
+       1,
+       {{K::kKernel, 1104},
+        {K::kMemcpy, 40},
+        {K::kMemset, 10},
+        {K::kRuntime, 1154},
+        {K::kCpuOp, 2302},
+        {K::kUserAnnotation, 65},
+        {K::kOther, 1}},
+       0,
+       44},
+  };
+  for (const Case& c : cases) {
+    RankTrace t = MustRead(root + "/" + c.file);
+    std::map<EventKind, uint64_t> kinds;
+    for (const Event& e : t.events) ++kinds[e.kind];
+    EXPECT_EQ(kinds, c.kinds) << c.file;
+    EXPECT_EQ(t.stats.flows, c.flows) << c.file;
+    EXPECT_EQ(t.stats.metadata, c.metadata) << c.file;
+    EXPECT_EQ(t.stats.instant, c.file.find("sampled") == std::string::npos ? 2u : 0u) << c.file;
+    EXPECT_EQ(t.stats.malformed, 0u) << c.file;
+    EXPECT_FALSE(t.stats.truncated) << c.file;
+    EXPECT_TRUE(t.warnings.empty()) << c.file;
+    EXPECT_EQ(t.rank, c.rank) << c.file;
+    EXPECT_EQ(t.rank_source, "distributedInfo") << c.file;
+    EXPECT_EQ(t.dialect, Dialect::kKineto) << c.file;
+  }
+  RankTrace control = MustRead(root + "/trace_diff/control/control.json.gz");
+  EXPECT_EQ(control.stats.events_total, 109123u);
+  EXPECT_EQ(control.world_size, 8);
+  EXPECT_EQ(control.backend, "nccl");
+  ASSERT_EQ(control.devices.size(), 8u);
+  EXPECT_EQ(control.devices[3].name, "NVIDIA A100-PG509-200");
+  for (const Event& e : control.events) {
+    if (IsGpuKind(e.kind)) {
+      EXPECT_EQ(e.pid, 3);
+    }
+  }
+  RankTrace nccl = MustRead(root + "/nccl_parser_config/nccl_data.json.gz");
+  EXPECT_EQ(nccl.base_time_ns, 1711964646000000000);
+  const Event* first = FindEvent(nccl, "autograd::engine::evaluate_function: DivBackward1");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->ts_ns, 4458676522690655);
+  EXPECT_EQ(first->dur_ns, 156777);
+  EXPECT_FALSE(nccl.collectives.empty());
+  for (const CollectiveInfo& c : nccl.collectives) {
+    EXPECT_FALSE(c.collective.empty());
+    EXPECT_TRUE(c.group_size == 1 || c.group_size == 2);  // 6× 1, 42× 2 in the file
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput driver: STALLSCOPE_READER_BENCH=file [STALLSCOPE_READER_CHUNK=bytes]
+
+TEST(ReaderBench, Throughput) {
+  const char* path = std::getenv("STALLSCOPE_READER_BENCH");
+  if (path == nullptr) GTEST_SKIP() << "set STALLSCOPE_READER_BENCH=trace file";
+  ReadOptions options;
+  if (const char* chunk = std::getenv("STALLSCOPE_READER_CHUNK")) {
+    options.chunk_bytes = std::stoul(chunk);
+  }
+  if (std::getenv("STALLSCOPE_READER_UNTHREADED") != nullptr) options.threaded_inflate = false;
+  int repeat = 1;
+  if (const char* n = std::getenv("STALLSCOPE_READER_REPEAT")) repeat = std::stoi(n);
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  for (int i = 0; i < repeat; ++i) {
+    double cpu0 = cpu_seconds();
+    auto start = std::chrono::steady_clock::now();
+    Result<RankTrace> r = ReadTrace(path, options);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double cpu = cpu_seconds() - cpu0;
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    double mb = static_cast<double>(r->stats.bytes) / 1e6;
+    std::printf(
+        "%s: %.1f MB JSON, %lu events (%lu kept): wall %.3f s = %.0f MB/s, cpu %.3f s; "
+        "maxrss %ld MB\n",
+        path, mb, static_cast<unsigned long>(r->stats.events_total),
+        static_cast<unsigned long>(r->stats.complete), s, mb / s, cpu, usage.ru_maxrss / 1024);
+  }
+}
+
+}  // namespace
+}  // namespace stallscope::trace

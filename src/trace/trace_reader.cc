@@ -1,0 +1,900 @@
+#include "trace/trace_reader.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+
+#include <simdjson.h>
+
+#include "trace/byte_source.h"
+#include "trace/json_scan.h"
+
+namespace stallscope::trace {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// One parse batch (a run of complete elements parsed as one `[e1,e2,...]` document) is at most
+// this long, so the simdjson parser's buffers stay small whatever chunk_bytes is.
+constexpr size_t kMaxBatchBytes = size_t{512} << 10;
+// Slack after the data in the chunk buffer: simdjson reads up to SIMDJSON_PADDING past a
+// document's end, and the scanner may write a closing ']' at the data's end.
+constexpr size_t kSlack = simdjson::SIMDJSON_PADDING + 64;
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
+  if (a.size() != lower.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != lower[i]) return false;
+  }
+  return true;
+}
+
+/// A JSON integer (pid, tid, stream, correlation, ...); whitespace around it is ignored.
+/// Raw tokens carry the whitespace up to the next structural character.
+std::optional<int64_t> ParseInt(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && IsJsonSpace(s[i])) ++i;
+  bool negative = i < s.size() && s[i] == '-';
+  if (negative) ++i;
+  size_t start = i;
+  uint64_t v = 0;
+  for (; i < s.size(); ++i) {
+    auto d = static_cast<unsigned>(s[i] - '0');
+    if (d > 9) break;
+    v = v * 10 + d;
+  }
+  size_t digits = i - start;
+  while (i < s.size() && IsJsonSpace(s[i])) ++i;
+  if (digits == 0 || i != s.size()) return std::nullopt;
+  if (digits > 18) {  // may overflow: let from_chars decide
+    int64_t exact = 0;
+    std::string_view t = Trim(s);
+    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), exact);
+    if (ec != std::errc() || ptr != t.data() + t.size()) return std::nullopt;
+    return exact;
+  }
+  return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+}
+
+/// Kineto `cat` → kind (case-insensitive; 2021 capitalised names and "Operator" included).
+/// README "Trace": the category table.
+EventKind KindFromCat(std::string_view cat) {
+  struct Entry {
+    std::string_view cat;
+    EventKind kind;
+  };
+  static constexpr Entry kTable[] = {
+      {"kernel", EventKind::kKernel},
+      {"cuda_runtime", EventKind::kRuntime},
+      {"cpu_op", EventKind::kCpuOp},
+      {"gpu_memcpy", EventKind::kMemcpy},
+      {"gpu_memset", EventKind::kMemset},
+      {"cuda_driver", EventKind::kDriver},
+      {"user_annotation", EventKind::kUserAnnotation},
+      {"gpu_user_annotation", EventKind::kGpuUserAnnotation},
+      {"python_function", EventKind::kPythonFunction},
+      {"cuda_sync", EventKind::kCudaSync},
+      {"memcpy", EventKind::kMemcpy},
+      {"memset", EventKind::kMemset},
+      {"runtime", EventKind::kRuntime},
+      {"driver", EventKind::kDriver},
+      {"operator", EventKind::kCpuOp},
+      {"python", EventKind::kPythonFunction},
+  };
+  for (const Entry& e : kTable) {
+    if (cat == e.cat) return e.kind;  // Kineto's own spelling: the common case
+  }
+  for (const Entry& e : kTable) {
+    if (EqualsIgnoreCase(cat, e.cat)) return e.kind;
+  }
+  return EventKind::kOther;
+}
+
+/// Category-less (legacy autograd profiler) events: cpu ops, except the step/dataloader ranges.
+EventKind KindWithoutCat(std::string_view name) {
+  if (name.starts_with("ProfilerStep#") || name.starts_with("enumerate(DataLoader)")) {
+    return EventKind::kUserAnnotation;
+  }
+  return EventKind::kCpuOp;
+}
+
+/// Stable (FNV-1a) id for string tids such as "CPU functions"; non-negative.
+int64_t HashTid(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<int64_t>(h & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
+/// The key text of a field without unescaping or copying (keys with escapes: empty, unmatched).
+/// simdjson's stage 1 validated the string, so the closing quote exists.
+std::string_view KeyText(const od::raw_json_string& key) {
+  const char* s = key.raw();
+  size_t n = 0;
+  while (s[n] != '"') {
+    if (s[n] == '\\') return {};
+    ++n;
+  }
+  return {s, n};
+}
+
+/// A JSON scalar that may be a number or a string (pid, tid).
+struct IdValue {
+  enum Type : uint8_t { kAbsent, kNumber, kString, kBad } type = kAbsent;
+  int64_t number = 0;
+  std::string_view text;
+};
+
+/// What one element holds, before it is validated and committed. Views point into the chunk
+/// buffer or the parser's string buffer, valid until the next document.
+struct RawEvent {
+  char ph = 0;  // 0: absent, '?': not a one-letter string
+  bool has_cat = false;
+  bool has_ts = false;
+  bool has_dur = false;
+  bool has_collective = false;
+  bool has_name = false;
+  std::string_view name, cat, ts, dur;
+  IdValue pid, tid;
+  std::optional<int64_t> device, stream, correlation, bytes;
+  std::string_view meta_name;  // args.name of "M" events
+  std::string_view coll_name, dtype, pg_name, pg_desc;
+  std::optional<int64_t> in_nelems, out_nelems, group_size;
+};
+
+/// Totals that a failed batch must roll back.
+struct Tally {
+  ReadStats stats;
+  uint64_t with_cat = 0;     // complete events that had a cat
+  uint64_t capitalised = 0;  // ... whose cat started upper-case (2021 dialect)
+};
+
+simdjson::error_code ReadId(od::value& v, IdValue* out) {
+  od::json_type type;
+  if (auto err = v.type().get(type)) return err;
+  if (type == od::json_type::number) {
+    auto n = ParseInt(v.raw_json_token());
+    out->type = n ? IdValue::kNumber : IdValue::kBad;
+    out->number = n.value_or(0);
+  } else if (type == od::json_type::string) {
+    out->type = IdValue::kString;
+    return v.get_string().get(out->text);
+  } else {
+    out->type = IdValue::kBad;
+  }
+  return simdjson::SUCCESS;
+}
+
+/// Reads a string value; other types leave `out` untouched (not an error).
+simdjson::error_code GetString(od::value& v, std::string_view* out) {
+  od::json_type type;
+  if (auto err = v.type().get(type)) return err;
+  if (type != od::json_type::string) return simdjson::SUCCESS;
+  return v.get_string().get(*out);
+}
+
+std::optional<int64_t> ReadOptInt(od::value& v) {
+  od::json_type type;
+  if (v.type().get(type) || type != od::json_type::number) return std::nullopt;
+  return ParseInt(v.raw_json_token());
+}
+
+/// A string value as a view, without copying when it has no escapes (the common case): the
+/// raw token runs from the opening quote to the next structural character.
+simdjson::error_code GetStringFast(od::value& v, std::string_view* out) {
+  // simdjson's stage 1 validated the string; its closing quote is the token's last non-space.
+  std::string_view t = Trim(v.raw_json_token());
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"' &&
+      std::memchr(t.data() + 1, '\\', t.size() - 2) == nullptr) {
+    *out = t.substr(1, t.size() - 2);
+    return simdjson::SUCCESS;
+  }
+  return v.get_string().get(*out);
+}
+
+simdjson::error_code ReadArgs(od::value& args_value, RawEvent* ev) {
+  od::object args;
+  if (args_value.get_object().get(args)) return simdjson::SUCCESS;  // not an object: ignored
+  for (auto field_result : args) {
+    od::field field;
+    if (auto err = std::move(field_result).get(field)) return err;
+    std::string_view key = KeyText(field.key());
+    od::value& v = field.value();
+    simdjson::error_code err = simdjson::SUCCESS;
+    // Kineto args keys (kernel: ~12 of them); dispatch on length first.
+    switch (key.size()) {
+      case 4:
+        if (key == "name") err = GetString(v, &ev->meta_name);
+        break;
+      case 5:
+        if (key == "bytes") {
+          ev->bytes = ReadOptInt(v);
+        } else if (key == "dtype") {
+          err = GetString(v, &ev->dtype);
+        }
+        break;
+      case 6:
+        if (key == "device") {
+          ev->device = ReadOptInt(v);
+        } else if (key == "stream") {
+          ev->stream = ReadOptInt(v);
+        }
+        break;
+      case 10:
+        if (key == "Group size") ev->group_size = ReadOptInt(v);
+        break;
+      case 11:
+        if (key == "correlation") ev->correlation = ReadOptInt(v);
+        break;
+      case 13:
+        if (key == "In msg nelems") ev->in_nelems = ReadOptInt(v);
+        break;
+      case 14:
+        if (key == "Out msg nelems") ev->out_nelems = ReadOptInt(v);
+        break;
+      case 15:
+        if (key == "Collective name") {
+          ev->has_collective = true;
+          err = GetString(v, &ev->coll_name);
+        }
+        break;
+      case 18:
+        if (key == "Process Group Name") err = GetString(v, &ev->pg_name);
+        break;
+      case 25:
+        if (key == "Process Group Description") err = GetString(v, &ev->pg_desc);
+        break;
+      default:
+        break;
+    }
+    if (err) return err;
+  }
+  return simdjson::SUCCESS;
+}
+
+/// Whether a complete event of this category needs its args (device/stream/correlation/bytes/
+/// collective fields). cpu_op args ("Input Dims", ...) are most of a Kineto trace's bytes.
+bool NeedsArgs(const RawEvent& ev) {
+  if (ev.ph != 'X' || !ev.has_cat || !ev.has_name) return true;
+  EventKind kind = KindFromCat(ev.cat);
+  if (kind == EventKind::kCpuOp) return ev.name == "record_param_comms";
+  return kind != EventKind::kUserAnnotation && kind != EventKind::kPythonFunction &&
+         kind != EventKind::kOther;
+}
+
+/// Reads the fields of one trace-event object. Errors are simdjson's (malformed JSON);
+/// missing or ill-typed fields are left for Commit to judge.
+simdjson::error_code ReadObject(od::object& obj, RawEvent* ev) {
+  for (auto field_result : obj) {
+    od::field field;
+    if (auto err = std::move(field_result).get(field)) return err;
+    std::string_view key = KeyText(field.key());
+    od::value& v = field.value();
+    simdjson::error_code err = simdjson::SUCCESS;
+    if (key.size() == 2) {
+      if (key == "ph") {
+        std::string_view t = Trim(v.raw_json_token());
+        ev->ph = t.size() == 3 && t[0] == '"' && t[2] == '"' ? t[1] : '?';
+      } else if (key == "ts") {
+        ev->has_ts = true;
+        ev->ts = v.raw_json_token();
+      }
+    } else if (key.size() == 3) {
+      if (key == "dur") {
+        ev->has_dur = true;
+        ev->dur = v.raw_json_token();
+      } else if (key == "cat") {
+        ev->has_cat = true;
+        err = GetStringFast(v, &ev->cat);
+      } else if (key == "pid") {
+        err = ReadId(v, &ev->pid);
+      } else if (key == "tid") {
+        err = ReadId(v, &ev->tid);
+      }
+    } else if (key.size() == 4) {
+      if (key == "name") {
+        ev->has_name = true;
+        err = GetStringFast(v, &ev->name);
+      } else if (key == "args" && NeedsArgs(*ev)) {
+        err = ReadArgs(v, ev);
+      }
+    }
+    if (err) return err;
+  }
+  return simdjson::SUCCESS;
+}
+
+/// 2021 dialect GPU rows: "stream 7" → 7.
+std::optional<int64_t> StreamFromText(std::string_view s) {
+  constexpr std::string_view kPrefix = "stream ";
+  if (s.size() <= kPrefix.size() || !EqualsIgnoreCase(s.substr(0, kPrefix.size()), kPrefix)) {
+    return std::nullopt;
+  }
+  return ParseInt(s.substr(kPrefix.size()));
+}
+
+/// Reads one file: chunk loop, batches, per-event commit.
+class TraceReader {
+ public:
+  TraceReader(const ReadOptions& options, RankTrace* out)
+      : options_(options),
+        out_(out),
+        scanner_({"deviceProperties", "distributedInfo", "baseTimeNanoseconds"}) {
+    // Sized once for a full batch; a single larger element grows it (iterate allocates).
+    if (parser_.allocate(kMaxBatchBytes + 4096) != simdjson::SUCCESS) {
+      // Out of memory here resurfaces as a parse failure on the first batch.
+    }
+  }
+
+  Status ReadAll(ByteSource& src);
+  const JsonScanner& scanner() const { return scanner_; }
+  const Tally& tally() const { return tally_; }
+  od::parser& parser() { return parser_; }
+
+ private:
+  void Reserve(size_t needed);
+  void ProcessSpans();
+  bool IsBlank(const ElementSpan& span) const;
+  void ParseBatch(size_t first, size_t last);
+  bool ParseBatchDocument(size_t first, size_t last);
+  void ParseSingle(const ElementSpan& span);
+  void Commit(const RawEvent& ev);
+  void CommitComplete(const RawEvent& ev);
+  void CommitMetadata(const RawEvent& ev);
+
+  const ReadOptions& options_;
+  RankTrace* out_;
+  JsonScanner scanner_;
+  od::parser parser_;
+  std::vector<ElementSpan> spans_;
+  std::unique_ptr<char[]> buf_;
+  size_t cap_ = 0;
+  size_t len_ = 0;
+  Tally tally_;
+};
+
+void TraceReader::Reserve(size_t needed) {
+  if (needed <= cap_) return;
+  size_t cap = std::max(needed, cap_ + cap_ / 2);
+  std::unique_ptr<char[]> bigger(new char[cap]);
+  if (len_ > 0) std::memcpy(bigger.get(), buf_.get(), len_);
+  buf_ = std::move(bigger);
+  cap_ = cap;
+}
+
+Status TraceReader::ReadAll(ByteSource& src) {
+  const size_t chunk = std::max<size_t>(options_.chunk_bytes, 64);
+  while (true) {
+    Reserve(len_ + chunk + kSlack);
+    size_t got = 0;
+    bool eof = false;
+    while (got < chunk) {
+      TRY(size_t n, src.Read(buf_.get() + len_ + got, chunk - got));
+      if (n == 0) {
+        eof = true;
+        break;
+      }
+      got += n;
+    }
+    len_ += got;
+    tally_.stats.bytes += got;
+    std::memset(buf_.get() + len_, ' ', kSlack);
+    scanner_.Scan(buf_.get(), len_, eof, &spans_);
+    ProcessSpans();
+    spans_.clear();
+    if (eof || scanner_.done()) break;
+    size_t keep = scanner_.keep_from();
+    std::memmove(buf_.get(), buf_.get() + keep, len_ - keep);
+    len_ -= keep;
+    scanner_.Shift(keep);
+  }
+  return OkStatus();
+}
+
+bool TraceReader::IsBlank(const ElementSpan& span) const {
+  for (uint64_t i = span.open + 1; i < span.close; ++i) {
+    char c = buf_[i];
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
+  }
+  return true;
+}
+
+void TraceReader::ProcessSpans() {
+  size_t i = 0;
+  while (i < spans_.size()) {
+    const ElementSpan& s = spans_[i];
+    if (IsBlank(s)) {
+      // `[ ]` is an empty array; any other blank element (`[1,,2]`, `[1,]`) is malformed.
+      if (!(buf_[s.open] == '[' && buf_[s.close] == ']')) {
+        ++tally_.stats.events_total;
+        ++tally_.stats.malformed;
+      }
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < spans_.size() && spans_[j].close - s.open < kMaxBatchBytes && !IsBlank(spans_[j])) {
+      ++j;
+    }
+    ParseBatch(i, j);
+    i = j;
+  }
+}
+
+void TraceReader::ParseBatch(size_t first, size_t last) {
+  size_t events_mark = out_->events.size();
+  size_t collectives_mark = out_->collectives.size();
+  Tally saved = tally_;
+  if (ParseBatchDocument(first, last)) return;
+  // Some element is not valid JSON: undo the batch and find exactly which, one by one.
+  out_->events.resize(events_mark);
+  out_->collectives.resize(collectives_mark);
+  tally_ = saved;
+  for (size_t k = first; k < last; ++k) ParseSingle(spans_[k]);
+}
+
+bool TraceReader::ParseBatchDocument(size_t first, size_t last) {
+  uint64_t open = spans_[first].open;
+  uint64_t close = spans_[last - 1].close;
+  char saved_open = buf_[open];
+  char saved_close = buf_[close];
+  buf_[open] = '[';
+  buf_[close] = ']';
+  size_t length = close - open + 1;
+  bool ok = true;
+  size_t count = 0;
+  od::document doc;
+  od::array array;
+  if (parser_.iterate(buf_.get() + open, length, cap_ - open).get(doc) ||
+      doc.get_array().get(array)) {
+    ok = false;
+  }
+  if (ok) {
+    for (auto element : array) {
+      od::object obj;
+      RawEvent ev;
+      if (element.get_object().get(obj) || ReadObject(obj, &ev)) {
+        ok = false;
+        break;
+      }
+      Commit(ev);
+      ++count;
+    }
+  }
+  buf_[open] = saved_open;
+  buf_[close] = saved_close;
+  return ok && count == last - first;
+}
+
+void TraceReader::ParseSingle(const ElementSpan& span) {
+  od::document doc;
+  od::object obj;
+  RawEvent ev;
+  uint64_t begin = span.open + 1;
+  if (parser_.iterate(buf_.get() + begin, span.close - begin, cap_ - begin).get(doc) ||
+      doc.get_object().get(obj) || ReadObject(obj, &ev) ||
+      doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
+    ++tally_.stats.events_total;
+    ++tally_.stats.malformed;
+    return;
+  }
+  Commit(ev);
+}
+
+void TraceReader::Commit(const RawEvent& ev) {
+  ReadStats& st = tally_.stats;
+  ++st.events_total;
+  // Trace Event Format: every event has ph; ts is required except on metadata ("M") events.
+  if (ev.ph == 0 || ev.ph == '?' || (!ev.has_ts && ev.ph != 'M') || ev.pid.type == IdValue::kBad ||
+      ev.tid.type == IdValue::kBad) {
+    ++st.malformed;
+    return;
+  }
+  switch (ev.ph) {
+    case 'X':
+      CommitComplete(ev);
+      break;
+    case 'M':
+      CommitMetadata(ev);
+      break;
+    case 's':
+    case 'f':
+    case 't':
+      ++st.flows;
+      break;
+    case 'i':
+    case 'I':
+      ++st.instant;
+      break;
+    case 'C':
+      ++st.counters;
+      break;
+    default:
+      ++st.other_phase;
+      break;
+  }
+}
+
+void TraceReader::CommitComplete(const RawEvent& ev) {
+  ReadStats& st = tally_.stats;
+  std::optional<int64_t> ts = ParseMicrosToNs(ev.ts);
+  std::optional<int64_t> dur = ev.has_dur ? ParseMicrosToNs(ev.dur) : std::optional<int64_t>(0);
+  if (!ts || !dur) {
+    ++st.malformed;
+    return;
+  }
+  Event e;
+  e.ts_ns = *ts;
+  e.dur_ns = *dur;
+  if (e.dur_ns < 0) {
+    ++st.negative_dur;
+    ++st.malformed;
+    e.dur_ns = 0;
+  }
+  if (ev.has_cat) {
+    e.kind = KindFromCat(ev.cat);
+    ++tally_.with_cat;
+    if (!ev.cat.empty() && std::isupper(static_cast<unsigned char>(ev.cat[0])) &&
+        e.kind != EventKind::kOther) {
+      ++tally_.capitalised;
+    }
+  } else {
+    e.kind = KindWithoutCat(ev.name);
+  }
+  bool gpu = IsGpuKind(e.kind);
+  int64_t pid = ev.pid.type == IdValue::kNumber ? ev.pid.number : 0;
+  e.pid = static_cast<int32_t>(gpu && ev.device ? *ev.device : pid);
+  if (gpu && ev.stream) {
+    e.tid = *ev.stream;
+  } else if (ev.tid.type == IdValue::kNumber) {
+    e.tid = ev.tid.number;
+  } else if (ev.tid.type == IdValue::kString) {
+    e.tid = StreamFromText(ev.tid.text).value_or(HashTid(ev.tid.text));
+  }
+  e.correlation = ev.correlation.value_or(-1);
+  e.bytes = static_cast<uint64_t>(std::max<int64_t>(ev.bytes.value_or(0), 0));
+  e.name_id = out_->names.Intern(ev.name);
+  out_->events.push_back(e);
+  ++st.complete;
+  if (ev.has_collective && (e.kind == EventKind::kKernel ||
+                            (e.kind == EventKind::kCpuOp && ev.name == "record_param_comms"))) {
+    CollectiveInfo c;
+    c.correlation = e.correlation;
+    c.collective = ev.coll_name;
+    c.in_msg_nelems = ev.in_nelems;
+    c.out_msg_nelems = ev.out_nelems;
+    c.group_size = ev.group_size;
+    c.dtype = ev.dtype;
+    c.process_group = ev.pg_desc.empty() ? ev.pg_name : ev.pg_desc;
+    out_->collectives.push_back(std::move(c));
+  }
+}
+
+void TraceReader::CommitMetadata(const RawEvent& ev) {
+  ++tally_.stats.metadata;
+  if (ev.meta_name.empty()) return;
+  if (ev.name == "process_name") {
+    int64_t pid = ev.pid.type == IdValue::kNumber ? ev.pid.number : 0;
+    out_->process_names[static_cast<int32_t>(pid)] = std::string(ev.meta_name);
+  } else if (ev.name == "thread_name") {
+    int64_t tid = ev.tid.type == IdValue::kNumber   ? ev.tid.number
+                  : ev.tid.type == IdValue::kString ? HashTid(ev.tid.text)
+                                                    : 0;
+    out_->thread_names[tid] = std::string(ev.meta_name);
+  }
+}
+
+/// Rank from the file name: "rank-3", "rank_3", "rank3" anywhere in the base name, else a
+/// trailing "_3" before ".json" / ".json.gz".
+std::optional<int32_t> RankFromFileName(std::string_view path) {
+  std::string_view base = path.substr(path.find_last_of('/') + 1);
+  auto digits_at = [&](size_t i) -> std::optional<int32_t> {
+    size_t j = i;
+    while (j < base.size() && j - i < 9 && std::isdigit(static_cast<unsigned char>(base[j]))) ++j;
+    if (j == i) return std::nullopt;
+    int32_t v = 0;
+    std::from_chars(base.data() + i, base.data() + j, v);
+    return v;
+  };
+  for (size_t i = 0; i + 4 <= base.size(); ++i) {
+    if (!EqualsIgnoreCase(base.substr(i, 4), "rank")) continue;
+    size_t j = i + 4;
+    if (j < base.size() && (base[j] == '-' || base[j] == '_')) ++j;
+    if (auto r = digits_at(j)) return r;
+  }
+  std::string_view stem = base;
+  if (stem.ends_with(".gz")) stem.remove_suffix(3);
+  if (!stem.ends_with(".json")) return std::nullopt;
+  stem.remove_suffix(5);
+  size_t k = stem.size();
+  while (k > 0 && std::isdigit(static_cast<unsigned char>(stem[k - 1]))) --k;
+  if (k == stem.size() || k == 0 || stem[k - 1] != '_' || stem.size() - k > 9) return std::nullopt;
+  return digits_at(k);
+}
+
+}  // namespace
+
+namespace {
+
+/// distributedInfo: {"backend": "nccl", "rank": 3, "world_size": 8, ...}.
+Status ApplyDistributedInfo(od::parser& parser, std::string_view raw, RankTrace* out) {
+  simdjson::padded_string json(Trim(raw));
+  od::document doc;
+  od::object obj;
+  if (parser.iterate(json).get(doc) || doc.get_object().get(obj)) {
+    return MakeError(ErrorCode::kParse, "not an object");
+  }
+  for (auto field_result : obj) {
+    od::field field;
+    if (std::move(field_result).get(field)) return MakeError(ErrorCode::kParse, "malformed");
+    std::string_view key = KeyText(field.key());
+    od::value& v = field.value();
+    if (key == "rank") {
+      if (auto r = ReadOptInt(v)) {
+        out->rank = static_cast<int32_t>(*r);
+        out->rank_source = "distributedInfo";
+      }
+    } else if (key == "world_size") {
+      if (auto w = ReadOptInt(v)) out->world_size = static_cast<int32_t>(*w);
+    } else if (key == "backend") {
+      std::string_view backend;
+      if (!GetString(v, &backend)) out->backend = backend;
+    }
+  }
+  return OkStatus();
+}
+
+/// deviceProperties: [{"id": 0, "name": "...", "totalGlobalMem": ..., "computeMajor": 8, ...}].
+Status ApplyDeviceProperties(od::parser& parser, std::string_view raw, RankTrace* out) {
+  simdjson::padded_string json(Trim(raw));
+  od::document doc;
+  od::array array;
+  if (parser.iterate(json).get(doc) || doc.get_array().get(array)) {
+    return MakeError(ErrorCode::kParse, "not an array");
+  }
+  for (auto element : array) {
+    od::object obj;
+    if (element.get_object().get(obj)) return MakeError(ErrorCode::kParse, "not an object");
+    DeviceProps d;
+    for (auto field_result : obj) {
+      od::field field;
+      if (std::move(field_result).get(field)) return MakeError(ErrorCode::kParse, "malformed");
+      std::string_view key = KeyText(field.key());
+      od::value& v = field.value();
+      if (key == "id") {
+        d.id = static_cast<int32_t>(ReadOptInt(v).value_or(0));
+      } else if (key == "name") {
+        std::string_view name;
+        if (!GetString(v, &name)) d.name = name;
+      } else if (key == "totalGlobalMem") {
+        if (auto m = ReadOptInt(v)) d.total_memory_bytes = static_cast<uint64_t>(*m);
+      } else if (key == "computeMajor") {
+        if (auto m = ReadOptInt(v)) d.compute_major = static_cast<int32_t>(*m);
+      } else if (key == "computeMinor") {
+        if (auto m = ReadOptInt(v)) d.compute_minor = static_cast<int32_t>(*m);
+      } else if (key == "numSms") {
+        if (auto m = ReadOptInt(v)) d.num_sms = static_cast<int32_t>(*m);
+      }
+    }
+    out->devices.push_back(std::move(d));
+  }
+  return OkStatus();
+}
+
+void ApplyTopLevelValues(od::parser& parser, const std::vector<TopLevelValue>& values,
+                         RankTrace* out) {
+  for (const TopLevelValue& v : values) {
+    Status s = OkStatus();
+    if (v.key == "distributedInfo") {
+      s = ApplyDistributedInfo(parser, v.raw, out);
+    } else if (v.key == "deviceProperties") {
+      s = ApplyDeviceProperties(parser, v.raw, out);
+    } else if (v.key == "baseTimeNanoseconds") {
+      out->base_time_ns = ParseInt(v.raw);
+      if (!out->base_time_ns) s = MakeError(ErrorCode::kParse, "not an integer");
+    }
+    if (!s.ok()) {
+      out->warnings.push_back(
+          fmt::format("{}: {} unreadable ({})", out->path, v.key, s.error().message));
+    }
+  }
+}
+
+/// Kernels launched by cudaGraphLaunch (matched by correlation) get kFlagCudaGraph.
+void MarkCudaGraphKernels(RankTrace& trace) {
+  std::unordered_set<int64_t> graph_launches;
+  for (const Event& e : trace.events) {
+    if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
+    if (e.correlation < 0) continue;
+    const std::string& name = trace.NameOf(e);
+    if (name.starts_with("cudaGraphLaunch") || name.starts_with("cuGraphLaunch")) {
+      graph_launches.insert(e.correlation);
+    }
+  }
+  if (graph_launches.empty()) return;
+  for (Event& e : trace.events) {
+    if (IsGpuKind(e.kind) && graph_launches.contains(e.correlation)) e.flags |= kFlagCudaGraph;
+  }
+}
+
+/// Reserves the events vector from the file size so it never reallocates (a reallocation
+/// briefly holds old + new, 3× the events). Untouched capacity is address space, not RSS.
+void ReserveEvents(const ByteSource& src, RankTrace* out) {
+  // ~160 bytes of JSON per complete event is a low estimate for Kineto output (HTA traces:
+  // 320-470); gzip of trace JSON compresses ~15-20×.
+  uint64_t json_bytes = src.file_bytes() * (src.compressed() ? 20 : 1);
+  uint64_t events = json_bytes / 160;
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    uint64_t limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4;
+    events = std::min<uint64_t>(events, limit / sizeof(Event));
+  }
+  out->events.reserve(static_cast<size_t>(events));
+}
+
+std::string ByteText(unsigned char c) {
+  if (c >= 0x20 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
+  return fmt::format("byte 0x{:02x}", c);
+}
+
+/// Checks that the file was a trace and writes the stats and warnings.
+Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) {
+  const JsonScanner& scanner = reader.scanner();
+  const Tally& tally = reader.tally();
+  const std::string& path = out->path;
+  if (scanner.layout() == JsonLayout::kUnknown) {
+    return MakeError(ErrorCode::kParse, "{}: not a Chrome/Kineto trace (empty file)", path);
+  }
+  if (scanner.layout() == JsonLayout::kNotJson) {
+    return MakeError(ErrorCode::kParse, "{}: not a Chrome/Kineto trace (starts with {})", path,
+                     ByteText(scanner.first_byte()));
+  }
+  if (!scanner.events_found()) {
+    return MakeError(ErrorCode::kParse, "{}: not a Chrome/Kineto trace (no traceEvents array)",
+                     path);
+  }
+  const ReadStats& st = tally.stats;
+  if (scanner.layout() == JsonLayout::kBareArray && st.events_total > 0 &&
+      st.malformed == st.events_total) {
+    return MakeError(ErrorCode::kParse,
+                     "{}: not a Chrome/Kineto trace (no array element is a trace event)", path);
+  }
+  out->stats = st;
+  if (tally.capitalised > 0) {
+    out->dialect = Dialect::kKineto2021;
+  } else if (tally.with_cat == 0 && st.complete > 0) {
+    out->dialect = Dialect::kChromeNoCats;
+  }
+  if (!src.warning().empty()) {
+    out->warnings.push_back(fmt::format("{}: {} after {} bytes; keeping the events before it", path,
+                                        src.warning(), st.bytes));
+  }
+  if (scanner.in_events()) {
+    out->stats.truncated = true;
+    out->warnings.push_back(fmt::format(
+        "{}: truncated after {} events (file ends inside traceEvents)", path, st.events_total));
+  } else if (!scanner.done()) {
+    out->warnings.push_back(
+        fmt::format("{}: file ends after traceEvents, before the top-level object closes", path));
+  }
+  if (uint64_t skipped = st.malformed - st.negative_dur; skipped > 0) {
+    out->warnings.push_back(fmt::format("{}: {} malformed events skipped", path, skipped));
+  }
+  if (st.negative_dur > 0) {
+    out->warnings.push_back(
+        fmt::format("{}: {} events with negative dur kept with dur 0", path, st.negative_dur));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options) {
+  ByteSourceOptions source_options;
+  source_options.threaded_inflate = options.threaded_inflate;
+  source_options.block_bytes = std::clamp<size_t>(options.chunk_bytes, 4096, size_t{1} << 20);
+  TRY(std::unique_ptr<ByteSource> src, OpenByteSource(path, source_options));
+  RankTrace out;
+  out.path = path;
+  ReserveEvents(*src, &out);
+  TraceReader reader(options, &out);
+  TRY_STATUS(reader.ReadAll(*src));
+  TRY_STATUS(Finish(reader, *src, &out));
+  ApplyTopLevelValues(reader.parser(), reader.scanner().values(), &out);
+  if (out.rank_source != "distributedInfo") {
+    if (auto r = RankFromFileName(path)) {
+      out.rank = *r;
+      out.rank_source = "file name";
+    } else if (options.rank) {
+      out.rank = *options.rank;
+      out.rank_source = "--rank";
+    }
+  }
+  MarkCudaGraphKernels(out);
+  return out;
+}
+
+Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    fs::file_status st = fs::status(p, ec);
+    if (ec || !fs::exists(st)) {
+      return MakeError(ErrorCode::kNotFound, "{}: no such file or directory", p);
+    }
+    if (!fs::is_directory(st)) {
+      files.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if ((name.ends_with(".json") || name.ends_with(".json.gz")) && !it->is_directory(ec)) {
+        found.push_back(it->path().string());
+      }
+    }
+    if (ec) return MakeError(ErrorCode::kIo, "{}: cannot list directory: {}", p, ec.message());
+    if (found.empty()) {
+      return MakeError(ErrorCode::kNotFound, "{}: no trace files (*.json, *.json.gz) in directory",
+                       p);
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
+                                          const ReadOptions& options, unsigned threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max<size_t>(paths.size(), 1)));
+  std::vector<std::optional<Result<RankTrace>>> results(paths.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < paths.size(); i = next++) {
+      // Thread entry point: the only place a std::bad_alloc may be turned into an Error.
+      try {
+        results[i].emplace(ReadTrace(paths[i], options));
+      } catch (const std::exception& e) {
+        results[i].emplace(MakeError(ErrorCode::kInternal, "{}: {}", paths[i], e.what()));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  std::vector<RankTrace> traces;
+  traces.reserve(paths.size());
+  for (auto& r : results) {
+    if (!r->ok()) return r->take_error();
+    traces.push_back(std::move(*r).value());
+  }
+  return traces;
+}
+
+}  // namespace stallscope::trace
