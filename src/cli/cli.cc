@@ -90,7 +90,9 @@ int Run(int argc, char** argv) {
   TraceOptions tr;
   auto* trace_cmd = app.add_subcommand(
       "trace", "Analyse torch.profiler traces: step breakdown, GPU idle causes, verdict");
-  trace_cmd->add_option("paths", tr.paths, "Trace files (.json, .json.gz) or folders of them (one per rank)")
+  trace_cmd
+      ->add_option("paths", tr.paths,
+                   "Trace files (.json, .json.gz) or folders of them (one per rank)")
       ->required();
   trace_cmd->add_flag("--json", tr.json, "JSON output (README \"trace --json\")");
   trace_cmd->add_option("--rank", tr.rank,
@@ -105,7 +107,8 @@ int Run(int argc, char** argv) {
                         "Also write one merged timeline of all ranks for ui.perfetto.dev");
   trace_cmd->add_option("-j,--threads", tr.threads, "Ranks read in parallel (default: all cores)");
   trace_cmd->footer(
-      "Examples:\n  stallscope trace trace.json.gz\n  stallscope trace traces/ --json > report.json\n"
+      "Examples:\n  stallscope trace trace.json.gz\n  stallscope trace traces/ --json > "
+      "report.json\n"
       "  stallscope trace traces/ --export-perfetto merged.json\n"
       "Write traces with torch.profiler.profile(schedule=..., on_trace_ready=\n"
       "  torch.profiler.tensorboard_trace_handler(DIR)) and call prof.step() every iteration.\n");

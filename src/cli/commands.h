@@ -62,8 +62,8 @@ int RunDiagnose(const DiagnoseOptions& options);
 struct TraceOptions {
   std::vector<std::string> paths;  ///< files (.json, .json.gz) or directories of them
   bool json = false;
-  int32_t rank = -1;       ///< --rank: fallback when neither distributedInfo nor the name has one
-  std::string steps;       ///< --steps A:B
+  int32_t rank = -1;  ///< --rank: fallback when neither distributedInfo nor the name has one
+  std::string steps;  ///< --steps A:B
   bool hta_compat = false;
   bool per_step = false;
   size_t top = 8;

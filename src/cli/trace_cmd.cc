@@ -26,11 +26,13 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
   std::string_view b = colon == std::string::npos ? a : std::string_view(text).substr(colon + 1);
   int64_t v = 0;
   if (!a.empty()) {
-    if (!ParseInt(a, v)) return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
+    if (!ParseInt(a, v))
+      return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
     o.first_step = v;
   }
   if (!b.empty()) {
-    if (!ParseInt(b, v)) return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
+    if (!ParseInt(b, v))
+      return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
     o.last_step = v;
   }
   if (o.first_step && o.last_step && *o.first_step > *o.last_step) {
@@ -80,7 +82,8 @@ int RunTrace(const TraceOptions& o) {
   report::TraceTextOptions text;
   text.per_step = o.per_step;
   text.top_kernels = o.top;
-  std::string out = o.json ? report::RenderTraceJson(*report) : report::RenderTraceText(*report, text);
+  std::string out =
+      o.json ? report::RenderTraceJson(*report) : report::RenderTraceText(*report, text);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -38,7 +38,7 @@ inline std::string Plural(int64_t n, std::string_view one, std::string_view many
 inline std::string Cpus(int64_t n) { return Plural(n, "CPU", "CPUs"); }
 
 inline Evidence Ev(std::string text, std::string metric, double value, std::string unit,
-            std::optional<double> threshold = std::nullopt) {
+                   std::optional<double> threshold = std::nullopt) {
   return Evidence{std::move(text), std::move(metric), value, std::move(unit), threshold};
 }
 

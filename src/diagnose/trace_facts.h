@@ -29,9 +29,9 @@ struct TraceFacts {
   /// "host_sync", "data_loading", "communication" (the next kernel was already queued: waiting
   /// on a collective or another stream), "launch_overhead", "cpu_ops", "unattributed".
   std::map<std::string, double> idle_share;
-  double comm_share = 0;                 ///< communication kernels (union) / window
-  std::optional<double> overlap_share;   ///< computing while communicating / communicating
-  std::optional<double> queue_mean;      ///< mean launch-queue length of the busiest stream
+  double comm_share = 0;                ///< communication kernels (union) / window
+  std::optional<double> overlap_share;  ///< computing while communicating / communicating
+  std::optional<double> queue_mean;     ///< mean launch-queue length of the busiest stream
   std::optional<double> launch_delay_median_us;
   std::optional<double> kernel_mean_us;  ///< mean kernel duration
   int64_t kernels = 0;

@@ -53,8 +53,8 @@ std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t syn
   // part of it is the host waiting on the GPU (an upper bound: sync time may also lie under
   // GPU work, which claims first).
   int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
-  p["gpu_compute"] = Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
-                             get(StepCategory::kMemset));
+  p["gpu_compute"] =
+      Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
   p["communication"] = Seconds(get(StepCategory::kCommunication));
   p["host_sync"] = Seconds(sync);
   p["launch_overhead"] = Seconds(runtime - sync);
@@ -141,9 +141,8 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
       for (const auto& p : r.devices) {
         if (p.id == d.device) name = p.name;
       }
-      double share = d.window_ns > 0 ? static_cast<double>(d.busy_ns) /
-                                           static_cast<double>(d.window_ns)
-                                     : 0.0;
+      double share =
+          d.window_ns > 0 ? static_cast<double>(d.busy_ns) / static_cast<double>(d.window_ns) : 0.0;
       f.gpus.push_back({r.rank, d.device, name, share});
     }
     span += r.gpu.temporal.span_ns;
@@ -182,7 +181,8 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
 
 }  // namespace
 
-TraceRankReport AnalyzeRank(trace::RankTrace t, const trace::AnalysisOptions& options) {
+TraceRankReport AnalyzeRank(trace::RankTrace t, const trace::AnalysisOptions& options,
+                            bool parallel) {
   TraceRankReport r;
   r.timeline = trace::PrepareTimeline(t, options);
   r.rank = t.rank;
@@ -195,17 +195,28 @@ TraceRankReport AnalyzeRank(trace::RankTrace t, const trace::AnalysisOptions& op
   r.stats = t.stats;
   r.warnings = t.warnings;
   r.loader_iterator = LoaderIterator(t);
+  // The analyses only read the prepared trace: with a spare core, run half of them beside the
+  // other half (the biggest two, GPU metrics and idle attribution, on different threads).
+  auto host_side = [&] {
+    r.steps = trace::ComputeStepBreakdown(t, r.timeline);
+    r.idle = trace::AttributeGpuIdle(t, r.timeline);
+    r.cross_input = trace::MakeCrossRankInput(t, r.timeline);
+  };
+  std::optional<std::thread> helper;
+  if (parallel) helper.emplace(host_side);
   r.gpu = trace::ComputeGpuMetrics(t, r.timeline, options);
-  r.steps = trace::ComputeStepBreakdown(t, r.timeline);
-  r.idle = trace::AttributeGpuIdle(t, r.timeline);
   r.kernels = trace::AnalyzeKernels(t);
+  if (helper) {
+    helper->join();
+  } else {
+    host_side();
+  }
   r.series = trace::BuildStepSeries(r.steps, r.idle);
-  r.cross_input = trace::MakeCrossRankInput(t, r.timeline);
   if (r.timeline.steps.empty()) {
-    r.warnings.push_back(fmt::format(
-        "{}: no ProfilerStep#N ranges (use torch.profiler with a schedule and call "
-        "prof.step() each iteration); the whole trace is analysed as one window",
-        r.path));
+    r.warnings.push_back(
+        fmt::format("{}: no ProfilerStep#N ranges (use torch.profiler with a schedule and call "
+                    "prof.step() each iteration); the whole trace is analysed as one window",
+                    r.path));
   }
   Detect(r);
   return r;
@@ -250,10 +261,10 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
                    [](const auto& a, const auto& b) { return a.rank < b.rank; });
   for (size_t i = 1; i < ranks.size(); ++i) {
     if (ranks[i].rank == ranks[i - 1].rank) {
-      report.warnings.push_back(fmt::format("{} and {} both claim rank {} ({}): analysed "
-                                            "separately",
-                                            ranks[i - 1].path, ranks[i].path, ranks[i].rank,
-                                            ranks[i].rank_source));
+      report.warnings.push_back(
+          fmt::format("{} and {} both claim rank {} ({}): analysed "
+                      "separately",
+                      ranks[i - 1].path, ranks[i].path, ranks[i].rank, ranks[i].rank_source));
     }
   }
   std::vector<trace::CrossRankInput> inputs;
@@ -291,6 +302,8 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
                      paths.empty() ? std::string(".") : paths.front());
   }
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // Fewer files than cores: each rank's analyses may use a second thread.
+  bool spare_core = threads > files.size();
   threads = std::min<unsigned>(threads, static_cast<unsigned>(files.size()));
   std::vector<std::optional<TraceRankReport>> done(files.size());
   std::optional<Error> failure;
@@ -306,7 +319,7 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
         if (!failure) failure = t.error();
         continue;
       }
-      done[i] = AnalyzeRank(std::move(t).value(), options);
+      done[i] = AnalyzeRank(std::move(t).value(), options, spare_core);
     }
   };
   std::vector<std::thread> pool;

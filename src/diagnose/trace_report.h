@@ -60,9 +60,11 @@ struct TraceReport {
   std::vector<std::string> warnings;
 };
 
-/// Prepares and analyses one rank (consumes its events).
+/// Prepares and analyses one rank (consumes its events). `parallel`: run the independent
+/// analyses on two threads (when a core is spare).
 [[nodiscard]] TraceRankReport AnalyzeRank(trace::RankTrace trace,
-                                          const trace::AnalysisOptions& options);
+                                          const trace::AnalysisOptions& options,
+                                          bool parallel = false);
 
 /// Per-step phases of a rank, from its TensorBoard-category breakdown: GPU traces give
 /// gpu_compute (Kernel+Memcpy+Memset), communication, host_sync (the synchronizing part of

@@ -158,8 +158,8 @@ TEST(TraceVerdict, PhasesSumToStepTime) {
   for (int64_t i = 0; i < 4; ++i) {
     int64_t t0 = i * 10'000;
     b.Step(i + 1, t0, 10'000);
-    b.Host(EventKind::kUserAnnotation, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
-           t0, 2'000);
+    b.Host(EventKind::kUserAnnotation,
+           "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t0, 2'000);
     b.Kernel("void gemm_kernel<float>(float*)", t0 + 2'000, t0 + 2'010, 5'000);
     b.Host(EventKind::kRuntime, "cudaDeviceSynchronize", t0 + 2'100, 6'000);
   }

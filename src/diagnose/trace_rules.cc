@@ -8,8 +8,7 @@ namespace stallscope::diagnose {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 
-std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&,
-                                      const RuleContext&) {
+std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&, const RuleContext&) {
   if (!data.trace || data.trace->gpu_devices == 0) return std::nullopt;
   const TraceFacts& t = *data.trace;
   double launch = t.Idle("launch_overhead");
@@ -28,17 +27,16 @@ std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&,
                           "trace.idle_share.host", idle, "fraction",
                           T.launch_bound_idle_share.value));
   if (t.queue_mean) {
-    f.evidence.push_back(Ev(fmt::format("launch queue {:.1f} kernels on average (shallow below "
-                                        "{:.0f}, {})",
-                                        *t.queue_mean, T.launch_queue_shallow.value,
-                                        T.launch_queue_shallow.cite()),
-                            "trace.queue_mean", *t.queue_mean, "kernels",
-                            T.launch_queue_shallow.value));
+    f.evidence.push_back(
+        Ev(fmt::format("launch queue {:.1f} kernels on average (shallow below "
+                       "{:.0f}, {})",
+                       *t.queue_mean, T.launch_queue_shallow.value, T.launch_queue_shallow.cite()),
+           "trace.queue_mean", *t.queue_mean, "kernels", T.launch_queue_shallow.value));
   }
   if (t.kernel_mean_us) {
-    f.evidence.push_back(Ev(fmt::format("{} kernels, {:.1f} µs each on average", t.kernels,
-                                        *t.kernel_mean_us),
-                            "trace.kernel_mean_us", *t.kernel_mean_us, "µs"));
+    f.evidence.push_back(
+        Ev(fmt::format("{} kernels, {:.1f} µs each on average", t.kernels, *t.kernel_mean_us),
+           "trace.kernel_mean_us", *t.kernel_mean_us, "µs"));
   }
   Rec(f, 0,
       "a larger batch per step (fewer, longer kernels per sample) if memory allows (seed 001 "
@@ -48,7 +46,8 @@ std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&,
         "torch.compile(model, mode=\"reduce-overhead\"): fused kernels replayed as CUDA graphs "
         "(seed 001 T15)");
   } else {
-    Rec(f, 1, "torch.compile(model): fuse the small ops left outside the CUDA graphs (seed 001 T15)");
+    Rec(f, 1,
+        "torch.compile(model): fuse the small ops left outside the CUDA graphs (seed 001 T15)");
   }
   Rec(f, 1,
       "move Python work out of the step loop (per-step logging, metric math, list building) so "
@@ -70,12 +69,11 @@ std::optional<Finding> CommunicationRule(const RunData& data, const RunReport&,
                    fmt::format("{} of the time goes to communication compute does not hide "
                                "({}) or to the GPU waiting on a dependency with work queued ({})",
                                Pct(cost), Pct(exposed_comm), Pct(waiting)));
-  f.evidence.push_back(Ev(fmt::format("exposed communication + dependency waits {} of the window "
-                                      "(threshold {}, {})",
-                                      Pct(cost), Pct(T.comm_exposed_share.value),
-                                      T.comm_exposed_share.cite()),
-                          "trace.comm_exposed_share", cost, "fraction",
-                          T.comm_exposed_share.value));
+  f.evidence.push_back(
+      Ev(fmt::format("exposed communication + dependency waits {} of the window "
+                     "(threshold {}, {})",
+                     Pct(cost), Pct(T.comm_exposed_share.value), T.comm_exposed_share.cite()),
+         "trace.comm_exposed_share", cost, "fraction", T.comm_exposed_share.value));
   if (t.comm_share > 0) {
     f.evidence.push_back(Ev(fmt::format("collectives run {} of the window, {} of it overlapped "
                                         "with compute",

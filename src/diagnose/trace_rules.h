@@ -15,8 +15,7 @@ namespace stallscope::diagnose {
 
 /// communication_bound: GPU time lost to collectives that compute does not hide, or to waiting on
 /// dependencies while the next kernels are already queued (a deep launch queue).
-[[nodiscard]] std::optional<Finding> CommunicationRule(const RunData& data,
-                                                       const RunReport& report,
+[[nodiscard]] std::optional<Finding> CommunicationRule(const RunData& data, const RunReport& report,
                                                        const RuleContext& context);
 
 }  // namespace stallscope::diagnose

@@ -413,9 +413,10 @@ std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l
                                Pct(share)));
   f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
   if (c.loader && c.loader->num_workers == 0) {
-    f.evidence.push_back(Ev("the trace shows _SingleProcessDataLoaderIter: num_workers=0, the "
-                            "training process loads every batch itself",
-                            "loader.num_workers", 0, "workers"));
+    f.evidence.push_back(
+        Ev("the trace shows _SingleProcessDataLoaderIter: num_workers=0, the "
+           "training process loads every batch itself",
+           "loader.num_workers", 0, "workers"));
     Rec(f, 0, "num_workers=0 → num_workers = CPU cores per rank − 1 (seed 001 T4)");
   } else {
     Rec(f, 0, "more DataLoader workers, up to CPU cores per rank − 1 (seed 001 T4)");

@@ -53,9 +53,9 @@ std::string CategoryKey(StepCategory c) {
 }
 
 constexpr std::array<StepCategory, trace::kStepCategoryCount> kCategories{
-    StepCategory::kKernel,  StepCategory::kMemcpy,     StepCategory::kMemset,
+    StepCategory::kKernel,        StepCategory::kMemcpy,  StepCategory::kMemset,
     StepCategory::kCommunication, StepCategory::kRuntime, StepCategory::kDataLoader,
-    StepCategory::kCpuExec, StepCategory::kOther};
+    StepCategory::kCpuExec,       StepCategory::kOther};
 
 // ---------------------------------------------------------------------------------------------
 // Text
@@ -81,10 +81,9 @@ std::string BreakdownTable(const TraceReport& r, const TraceTextOptions& o) {
   for (StepCategory c : kCategories) out += fmt::format(" {:>8}", trace::StepCategoryName(c));
   out += '\n';
   auto row = [&](std::string label, size_t n, const trace::CategoryNs& t) {
-    std::string line = fmt::format("  {:<10} {:>6} {:>9}", label, n,
-                                   n > 0 ? Dur(static_cast<double>(t.wall_ns) /
-                                               static_cast<double>(n))
-                                         : Dur(t.wall_ns));
+    std::string line = fmt::format(
+        "  {:<10} {:>6} {:>9}", label, n,
+        n > 0 ? Dur(static_cast<double>(t.wall_ns) / static_cast<double>(n)) : Dur(t.wall_ns));
     for (StepCategory c : kCategories) line += fmt::format(" {:>7.1f}%", t.Share(c) * 100.0);
     return line + '\n';
   };
@@ -102,8 +101,9 @@ std::string GpuTable(const TraceReport& r) {
   bool any = std::any_of(r.ranks.begin(), r.ranks.end(),
                          [](const auto& k) { return k.gpu.temporal.span_ns > 0; });
   if (!any) return "\nGPU      no GPU events in the trace (CPU-only profile)\n";
-  std::string out = fmt::format("\nGPU time  {:<6} {:>9} {:>7} {:>9} {:>12} {:>9}   idle while the host was in\n",
-                                "rank", "span", "idle", "compute", "non-compute", "overlap");
+  std::string out =
+      fmt::format("\nGPU time  {:<6} {:>9} {:>7} {:>9} {:>12} {:>9}   idle while the host was in\n",
+                  "rank", "span", "idle", "compute", "non-compute", "overlap");
   for (const auto& k : r.ranks) {
     const auto& t = k.gpu.temporal;
     if (t.span_ns == 0) continue;
@@ -114,16 +114,16 @@ std::string GpuTable(const TraceReport& r) {
       causes += fmt::format("{}{} {}", causes.empty() ? "" : ", ",
                             trace::IdleCauseName(static_cast<IdleCause>(i)), Pct(s));
     }
-    out += fmt::format("          {:<6} {:>9} {:>6.1f}% {:>8.1f}% {:>11.1f}% {:>9}   {}\n",
-                       k.rank, Dur(t.span_ns), t.idle_pct.value_or(0), t.compute_pct.value_or(0),
-                       t.non_compute_pct.value_or(0),
-                       k.gpu.comm_comp_overlap_pct
-                           ? fmt::format("{:.1f}%", *k.gpu.comm_comp_overlap_pct)
-                           : std::string("-"),
-                       causes.empty() ? "-" : causes);
+    out += fmt::format(
+        "          {:<6} {:>9} {:>6.1f}% {:>8.1f}% {:>11.1f}% {:>9}   {}\n", k.rank, Dur(t.span_ns),
+        t.idle_pct.value_or(0), t.compute_pct.value_or(0), t.non_compute_pct.value_or(0),
+        k.gpu.comm_comp_overlap_pct ? fmt::format("{:.1f}%", *k.gpu.comm_comp_overlap_pct)
+                                    : std::string("-"),
+        causes.empty() ? "-" : causes);
   }
-  out += "          (idle causes are shares of the GPU's idle time; overlap = computing while "
-         "communicating / communicating)\n";
+  out +=
+      "          (idle causes are shares of the GPU's idle time; overlap = computing while "
+      "communicating / communicating)\n";
   return out;
 }
 
@@ -174,25 +174,26 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   const auto& kr = k.kernels;
   if (kr.kernel_count == 0) return "";
   std::string tc = kr.tensor_core_share ? Pct(*kr.tensor_core_share) : std::string("unknown");
-  std::string out =
-      fmt::format("  Kernels: {} in {}, mean {}; Tensor-core kernels {} of kernel time\n",
-                  kr.kernel_count, Dur(kr.kernel_time_ns),
-                  Dur(static_cast<double>(kr.kernel_time_ns) /
-                      static_cast<double>(kr.kernel_count)),
-                  tc);
+  std::string out = fmt::format(
+      "  Kernels: {} in {}, mean {}; Tensor-core kernels {} of kernel time\n", kr.kernel_count,
+      Dur(kr.kernel_time_ns),
+      Dur(static_cast<double>(kr.kernel_time_ns) / static_cast<double>(kr.kernel_count)), tc);
   for (size_t i = 0; i < kr.kernels.size() && i < o.top_kernels; ++i) {
     const auto& s = kr.kernels[i];
     out += fmt::format("    {:>9} {:>6.1f}% {:>7}x  {}{}\n", Dur(s.total_ns), s.busy_share * 100,
                        s.count, trace::ShortKernelName(s.name, 80), s.tensor_core ? "  [TC]" : "");
   }
   for (const auto& m : kr.memcpy) {
-    out += fmt::format("  Memcpy {} ({}): {}x, {}, {}{}\n",
-                       trace::MemcpyDirectionName(m.kind.direction),
-                       trace::HostMemoryName(m.kind.host_memory), m.count,
-                       Bytes(static_cast<double>(m.bytes)), Dur(m.time_ns),
-                       m.effective_gbps ? fmt::format(", {:.1f} GB/s", *m.effective_gbps) : "");
+    bool host = m.kind.host_memory != trace::HostMemory::kNone &&
+                m.kind.host_memory != trace::HostMemory::kUnknown;
+    out += fmt::format(
+        "  Memcpy {}{}: {}x, {}, {}{}\n", trace::MemcpyDirectionName(m.kind.direction),
+        host ? fmt::format(" ({})", trace::HostMemoryName(m.kind.host_memory)) : std::string(),
+        m.count, Bytes(static_cast<double>(m.bytes)), Dur(m.time_ns),
+        m.effective_gbps ? fmt::format(", {:.1f} GB/s", *m.effective_gbps) : "");
   }
   for (const auto& c : kr.collectives) {
+    if (c.kernel_count == 0) continue;  // host-only ranges (record_param_comms waits): JSON only
     out += fmt::format("  Collective {}: {} kernels, {} on the GPU (max {}), {} host calls\n",
                        c.collective, c.kernel_count, Dur(c.kernel_time_ns), Dur(c.kernel_max_ns),
                        c.cpu_calls);
@@ -237,18 +238,19 @@ std::string CrossLines(const TraceReport& r) {
   if (c.slowest_rank) {
     for (const auto& k : c.ranks) {
       if (k.rank != *c.slowest_rank) continue;
-      out += fmt::format("  slowest rank {}: {:+.1f}% vs the median rank, slowest in {} of {} "
-                         "steps\n",
-                         k.rank, k.straggler_score * 100, k.times_slowest, k.steps);
+      out += fmt::format(
+          "  slowest rank {}: {:+.1f}% vs the median rank, slowest in {} of {} "
+          "steps\n",
+          k.rank, k.straggler_score * 100, k.times_slowest, k.steps);
     }
   }
   if (c.latest_rank) {
     for (const auto& k : c.ranks) {
       if (k.rank != *c.latest_rank) continue;
-      out += fmt::format("  last to arrive at collectives: rank {} ({} of {} instances, held the "
-                         "others up {} in all; mean lateness {})\n",
-                         k.rank, k.times_last, k.collectives, Dur(k.held_up_ns),
-                         Dur(k.mean_lateness_ns));
+      out += fmt::format(
+          "  last to arrive at collectives: rank {} ({} of {} instances, held the "
+          "others up {} in all; mean lateness {})\n",
+          k.rank, k.times_last, k.collectives, Dur(k.held_up_ns), Dur(k.mean_lateness_ns));
     }
   }
   return out;
@@ -311,7 +313,8 @@ void WriteIdle(JsonWriter& w, const TraceRankReport& k) {
 }
 
 void WriteLaunch(JsonWriter& w, const trace::LaunchStats& l) {
-  w.Key("launch").BeginObject()
+  w.Key("launch")
+      .BeginObject()
       .Field("launches", l.launches)
       .Field("graph_launches", l.graph_launches)
       .Field("graph_kernels", l.graph_kernels)
@@ -338,7 +341,8 @@ void WriteLaunch(JsonWriter& w, const trace::LaunchStats& l) {
 }
 
 void WriteKernels(JsonWriter& w, const trace::KernelReport& kr) {
-  w.Key("kernels").BeginObject()
+  w.Key("kernels")
+      .BeginObject()
       .Field("count", kr.kernel_count)
       .Field("time_ns", kr.kernel_time_ns)
       .Field("gpu_busy_ns", kr.gpu_busy_ns)
@@ -370,7 +374,9 @@ void WriteKernels(JsonWriter& w, const trace::KernelReport& kr) {
         .Field("effective_gbps", m.effective_gbps, 2)
         .EndObject();
   }
-  w.EndArray().Key("memset").BeginObject()
+  w.EndArray()
+      .Key("memset")
+      .BeginObject()
       .Field("count", kr.memset.count)
       .Field("bytes", kr.memset.bytes)
       .Field("time_ns", kr.memset.time_ns)
@@ -425,7 +431,8 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
       .Field("dialect", DialectName(k.dialect))
       .Field("world_size", k.world_size)
       .Field("backend", k.backend);
-  w.Key("read").BeginObject()
+  w.Key("read")
+      .BeginObject()
       .Field("bytes", k.stats.bytes)
       .Field("events", k.stats.events_total)
       .Field("complete", k.stats.complete)
@@ -433,7 +440,8 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
       .Field("malformed", k.stats.malformed)
       .FieldBool("truncated", k.stats.truncated)
       .EndObject();
-  w.Key("steps").BeginObject()
+  w.Key("steps")
+      .BeginObject()
       .Field("count", k.timeline.steps.size())
       .Field("window_begin_ns", k.timeline.window_begin_ns)
       .Field("window_end_ns", k.timeline.window_end_ns)
@@ -462,7 +470,10 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
       .Field("comm_overlap_ns", k.gpu.comm_overlap_ns);
   WriteLaunch(w, k.gpu.launch);
   WriteKernels(w, k.kernels);
-  w.Key("host_syncs").BeginObject().Field("count", k.idle.syncs.count).Field("ns", k.idle.syncs.ns)
+  w.Key("host_syncs")
+      .BeginObject()
+      .Field("count", k.idle.syncs.count)
+      .Field("ns", k.idle.syncs.ns)
       .EndObject();
   WriteSeries(w, k);
   w.Key("warnings").BeginArray();
@@ -541,8 +552,9 @@ std::string RenderTraceText(const TraceReport& r, const TraceTextOptions& o) {
     }
   }
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
-  out += "\nNext: --json for every number, --per-step for each step's breakdown, "
-         "--export-perfetto merged.json to see the timeline in ui.perfetto.dev\n";
+  out +=
+      "\nNext: --json for every number, --per-step for each step's breakdown, "
+      "--export-perfetto merged.json to see the timeline in ui.perfetto.dev\n";
   return out;
 }
 

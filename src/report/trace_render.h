@@ -8,9 +8,9 @@ namespace stallscope::report {
 
 /// How much to show in the text report.
 struct TraceTextOptions {
-  size_t top_kernels = 8;    ///< rows of the top-kernels table per rank
-  size_t max_streams = 8;    ///< rows of the per-stream idle table per rank
-  bool per_step = false;     ///< one breakdown row per step (default: run totals per rank)
+  size_t top_kernels = 8;  ///< rows of the top-kernels table per rank
+  size_t max_streams = 8;  ///< rows of the per-stream idle table per rank
+  bool per_step = false;   ///< one breakdown row per step (default: run totals per rank)
 };
 
 /// The text report of `stallscope trace`: the verdict first (the block `run` prints), then per

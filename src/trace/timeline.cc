@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <string_view>
+#include <thread>
 
 namespace stallscope::trace {
 namespace {
@@ -55,6 +56,25 @@ void HtaDropLastStep(std::vector<Event>& events, int64_t last_step_begin_ns) {
   });
 }
 
+bool EventBefore(const Event& a, const Event& b) {
+  return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
+}
+
+/// Sorts by (ts, -dur). Large traces sort their two halves on two threads, then merge: the
+/// sort is the largest serial step between reading and the analyses.
+void SortEvents(std::vector<Event>& events) {
+  constexpr size_t kParallelMin = 32768;
+  if (events.size() < kParallelMin || std::thread::hardware_concurrency() < 2) {
+    std::sort(events.begin(), events.end(), EventBefore);
+    return;
+  }
+  auto mid = events.begin() + static_cast<std::ptrdiff_t>(events.size() / 2);
+  std::thread first([&] { std::sort(events.begin(), mid, EventBefore); });
+  std::sort(mid, events.end(), EventBefore);
+  first.join();
+  std::inplace_merge(events.begin(), mid, events.end(), EventBefore);
+}
+
 }  // namespace
 
 std::vector<Step> FindSteps(const RankTrace& trace) {
@@ -83,9 +103,7 @@ Timeline PrepareTimeline(RankTrace& trace, const AnalysisOptions& options) {
   if (options.hta_compat) {
     for (Event& e : trace.events) RoundToMicros(e);
   }
-  std::sort(trace.events.begin(), trace.events.end(), [](const Event& a, const Event& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
-  });
+  SortEvents(trace.events);
   std::vector<Step> steps = FindSteps(trace);
   if (options.hta_compat && steps.size() >= 2) {
     int64_t last_begin = steps.back().begin_ns;

@@ -51,8 +51,8 @@ class TraceE2e : public ::testing::Test {
   Output Run(std::vector<std::string> args, double timeout_s = 120) {
     args.insert(args.begin(), STALLSCOPE_BIN);
     std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    pid_t pid = stallscope::testing::Spawn(args, stallscope::testing::EnvironmentWithout({}),
-                                           out, err);
+    pid_t pid =
+        stallscope::testing::Spawn(args, stallscope::testing::EnvironmentWithout({}), out, err);
     Output o;
     o.exit_code = stallscope::testing::WaitExit(pid, timeout_s);
     o.out = Slurp(out);
@@ -174,8 +174,8 @@ TEST_F(TraceE2e, HtaCompatMatchesExpectedTemporalBreakdown) {
 // dependencies with a deep queue; nccl_parser_config is host-bound.
 TEST_F(TraceE2e, VerdictsOnReferenceTraces) {
   if (!fs::exists(SharedTraces())) GTEST_SKIP() << "no " << SharedTraces();
-  nlohmann::json neg =
-      Json({"trace", (SharedTraces() / "negative_queue_length_values_check/rank0.json.gz").string()});
+  nlohmann::json neg = Json(
+      {"trace", (SharedTraces() / "negative_queue_length_values_check/rank0.json.gz").string()});
   EXPECT_EQ(neg["verdict"]["principal"]["class"], "communication_bound");
   nlohmann::json host =
       Json({"trace", (SharedTraces() / "nccl_parser_config/nccl_data.json.gz").string()});
@@ -207,11 +207,10 @@ TEST_F(TraceE2e, RealTorchProfilerTraceOfDataBoundWorkload) {
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   }
   fs::path prof = dir_ / "prof";
-  std::string cmd = "/usr/bin/python3 " + (fs::path(STALLSCOPE_SOURCE_DIR) / "examples" /
-                                           "train.py").string() +
-                    " --situation data_cpu --steps 8 --profile " + prof.string() +
-                    " --profile-steps 5 --print-every 0 > " + (dir_ / "train.log").string() +
-                    " 2>&1";
+  std::string cmd =
+      "/usr/bin/python3 " + (fs::path(STALLSCOPE_SOURCE_DIR) / "examples" / "train.py").string() +
+      " --situation data_cpu --steps 8 --profile " + prof.string() +
+      " --profile-steps 5 --print-every 0 > " + (dir_ / "train.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(dir_ / "train.log");
   nlohmann::json j = Json({"trace", prof.string()});
   ASSERT_TRUE(j.is_object());
