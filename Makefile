@@ -14,7 +14,7 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan demo test test-unit test-asan format-check bench overhead format clean
+.PHONY: all deps build build-asan demo test test-unit test-asan format-check bench overhead trace-bench format clean
 
 all: build
 
@@ -40,11 +40,13 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 
 # The main job on a built-in default: a snapshot, a 10 s recording and its summary, then a
 # data-bound PyTorch training under `stallscope run` with its verdict, and the same training
-# with the recommended fix: measured speed-up beside the predicted one.
+# with the recommended fix: measured speed-up beside the predicted one. In between, `trace` on a
+# real torch.profiler trace (checked in).
 demo: build
 	./$(BUILD)/stallscope top --once
 	./$(BUILD)/stallscope record -i 500ms --duration 10s -o $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope summary $(BUILD)/demo.jsonl
+	./$(BUILD)/stallscope trace tests/data/traces/steps_torch113_cpu.json
 	examples/demo_fix.sh $(BUILD) 60
 
 # The whole suite: optimized build, then the ASan+UBSan build (C++ tests; the Python
@@ -67,6 +69,10 @@ bench: build
 
 overhead: build
 	bench/overhead.sh $(BUILD)
+
+# `stallscope trace` speed and memory (generates a multi-GB synthetic trace set under $TMPDIR).
+trace-bench: build
+	STALLSCOPE=$(BUILD)/stallscope bench/trace_bench.sh
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i

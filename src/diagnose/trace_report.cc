@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -311,15 +312,19 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < files.size(); i = next++) {
-      // One reader thread per file here; ranks run in parallel across files.
-      trace::ReadOptions one = read;
-      auto t = trace::ReadTrace(files[i], one);
-      if (!t.ok()) {
+      // Thread entry point: the one place an exception (std::bad_alloc) becomes an Error.
+      try {
+        auto t = trace::ReadTrace(files[i], read);
+        if (!t.ok()) {
+          std::lock_guard lock(mu);
+          if (!failure) failure = t.error();
+          continue;
+        }
+        done[i] = AnalyzeRank(std::move(t).value(), options, spare_core);
+      } catch (const std::exception& e) {
         std::lock_guard lock(mu);
-        if (!failure) failure = t.error();
-        continue;
+        if (!failure) failure = MakeError(ErrorCode::kInternal, "{}: {}", files[i], e.what());
       }
-      done[i] = AnalyzeRank(std::move(t).value(), options, spare_core);
     }
   };
   std::vector<std::thread> pool;

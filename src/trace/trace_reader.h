@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -27,6 +28,14 @@ struct ReadOptions {
 /// warning and `stats.truncated`. Fails (naming the file) only when it cannot be read or is not a
 /// trace at all (no traceEvents array, not JSON).
 [[nodiscard]] Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options = {});
+
+/// Rank from a file name: "rank-3", "rank_3", "rank3" (any case) anywhere in the base name,
+/// else a trailing "_3" before ".json" / ".json.gz"; nullopt otherwise.
+[[nodiscard]] std::optional<int32_t> RankFromFileName(std::string_view path);
+
+/// Sets kFlagCudaGraph on GPU events launched by cudaGraphLaunch / cuGraphLaunch (matched by
+/// correlation). ReadTrace does this; exposed for traces built in memory.
+void MarkCudaGraphKernels(RankTrace& trace);
 
 /// Expands PATHs: a directory gives its *.json / *.json.gz / *.pt.trace.json(.gz) files, sorted.
 [[nodiscard]] Result<std::vector<std::string>> ExpandTracePaths(

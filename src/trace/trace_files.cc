@@ -1,0 +1,126 @@
+// The reader's file-level helpers: paths, ranks from file names, several files at once, and
+// the CUDA-graph post pass (trace_reader.h).
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "trace/trace_reader.h"
+
+namespace stallscope::trace {
+
+/// Rank from the file name: "rank-3", "rank_3", "rank3" anywhere in the base name, else a
+/// trailing "_3" before ".json" / ".json.gz".
+std::optional<int32_t> RankFromFileName(std::string_view path) {
+  std::string_view base = path.substr(path.find_last_of('/') + 1);
+  auto digits_at = [&](size_t i) -> std::optional<int32_t> {
+    size_t j = i;
+    while (j < base.size() && j - i < 9 && std::isdigit(static_cast<unsigned char>(base[j]))) ++j;
+    if (j == i) return std::nullopt;
+    int32_t v = 0;
+    std::from_chars(base.data() + i, base.data() + j, v);
+    return v;
+  };
+  for (size_t i = 0; i + 4 <= base.size(); ++i) {
+    std::string_view word = base.substr(i, 4);
+    bool is_rank = std::equal(word.begin(), word.end(), "rank", [](char c, char l) {
+      return std::tolower(static_cast<unsigned char>(c)) == l;
+    });
+    if (!is_rank) continue;
+    size_t j = i + 4;
+    if (j < base.size() && (base[j] == '-' || base[j] == '_')) ++j;
+    if (auto r = digits_at(j)) return r;
+  }
+  std::string_view stem = base;
+  if (stem.ends_with(".gz")) stem.remove_suffix(3);
+  if (!stem.ends_with(".json")) return std::nullopt;
+  stem.remove_suffix(5);
+  size_t k = stem.size();
+  while (k > 0 && std::isdigit(static_cast<unsigned char>(stem[k - 1]))) --k;
+  if (k == stem.size() || k == 0 || stem[k - 1] != '_' || stem.size() - k > 9) return std::nullopt;
+  return digits_at(k);
+}
+
+/// Kernels launched by cudaGraphLaunch (matched by correlation) get kFlagCudaGraph.
+void MarkCudaGraphKernels(RankTrace& trace) {
+  std::unordered_set<int64_t> graph_launches;
+  for (const Event& e : trace.events) {
+    if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
+    if (e.correlation < 0) continue;
+    const std::string& name = trace.NameOf(e);
+    if (name.starts_with("cudaGraphLaunch") || name.starts_with("cuGraphLaunch")) {
+      graph_launches.insert(e.correlation);
+    }
+  }
+  if (graph_launches.empty()) return;
+  for (Event& e : trace.events) {
+    if (IsGpuKind(e.kind) && graph_launches.contains(e.correlation)) e.flags |= kFlagCudaGraph;
+  }
+}
+
+Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    fs::file_status st = fs::status(p, ec);
+    if (ec || !fs::exists(st)) {
+      return MakeError(ErrorCode::kNotFound, "{}: no such file or directory", p);
+    }
+    if (!fs::is_directory(st)) {
+      files.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if ((name.ends_with(".json") || name.ends_with(".json.gz")) && !it->is_directory(ec)) {
+        found.push_back(it->path().string());
+      }
+    }
+    if (ec) return MakeError(ErrorCode::kIo, "{}: cannot list directory: {}", p, ec.message());
+    if (found.empty()) {
+      return MakeError(ErrorCode::kNotFound, "{}: no trace files (*.json, *.json.gz) in directory",
+                       p);
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
+                                          const ReadOptions& options, unsigned threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max<size_t>(paths.size(), 1)));
+  std::vector<std::optional<Result<RankTrace>>> results(paths.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < paths.size(); i = next++) {
+      // Thread entry point: the only place a std::bad_alloc may be turned into an Error.
+      try {
+        results[i].emplace(ReadTrace(paths[i], options));
+      } catch (const std::exception& e) {
+        results[i].emplace(MakeError(ErrorCode::kInternal, "{}: {}", paths[i], e.what()));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  std::vector<RankTrace> traces;
+  traces.reserve(paths.size());
+  for (auto& r : results) {
+    if (!r->ok()) return r->take_error();
+    traces.push_back(std::move(*r).value());
+  }
+  return traces;
+}
+
+}  // namespace stallscope::trace
