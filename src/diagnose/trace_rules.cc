@@ -80,11 +80,12 @@ std::optional<Finding> CommunicationRule(const RunData& data, const RunReport&,
                                         Pct(t.comm_share), Pct(t.overlap_share.value_or(0))),
                             "trace.comm_share", t.comm_share, "fraction"));
   }
-  if (t.queue_mean) {
+  if (deep) {
     f.evidence.push_back(Ev(fmt::format("launch queue {:.0f} kernels on average: the host is "
                                         "ahead, the GPU waits on something else",
                                         *t.queue_mean),
-                            "trace.queue_mean", *t.queue_mean, "kernels"));
+                            "trace.queue_mean", *t.queue_mean, "kernels",
+                            T.launch_queue_shallow.value));
   }
   Rec(f, 0,
       "DDP: tune bucket_cap_mb and set gradient_as_bucket_view=True; FSDP: backward_prefetch and "

@@ -408,9 +408,12 @@ std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, con
 std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l) {
   double share = c.Share(std::string(kData));
   Finding f = Make(FindingClass::kDataBoundCpu, 0.5, share,
-                   fmt::format("the GPU waits for the next batch {} of the time (the host is "
-                               "inside the DataLoader while no GPU work runs)",
-                               Pct(share)));
+                   c.has_gpu ? fmt::format("the GPU waits for the next batch {} of the time (the "
+                                           "host is inside the DataLoader while no GPU work runs)",
+                                           Pct(share))
+                             : fmt::format("the training loop waits for data {} of each step (the "
+                                           "host is inside the DataLoader, nothing else runs)",
+                                           Pct(share)));
   f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
   if (c.loader && c.loader->num_workers == 0) {
     f.evidence.push_back(
