@@ -61,10 +61,11 @@ struct TraceReport {
 };
 
 /// Prepares and analyses one rank (consumes its events). `parallel`: run the independent
-/// analyses on two threads (when a core is spare).
+/// analyses on two threads (when a core is spare). `cross_rank`: also extract what the
+/// cross-rank comparison needs (only useful with ≥ 2 ranks).
 [[nodiscard]] TraceRankReport AnalyzeRank(trace::RankTrace trace,
                                           const trace::AnalysisOptions& options,
-                                          bool parallel = false);
+                                          bool parallel = false, bool cross_rank = true);
 
 /// Per-step phases of a rank, from its TensorBoard-category breakdown: GPU traces give
 /// gpu_compute (Kernel+Memcpy+Memset), communication, host_sync (the synchronizing part of
