@@ -145,7 +145,8 @@ void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
 
 std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> steps_per_s) {
   if (!v.principal)
-    return "VERDICT  none: not enough data to name a bottleneck (no steps measured)\n";
+    return "VERDICT  none: no bottleneck named (no steps measured, or nothing above its threshold "
+           "and the GPU not busy enough to call it GPU-bound)\n";
   const diagnose::Finding& f = *v.principal;
   std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
   if (f.predicted_steps_per_s && steps_per_s) {
