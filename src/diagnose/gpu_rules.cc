@@ -1,0 +1,401 @@
+// The GPU rules of the verdict (README "The verdict"): throttling, misleading utilization, load
+// imbalance, stragglers, small batches, memory pressure, and gpu_bound (the good case). Split
+// from verdict_rules.cc; listed in Rules() there.
+#include "diagnose/gpu_rules.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "diagnose/rule_util.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+
+// ---------------------------------------------------------------------------------------------
+// gpu_bound (the good case; compute-bound on CPU-only runs)
+// ---------------------------------------------------------------------------------------------
+
+double ComputeShare(const RuleContext& c) {
+  // "gpu_compute" / "cpu_exec": the compute phases of a trace (diagnose/trace_report.h).
+  return c.Share("forward_pass") + c.Share("backward_pass") + c.Share("optimizer_step") +
+         c.Share("gpu_compute") + c.Share("cpu_exec");
+}
+
+std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
+  const GpuFacts* weakest = nullptr;
+  bool all_known = true;
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct < T.gpu_bound_util.value) return std::nullopt;
+    if (g.sm_clock_fraction && *g.sm_clock_fraction < T.gpu_bound_clock.value) return std::nullopt;
+    if (g.power_fraction && *g.power_fraction < T.gpu_bound_power.value) return std::nullopt;
+    all_known = all_known && g.sm_clock_fraction && g.power_fraction;
+    if (!weakest || g.util_mean_pct < weakest->util_mean_pct) weakest = &g;
+  }
+  if (!weakest) return std::nullopt;
+  double compute = ComputeShare(c);
+  std::string clock = weakest->sm_clock_fraction
+                          ? fmt::format(" at {} of max SM clock", Pct(*weakest->sm_clock_fraction))
+                          : std::string();
+  std::string power = weakest->power_fraction
+                          ? fmt::format(" and {} of its power limit", Pct(*weakest->power_fraction))
+                          : std::string();
+  Finding f =
+      Make(FindingClass::kGpuBound, all_known ? 0.9 : 0.7,
+           compute > 0 ? compute : weakest->util_mean_pct / 100.0,
+           fmt::format("GPU {} is busy {:.0f}% of the time{}{}: the GPU itself is the limit",
+                       weakest->index, weakest->util_mean_pct, clock, power));
+  f.evidence.push_back(Ev(fmt::format("GPU utilization {:.0f}% (threshold {:.0f}%, seed 001 T1)",
+                                      weakest->util_mean_pct, T.gpu_bound_util.value),
+                          "gpu.util_mean_pct", weakest->util_mean_pct, "%",
+                          T.gpu_bound_util.value));
+  if (weakest->sm_clock_fraction) {
+    f.evidence.push_back(Ev(
+        fmt::format("SM clock {} of max (threshold {})", Pct(*weakest->sm_clock_fraction),
+                    Pct(T.gpu_bound_clock.value)),
+        "gpu.sm_clock_fraction", *weakest->sm_clock_fraction, "fraction", T.gpu_bound_clock.value));
+  }
+  if (weakest->power_fraction) {
+    f.evidence.push_back(
+        Ev(fmt::format("power {} of limit (threshold {})", Pct(*weakest->power_fraction),
+                       Pct(T.gpu_bound_power.value)),
+           "gpu.power_fraction", *weakest->power_fraction, "fraction", T.gpu_bound_power.value));
+  }
+  Rec(f, 0,
+      "bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) and TF32 matmuls "
+      "(torch.set_float32_matmul_precision(\"high\")) (seed 001 T9, T13)");
+  Rec(f, 1,
+      "fused kernels: F.scaled_dot_product_attention / FlashAttention, torch.compile (seed "
+      "001 T14, T15)");
+  Rec(f, 2, "a faster GPU, or more GPUs");
+  return f;
+}
+
+std::optional<Finding> GpuBoundOnCpu(const RuleContext& c) {
+  double compute = ComputeShare(c);
+  double data = c.Share(std::string(kData));
+  double other = c.Share("other");
+  double limit = T.cpu_compute_other_max.value;
+  bool syncs = other >= limit && c.host_syncs_per_step >= T.host_sync_per_step_low.value;
+  if (c.steps == 0 || compute < T.cpu_compute_share.value || data >= limit || syncs) {
+    return std::nullopt;
+  }
+  Finding f = Make(FindingClass::kGpuBound, 0.8, compute,
+                   fmt::format("compute-bound (CPU-only run): forward, backward and optimizer take "
+                               "{} of each step on {} allowed",
+                               Pct(compute), Cpus(c.allowed_cpus)));
+  f.evidence.push_back(Ev(fmt::format("forward+backward+optimizer {} of step time (threshold {})",
+                                      Pct(compute), Pct(T.cpu_compute_share.value)),
+                          "phase_share.compute", compute, "fraction", T.cpu_compute_share.value));
+  f.evidence.push_back(Ev(
+      fmt::format("data_loading {}, other {} (each below {})", Pct(data), Pct(other), Pct(limit)),
+      "phase_share.data_loading", data, "fraction", limit));
+  f.evidence.push_back(AllowedEvidence(c));
+  int64_t intra = 0;
+  for (const auto& t : c.torch) intra = std::max(intra, t.intra_op_threads.value_or(0));
+  auto procs = std::max<int64_t>(1, static_cast<int64_t>(c.torch.size()));
+  int64_t fair = std::max<int64_t>(1, c.allowed_cpus / procs);
+  if (intra > 0 && intra < fair) {
+    Rec(f, 0,
+        fmt::format("torch.set_num_threads({} → {}) ({} allowed)", intra, fair,
+                    Cpus(c.allowed_cpus)));
+  }
+  Rec(f, 0,
+      "bf16 autocast on CPU (torch.autocast(\"cpu\", dtype=torch.bfloat16)) where the CPU "
+      "has AVX512-BF16/AMX (seed 001 T13)");
+  Rec(f, 1, "fused kernels: torch.compile (seed 001 T15)");
+  Rec(f, 2, "more cores, or a GPU");
+  return f;
+}
+
+}  // namespace
+
+using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+
+// ---------------------------------------------------------------------------------------------
+// GPU rules
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> ThrottledRule(const RunData&, const RunReport&, const RuleContext& c) {
+  const GpuFacts* worst = nullptr;
+  for (const auto& g : c.gpus) {
+    if (g.throttled_share > T.throttled_share.value &&
+        (!worst || g.throttled_share > worst->throttled_share)) {
+      worst = &g;
+    }
+  }
+  if (!worst) return std::nullopt;
+  std::string reasons, counts;
+  bool power = false, thermal = false, hw = false;
+  for (const auto& [name, n] : worst->throttle_reasons) {
+    reasons += fmt::format("{}{}", reasons.empty() ? "" : ", ", name);
+    counts += fmt::format("{}{} in {} samples", counts.empty() ? "" : ", ", name, n);
+    power = power || name == "sw_power_cap";
+    thermal = thermal || name.find("thermal") != std::string::npos;
+    hw = hw || name == "hw_slowdown" || name == "hw_power_brake";
+  }
+  if (reasons.empty()) reasons = "slowdown";
+  double clock_loss =
+      worst->sm_clock_fraction ? std::max(0.0, 1.0 - *worst->sm_clock_fraction) : 0.1;
+  double cost = worst->throttled_share * std::max(0.05, clock_loss);
+  std::string clock = worst->sm_clock_fraction
+                          ? fmt::format(" (SM clock {} of max)", Pct(*worst->sm_clock_fraction))
+                          : std::string();
+  Finding f = Make(FindingClass::kGpuThrottled, 0.8, cost,
+                   fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}",
+                               worst->index, reasons, Pct(worst->throttled_share), clock));
+  f.evidence.push_back(
+      Ev(fmt::format("GPU {} throttled in {} of samples (threshold {}): {}", worst->index,
+                     Pct(worst->throttled_share), Pct(T.throttled_share.value), counts),
+         fmt::format("gpu{}.throttled_share", worst->index), worst->throttled_share, "fraction",
+         T.throttled_share.value));
+  if (power) {
+    Rec(f, 0,
+        "check the enforced power limit (nvidia-smi -q -d POWER); an admin may raise it "
+        "with nvidia-smi -pl up to the default");
+  }
+  if (thermal) {
+    Rec(f, 2,
+        "improve cooling: fans, airflow, ambient temperature (nvidia-smi -q -d "
+        "TEMPERATURE,PERFORMANCE; seed 001 U23)");
+  }
+  if (hw || (!power && !thermal)) {
+    Rec(f, 2,
+        "hardware slowdown: check the node's power supply and power-brake signal with the "
+        "operator");
+  }
+  SortRecs(f);
+  return f;
+}
+
+std::optional<Finding> UtilMisleadingRule(const RunData&, const RunReport&, const RuleContext& c) {
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct <= T.util_misleading_util.value) continue;
+    // A low clock from throttling is gpu_throttled's finding, not a misleading util.
+    bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
+                     g.throttled_share <= T.throttled_share.value;
+    bool power_low = g.power_fraction && *g.power_fraction < T.util_misleading_power.value;
+    if (!clock_low && !power_low) continue;
+    double cost = power_low ? 1.0 - *g.power_fraction / T.gpu_bound_power.value
+                            : 1.0 - *g.sm_clock_fraction / T.gpu_bound_clock.value;
+    cost = std::clamp(cost, 0.0, 0.5);
+    std::string what;
+    if (power_low) what += fmt::format("draws {} of its power limit", Pct(*g.power_fraction));
+    if (g.sm_clock_fraction) {
+      what += fmt::format("{}at {} of max SM clock", what.empty() ? "" : " ",
+                          Pct(*g.sm_clock_fraction));
+    }
+    Finding f = Make(FindingClass::kUtilMisleading, 0.5, cost,
+                     fmt::format("GPU {} reports {:.0f}% utilization but {}: a trickle of small "
+                                 "kernels, not a busy GPU",
+                                 g.index, g.util_mean_pct, what));
+    f.evidence.push_back(Ev(fmt::format("GPU {} utilization {:.0f}% (above {:.0f}%)", g.index,
+                                        g.util_mean_pct, T.util_misleading_util.value),
+                            fmt::format("gpu{}.util_mean_pct", g.index), g.util_mean_pct, "%",
+                            T.util_misleading_util.value));
+    if (g.sm_clock_fraction) {
+      f.evidence.push_back(
+          Ev(fmt::format("SM clock {} of max (below {} is suspicious)", Pct(*g.sm_clock_fraction),
+                         Pct(T.util_misleading_clock.value)),
+             fmt::format("gpu{}.sm_clock_fraction", g.index), *g.sm_clock_fraction, "fraction",
+             T.util_misleading_clock.value));
+    }
+    if (g.power_fraction) {
+      f.evidence.push_back(
+          Ev(fmt::format("power {} of limit (below {} is suspicious)", Pct(*g.power_fraction),
+                         Pct(T.util_misleading_power.value)),
+             fmt::format("gpu{}.power_fraction", g.index), *g.power_fraction, "fraction",
+             T.util_misleading_power.value));
+    }
+    Rec(f, 0,
+        "confirm with nvidia-smi dmon -s pucvmet -d 1 or torch.profiler: many short kernels "
+        "with launch gaps (seed 001 T2)");
+    Rec(f, 1,
+        "fewer, bigger kernels: a larger batch, torch.compile(mode=\"reduce-overhead\") "
+        "for CUDA graphs (seed 001 T15)");
+    return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> ImbalanceRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  if (c.gpus.size() < 2) return std::nullopt;
+  const auto& ub = r.machine.util_balance;
+  const auto& mb = r.machine.memory_balance;
+  double ucv = ub.cv_pct.value_or(0), mcv = mb.cv_pct.value_or(0);
+  double fair = T.balance_fair_cv.value;
+  if (ucv < fair && mcv < fair) return std::nullopt;
+  const GpuFacts* lo = &c.gpus.front();
+  const GpuFacts* hi = &c.gpus.front();
+  for (const auto& g : c.gpus) {
+    if (g.util_mean_pct < lo->util_mean_pct) lo = &g;
+    if (g.util_mean_pct > hi->util_mean_pct) hi = &g;
+  }
+  double worst_cv = std::max(ucv, mcv);
+  std::string quality = worst_cv >= T.balance_poor_cv.value ? "Poor" : "Fair";
+  // Synchronous data parallelism waits for the busiest GPU: the others idle for the difference.
+  double cost = ucv >= fair && hi->util_mean_pct > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean_pct : 0;
+  std::string reason = ucv >= fair
+                           ? fmt::format(
+                                 "GPU utilization varies {:.0f}% (CV, {}) across {} GPUs: GPU {} "
+                                 "averages {:.0f}% vs {:.0f}% on GPU {}",
+                                 ucv, quality, c.gpus.size(), lo->index, lo->util_mean_pct,
+                                 hi->util_mean_pct, hi->index)
+                           : fmt::format("GPU memory use varies {:.0f}% (CV, {}) across {} GPUs",
+                                         mcv, quality, c.gpus.size());
+  Finding f = Make(FindingClass::kLoadImbalance, worst_cv >= T.balance_poor_cv.value ? 0.8 : 0.6,
+                   cost, reason);
+  f.evidence.push_back(
+      Ev(fmt::format("utilization CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed "
+                     "002)",
+                     ucv, fair, T.balance_poor_cv.value),
+         "gpu.util_cv_pct", ucv, "%", fair));
+  f.evidence.push_back(
+      Ev(fmt::format("memory CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed 002)", mcv, fair,
+                     T.balance_poor_cv.value),
+         "gpu.memory_cv_pct", mcv, "%", fair));
+  Rec(f, 0,
+      "give every rank the same work: DistributedSampler, the same batch_size per rank, "
+      "drop_last=True");
+  Rec(f, 1,
+      "spread or remove rank-0-only side work (logging, eval, checkpointing) that the other "
+      "ranks wait for");
+  if (mcv >= fair) {
+    Rec(f, 1,
+        "the fullest GPU holds extra state (optimizer, gathered metrics): shard it (ZeRO / "
+        "FSDP) or keep gathered tensors on the CPU");
+  }
+  return f;
+}
+
+std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  std::vector<const analysis::RankSteps*> ranks;
+  for (const auto& s : r.phases.ranks) {
+    if (s.count > 0 && s.mean_step_s > 0) ranks.push_back(&s);
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  std::vector<double> means;
+  for (const auto* s : ranks) means.push_back(s->mean_step_s);
+  double median = Median(means);
+  const auto* slow = *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const auto* a, const auto* b) { return a->mean_step_s < b->mean_step_s; });
+  double ratio = slow->mean_step_s / median;
+  if (median <= 0 || ratio <= T.straggler_ratio.value) return std::nullopt;
+  // Which phase makes it slow: per-step phase time vs the median over ranks.
+  std::map<std::string, std::vector<double>> per_step;
+  for (const auto& p : r.phases.phases) {
+    const auto* rs = RankOf(r, p.rank);
+    if (rs && rs->count > 0) per_step[p.name].push_back(p.total_s / static_cast<double>(rs->count));
+  }
+  std::string phase;
+  double excess = 0;
+  for (const auto& p : r.phases.phases) {
+    if (p.rank != slow->rank) continue;
+    double d = p.total_s / static_cast<double>(slow->count) - Median(per_step[p.name]);
+    if (d > excess) excess = d, phase = p.name;
+  }
+  std::string where =
+      phase.empty() ? std::string() : fmt::format("; its {} is +{} per step", phase, Secs(excess));
+  Finding f = Make(FindingClass::kStraggler, 0.7, 1.0 - median / slow->mean_step_s,
+                   fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}",
+                               slow->rank, Secs(slow->mean_step_s), ratio, Secs(median), where));
+  f.evidence.push_back(Ev(fmt::format("rank {} mean step {} vs median {} over {} ranks (threshold "
+                                      "{:.2f}×)",
+                                      slow->rank, Secs(slow->mean_step_s), Secs(median),
+                                      ranks.size(), T.straggler_ratio.value),
+                          fmt::format("rank{}.step_ratio", slow->rank), ratio, "×",
+                          T.straggler_ratio.value));
+  if (!phase.empty()) {
+    Rec(f, 1,
+        fmt::format("find what rank {} does extra in {} (+{} per step): rank-specific side "
+                    "work, a bigger data shard, slower storage",
+                    slow->rank, phase, Secs(excess)));
+  }
+  Rec(f, 2,
+      fmt::format("check rank {}'s GPU and node: throttling, PCIe/NVLink width, other "
+                  "tenants",
+                  slow->rank));
+  (void)c;
+  return f;
+}
+
+std::optional<Finding> SmallBatchRule(const RunData&, const RunReport&, const RuleContext& c) {
+  if (!c.has_gpu || c.Share(std::string(kData)) >= T.data_bound_share.value) return std::nullopt;
+  double util = MeanGpuUtil(c);
+  double mem = 0;
+  const GpuFacts* fullest = nullptr;
+  for (const auto& g : c.gpus) {
+    if (!g.memory_used_fraction) return std::nullopt;
+    if (*g.memory_used_fraction >= mem) mem = *g.memory_used_fraction, fullest = &g;
+  }
+  if (!fullest || util >= T.small_batch_util.value || mem >= T.small_batch_memory.value) {
+    return std::nullopt;
+  }
+  double cost = 0.5 * std::max(0.0, 1.0 - util / T.gpu_bound_util.value);
+  Finding f = Make(FindingClass::kSmallBatch, 0.5, cost,
+                   fmt::format("GPU {} averages {:.0f}% utilization while using {} of its memory "
+                               "({} of {} GiB), and the input pipeline is not the limit",
+                               fullest->index, util, Pct(mem), GiB(fullest->memory_used_max_mib),
+                               GiB(fullest->memory_total_mib.value_or(0))));
+  f.evidence.push_back(
+      Ev(fmt::format("GPU utilization {:.0f}% (below {:.0f}%)", util, T.small_batch_util.value),
+         "gpu.util_mean_pct", util, "%", T.small_batch_util.value));
+  f.evidence.push_back(Ev(
+      fmt::format("peak GPU memory {} used (below {})", Pct(mem), Pct(T.small_batch_memory.value)),
+      "gpu.memory_used_fraction", mem, "fraction", T.small_batch_memory.value));
+  AddLowUtilEvidence(c, f);
+  // Grow by powers of two while the peak stays under 80% of memory.
+  int64_t factor = 2;
+  while (mem * static_cast<double>(factor * 2) < 0.8 && factor < 16) factor *= 2;
+  if (c.loader && c.loader->batch_size) {
+    Rec(f, 1,
+        fmt::format("batch_size={} → {} (peak memory {}: ~{}× headroom); scale the learning "
+                    "rate and re-check convergence",
+                    *c.loader->batch_size, *c.loader->batch_size * factor, Pct(mem), factor));
+  } else {
+    Rec(f, 1,
+        fmt::format("a {}× bigger batch (peak memory {}); scale the learning rate and "
+                    "re-check convergence",
+                    factor, Pct(mem)));
+  }
+  Rec(f, 1, "cut per-kernel launch overhead: torch.compile, CUDA graphs (seed 001 T15)");
+  return f;
+}
+
+std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, const RuleContext& c) {
+  const GpuFacts* worst = nullptr;
+  for (const auto& g : c.gpus) {
+    if (g.memory_used_fraction && *g.memory_used_fraction > T.memory_pressure.value &&
+        (!worst || *g.memory_used_fraction > *worst->memory_used_fraction)) {
+      worst = &g;
+    }
+  }
+  if (!worst) return std::nullopt;
+  // Costs no time by itself (until it OOMs or the allocator retries): priced at 0.
+  Finding f =
+      Make(FindingClass::kGpuMemoryPressure, 0.7, 0,
+           fmt::format("GPU {} peaked at {} of {} GiB ({}), close to out-of-memory", worst->index,
+                       GiB(worst->memory_used_max_mib), GiB(worst->memory_total_mib.value_or(0)),
+                       Pct(*worst->memory_used_fraction)));
+  f.evidence.push_back(
+      Ev(fmt::format("peak GPU memory {} used (threshold {})", Pct(*worst->memory_used_fraction),
+                     Pct(T.memory_pressure.value)),
+         fmt::format("gpu{}.memory_used_fraction", worst->index), *worst->memory_used_fraction,
+         "fraction", T.memory_pressure.value));
+  Rec(f, 0, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation)");
+  Rec(f, 1, "bf16 autocast or activation checkpointing to free memory (seed 001 T13, T17)");
+  Rec(f, 1, "a smaller micro-batch with gradient accumulation");
+  return f;
+}
+
+std::optional<Finding> GpuBoundRule(const RunData&, const RunReport&, const RuleContext& c) {
+  return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
+}
+
+}  // namespace stallscope::diagnose
