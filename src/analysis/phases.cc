@@ -1,8 +1,10 @@
 #include "analysis/phases.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -565,6 +567,42 @@ PhaseAnalysis AnalyzePhases(const phase::EventLog& log) {
   if (unknown_kinds > 0) {
     out.warnings.push_back(std::to_string(unknown_kinds) +
                            " phase records with an invalid kind were skipped");
+  }
+  return out;
+}
+
+bool IsComputePhase(std::string_view name) {
+  return name == "forward_pass" || name == "backward_pass" || name == "optimizer_step" ||
+         name == "gpu_compute" || name == "cpu_exec";
+}
+
+PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks) {
+  PhaseAnalysis out;
+  for (RankSteps& rs : ranks) {
+    FillStepSeries(rs);
+    int64_t steps_ns = 0;
+    std::map<std::string, std::vector<double>> per_phase;
+    std::map<std::string, int64_t> total_ns;
+    for (const StepRecord& s : rs.steps) {
+      steps_ns += s.end_ns - s.begin_ns;
+      for (const auto& [name, sec] : s.phase_s) {
+        per_phase[name].push_back(sec);
+        total_ns[name] += std::llround(sec * kNsPerSecond);
+      }
+      for (const auto& [name, n] : s.counters) out.counters_total[name] += n;
+    }
+    std::vector<PhaseStats> stats;
+    for (auto& [name, durations] : per_phase) {
+      if (total_ns[name] == 0 && name != kOtherName) continue;
+      stats.push_back(MakeStats(name, rs.rank, durations, total_ns[name], steps_ns));
+    }
+    // As AnalyzePhases orders them: total descending, "other" last.
+    std::stable_sort(stats.begin(), stats.end(), [](const PhaseStats& a, const PhaseStats& b) {
+      if ((a.name == kOtherName) != (b.name == kOtherName)) return b.name == kOtherName;
+      return a.total_s > b.total_s;
+    });
+    for (auto& p : stats) out.phases.push_back(std::move(p));
+    out.ranks.push_back(std::move(rs));
   }
   return out;
 }

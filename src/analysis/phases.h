@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "phase/event_log.h"
@@ -12,6 +13,12 @@ namespace stallscope::analysis {
 
 /// Seed 003: a step-time variation ratio (std/mean) above this is an oscillation.
 inline constexpr double kOscillationVariationRatio = 0.5;
+
+/// True for the phases that are the model's own work: forward_pass, backward_pass,
+/// optimizer_step (the Python hooks), and gpu_compute / cpu_exec (phases derived from a profiler
+/// trace, diagnose/trace_report.h). The verdict's compute share, the live status line and the
+/// periodic-side-work detector all ask this one question.
+[[nodiscard]] bool IsComputePhase(std::string_view name);
 
 /// Seed 003 timing statistics of one phase on one rank, over the steps of the run.
 /// All durations in seconds. `share` is total / (sum of step times of that rank), 0..1.
@@ -81,5 +88,11 @@ struct PhaseAnalysis {
 /// per-step series. A process without step records but with phases lands in other_processes.
 /// With no step records at all, the whole span of each rank's busiest process is one "step".
 [[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log);
+
+/// The same analysis for steps measured elsewhere (a profiler trace): each rank's `steps` come
+/// with their windows, per-phase seconds (including "other") and counters; fills each rank's
+/// step statistics, the per-phase statistics (share of that rank's step time) and the counter
+/// totals, as AnalyzePhases does.
+[[nodiscard]] PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks);
 
 }  // namespace stallscope::analysis

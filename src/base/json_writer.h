@@ -104,6 +104,19 @@ class JsonWriter {
     Key(key);
     return v ? Bool(*v) : Null();
   }
+  /// key: [...] of a range of strings or integers.
+  template <typename Range>
+  JsonWriter& FieldArray(std::string_view key, const Range& values) {
+    Key(key).BeginArray();
+    for (const auto& v : values) {
+      if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>) {
+        Int(v);
+      } else {
+        String(v);
+      }
+    }
+    return EndArray();
+  }
 
  private:
   JsonWriter& Open(char c) {

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/phases.h"
 #include "base/units.h"
 #include "cli/child_process.h"
 #include "cli/commands.h"
@@ -93,8 +94,7 @@ class LiveView {
       double share = static_cast<double>(t.total_ns) / (window_s * 1e9);
       covered += share;
       if (name == "data_loading") data = share;
-      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step")
-        compute += share;
+      if (analysis::IsComputePhase(name)) compute += share;
       if (shown++ < 3) out += fmt::format(" | {} {:.0f}%", name, share * 100);
     }
     std::string suspicion = Suspicion(data, compute, covered);
@@ -119,8 +119,7 @@ class LiveView {
       double share = static_cast<double>(ns) / (since_s * 1e9);
       covered += share;
       if (name == "data_loading") data = share;
-      if (name == "forward_pass" || name == "backward_pass" || name == "optimizer_step")
-        compute += share;
+      if (analysis::IsComputePhase(name)) compute += share;
       rows += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", name, share * 100,
                           static_cast<double>(ns) / 1e6 / static_cast<double>(main->interim_steps));
     }

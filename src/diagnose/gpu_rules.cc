@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/phases.h"
 #include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
@@ -22,9 +23,11 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // ---------------------------------------------------------------------------------------------
 
 double ComputeShare(const RuleContext& c) {
-  // "gpu_compute" / "cpu_exec": the compute phases of a trace (diagnose/trace_report.h).
-  return c.Share("forward_pass") + c.Share("backward_pass") + c.Share("optimizer_step") +
-         c.Share("gpu_compute") + c.Share("cpu_exec");
+  double share = 0;
+  for (const auto& [name, s] : c.phase_share) {
+    if (analysis::IsComputePhase(name)) share += s;
+  }
+  return share;
 }
 
 std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {

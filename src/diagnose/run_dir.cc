@@ -82,9 +82,7 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
       .Field("schema_version", m.schema_version)
       .Field("tool", m.tool_version)
       .Field("name", m.name);
-  w.Key("command").BeginArray();
-  for (const auto& a : m.command) w.String(a);
-  w.EndArray();
+  w.FieldArray("command", m.command);
   w.Field("hostname", m.hostname)
       .Field("pid", m.pid)
       .Field("start_wall_ns", m.start_wall_ns)

@@ -23,21 +23,16 @@ struct TraceFacts {
 
   int64_t ranks = 0;
   int64_t gpu_devices = 0;  ///< devices with GPU events (0: a CPU-only trace)
-  double window_s = 0;      ///< summed over ranks
-  double gpu_busy_share = 0;
-  /// GPU idle by what the host was doing meanwhile (trace/host_attribution.h causes):
-  /// "host_sync", "data_loading", "communication" (the next kernel was already queued: waiting
-  /// on a collective or another stream), "launch_overhead", "cpu_ops", "unattributed".
+  /// GPU idle by what the host was doing meanwhile, keyed by trace::IdleCauseName ("sync",
+  /// "dataloader", "dependency" — the next kernel was already queued: waiting on a collective or
+  /// another stream —, "launch_overhead", "cpu_other", "unattributed").
   std::map<std::string, double> idle_share;
-  double comm_share = 0;                ///< communication kernels (union) / window
-  std::optional<double> overlap_share;  ///< computing while communicating / communicating
-  std::optional<double> queue_mean;     ///< mean launch-queue length of the busiest stream
-  std::optional<double> launch_delay_median_us;
+  double comm_share = 0;                 ///< communication kernels (union) / window
+  std::optional<double> overlap_share;   ///< computing while communicating / communicating
+  std::optional<double> queue_mean;      ///< mean launch-queue length of the busiest stream
   std::optional<double> kernel_mean_us;  ///< mean kernel duration
   int64_t kernels = 0;
-  std::optional<double> tensor_core_share;  ///< of kernel time, by kernel names
   int64_t cuda_graph_launches = 0;
-  double host_syncs_per_step = 0;
 
   [[nodiscard]] double Idle(const std::string& cause) const {
     auto it = idle_share.find(cause);

@@ -53,11 +53,13 @@ std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t syn
   // Runtime time is host time in API calls while no GPU work ran; the synchronizing calls'
   // part of it is the host waiting on the GPU (an upper bound: sync time may also lie under
   // GPU work, which claims first).
+  // It goes to "other" as in a live run, where syncs are time outside the named phases (the
+  // host-sync rule reads "other" together with the sync counters).
   int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
   p["gpu_compute"] =
       Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
   p["communication"] = Seconds(get(StepCategory::kCommunication));
-  p["host_sync"] = Seconds(sync);
+  p["other"] += Seconds(sync);
   p["launch_overhead"] = Seconds(runtime - sync);
   p["cpu_ops"] = Seconds(get(StepCategory::kCpuExec));
   return p;
@@ -71,72 +73,18 @@ void Detect(TraceRankReport& r) {
   r.step_period = analysis::DetectPeriod(steps);
 }
 
-std::vector<analysis::PhaseStats> PhaseStatsOf(const analysis::RankSteps& rank) {
-  std::map<std::string, std::vector<double>> per_phase;
-  for (const auto& s : rank.steps) {
-    for (const auto& [name, sec] : s.phase_s) per_phase[name].push_back(sec);
-  }
-  std::vector<analysis::PhaseStats> out;
-  for (auto& [name, values] : per_phase) {
-    RunningStats st;
-    for (double v : values) st.Add(v);
-    analysis::PhaseStats p;
-    p.name = name;
-    p.rank = rank.rank;
-    p.count = static_cast<int64_t>(values.size());
-    p.total_s = st.mean() * static_cast<double>(st.count());
-    p.share = rank.duration_s > 0 ? p.total_s / rank.duration_s : 0;
-    p.mean_s = st.mean();
-    p.std_s = st.stddev();
-    p.min_s = st.min();
-    p.max_s = st.max();
-    p.p50_s = Quantile(values, 0.50).value_or(0);
-    p.p95_s = Quantile(values, 0.95).value_or(0);
-    p.p99_s = Quantile(values, 0.99).value_or(0);
-    if (p.total_s > 0 || name == "other") out.push_back(std::move(p));
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    if ((a.name == "other") != (b.name == "other")) return b.name == "other";
-    return a.total_s > b.total_s;
-  });
-  return out;
-}
-
-std::string IdleKey(IdleCause c) {
-  switch (c) {
-    case IdleCause::kSync:
-      return "host_sync";
-    case IdleCause::kDataLoader:
-      return "data_loading";
-    case IdleCause::kDependency:
-      return "communication";
-    case IdleCause::kLaunchOverhead:
-      return "launch_overhead";
-    case IdleCause::kCpuOther:
-      return "cpu_ops";
-    case IdleCause::kUnattributed:
-      return "unattributed";
-  }
-  return "unattributed";
-}
-
 TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   TraceFacts f;
   f.ranks = static_cast<int64_t>(ranks.size());
-  int64_t window = 0, busy = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0, steps = 0;
-  int64_t syncs = 0;
+  int64_t window = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0;
   std::map<std::string, int64_t> idle;
-  std::vector<double> queues, delays;
+  std::vector<double> queues;
   for (const auto& r : ranks) {
-    f.window_s += Seconds(r.timeline.window_end_ns - r.timeline.window_begin_ns);
-    steps += static_cast<int64_t>(r.timeline.steps.size());
-    syncs += r.idle.syncs.count;
     for (const auto& d : r.idle.devices) {
       ++f.gpu_devices;
       window += d.window_ns;
-      busy += d.busy_ns;
       for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
-        idle[IdleKey(static_cast<IdleCause>(i))] += d.idle.ns[i];
+        idle[std::string(trace::IdleCauseName(static_cast<IdleCause>(i)))] += d.idle.ns[i];
       }
       std::string name;
       for (const auto& p : r.devices) {
@@ -152,19 +100,14 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
     kernel_ns += r.kernels.kernel_time_ns;
     f.kernels += r.kernels.kernel_count;
     f.cuda_graph_launches += r.kernels.cuda_graph_launches;
-    if (r.kernels.tensor_core_share) f.tensor_core_share = r.kernels.tensor_core_share;
     // The stream with the most launches speaks for the rank's queue.
     const trace::QueueLength* top = nullptr;
     for (const auto& q : r.gpu.launch.queues) {
       if (!top || q.samples > top->samples) top = &q;
     }
     if (top && top->samples > 0) queues.push_back(top->mean);
-    if (r.gpu.launch.launch_delay_median_ns) {
-      delays.push_back(static_cast<double>(*r.gpu.launch.launch_delay_median_ns) / 1e3);
-    }
   }
   if (window > 0) {
-    f.gpu_busy_share = static_cast<double>(busy) / static_cast<double>(window);
     for (const auto& [k, ns] : idle) {
       f.idle_share[k] = static_cast<double>(ns) / static_cast<double>(window);
     }
@@ -172,11 +115,9 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   if (span > 0) f.comm_share = static_cast<double>(comm) / static_cast<double>(span);
   if (comm > 0) f.overlap_share = static_cast<double>(overlap) / static_cast<double>(comm);
   if (!queues.empty()) f.queue_mean = Quantile(queues, 0.5);
-  if (!delays.empty()) f.launch_delay_median_us = Quantile(delays, 0.5);
   if (f.kernels > 0) {
     f.kernel_mean_us = static_cast<double>(kernel_ns) / static_cast<double>(f.kernels) / 1e3;
   }
-  if (steps > 0) f.host_syncs_per_step = static_cast<double>(syncs) / static_cast<double>(steps);
   return f;
 }
 
@@ -197,12 +138,11 @@ TraceRankReport AnalyzeRank(trace::RankTrace t, const trace::AnalysisOptions& op
   r.warnings = t.warnings;
   r.loader_iterator = LoaderIterator(t);
   // The analyses only read the prepared trace: with a spare core, run them in two groups of
-  // about equal cost (measured on bench/gen_trace.py output: GPU metrics ≈ 40%, kernels ≈ 17%,
-  // idle attribution ≈ 16%, cross-rank input ≈ 12%, step breakdown ≈ 7%).
+  // about equal cost (GPU metrics + step breakdown | kernels + idle attribution).
   auto second = [&] {
     r.kernels = trace::AnalyzeKernels(t);
     r.idle = trace::AttributeGpuIdle(t, r.timeline);
-    if (cross_rank) r.cross_input = trace::MakeCrossRankInput(t, r.timeline);
+    if (cross_rank) r.cross_input = trace::MakeCrossRankInput(t, r.timeline, r.kernels);
   };
   std::optional<std::thread> helper;
   if (parallel) helper.emplace(second);
@@ -239,18 +179,7 @@ analysis::RankSteps TracePhaseSteps(const TraceRankReport& r) {
     if (i < r.idle.syncs.count_per_step.size() && r.idle.syncs.count_per_step[i] > 0) {
       s.counters["host_sync.sync_calls"] = r.idle.syncs.count_per_step[i];
     }
-    rs.duration_s += Seconds(row.times.wall_ns);
     rs.steps.push_back(std::move(s));
-  }
-  rs.count = static_cast<int64_t>(rs.steps.size());
-  RunningStats st;
-  for (const auto& s : rs.steps) st.Add(Seconds(s.end_ns - s.begin_ns));
-  if (rs.count > 0) {
-    rs.mean_step_s = st.mean();
-    rs.std_step_s = st.stddev();
-    rs.per_second = rs.duration_s > 0 ? static_cast<double>(rs.count) / rs.duration_s : 0;
-    rs.variation_ratio = rs.mean_step_s > 0 ? rs.std_step_s / rs.mean_step_s : 0;
-    rs.oscillating = rs.variation_ratio > analysis::kOscillationVariationRatio;
   }
   return rs;
 }
@@ -277,11 +206,9 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   RunData data;
   data.trace = report.facts;
   RunReport run;
+  std::vector<analysis::RankSteps> steps;
   for (const auto& r : ranks) {
-    analysis::RankSteps rs = TracePhaseSteps(r);
-    for (auto& p : PhaseStatsOf(rs)) report.phases.phases.push_back(std::move(p));
-    run.wall_s += rs.duration_s;
-    report.phases.ranks.push_back(std::move(rs));
+    steps.push_back(TracePhaseSteps(r));
     if (!r.loader_iterator.empty()) {
       LoaderInfo l;
       l.rank = r.rank;
@@ -289,6 +216,8 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
       run.loaders.push_back(std::move(l));
     }
   }
+  report.phases = analysis::PhasesFromSteps(std::move(steps));
+  for (const auto& rs : report.phases.ranks) run.wall_s += rs.duration_s;
   run.phases = report.phases;
   report.verdict = Diagnose(data, run);
   report.ranks = std::move(ranks);

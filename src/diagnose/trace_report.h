@@ -67,11 +67,13 @@ struct TraceReport {
                                           const trace::AnalysisOptions& options,
                                           bool parallel = false, bool cross_rank = true);
 
-/// Per-step phases of a rank, from its TensorBoard-category breakdown: GPU traces give
-/// gpu_compute (Kernel+Memcpy+Memset), communication, host_sync (the synchronizing part of
-/// Runtime), launch_overhead (the rest of Runtime), data_loading (exposed DataLoader), cpu_ops
-/// (CPU Exec) and other; CPU-only traces give data_loading, cpu_exec (CPU Exec + Runtime) and
-/// other. The parts of each step sum to its wall time.
+/// Per-step phases of a rank (windows, phase seconds, sync counters; analysis::PhasesFromSteps
+/// adds the statistics), from its TensorBoard-category breakdown: GPU traces give gpu_compute
+/// (Kernel+Memcpy+Memset), communication, launch_overhead (Runtime but the synchronizing calls),
+/// data_loading (exposed DataLoader), cpu_ops (CPU Exec) and other (Other plus the synchronizing
+/// part of Runtime, as a run counts syncs outside its phases); CPU-only traces give
+/// data_loading, cpu_exec (everything else traced) and other. The parts of each step sum to its
+/// wall time.
 [[nodiscard]] analysis::RankSteps TracePhaseSteps(const TraceRankReport& rank);
 
 /// Cross-rank analysis, facts, phases and the verdict over analysed ranks (sorted by rank here).

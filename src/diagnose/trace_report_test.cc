@@ -91,8 +91,9 @@ TEST(TraceVerdict, DataLoaderWaitIsDataBound) {
   // The trace shows num_workers=0 (the single-process iterator): the fix says so.
   EXPECT_NE(r.verdict.principal->recommendations.front().text.find("num_workers=0"),
             std::string::npos);
-  EXPECT_NEAR(r.facts.gpu_busy_share, 0.398, 0.002);
-  EXPECT_NEAR(r.facts.Idle("data_loading"), 0.6, 0.002);
+  ASSERT_EQ(r.facts.gpus.size(), 1u);
+  EXPECT_NEAR(r.facts.gpus[0].busy_share, 0.398, 0.002);
+  EXPECT_NEAR(r.facts.Idle("dataloader"), 0.6, 0.002);
 }
 
 // The GPU is busy 97% of every step: gpu_bound, the good case.

@@ -12,7 +12,7 @@ std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&, con
   if (!data.trace || data.trace->gpu_devices == 0) return std::nullopt;
   const TraceFacts& t = *data.trace;
   double launch = t.Idle("launch_overhead");
-  double cpu = t.Idle("cpu_ops");
+  double cpu = t.Idle("cpu_other");
   double idle = launch + cpu;
   if (idle < T.launch_bound_idle_share.value) return std::nullopt;
   bool shallow = t.queue_mean && *t.queue_mean < T.launch_queue_shallow.value;
@@ -60,7 +60,7 @@ std::optional<Finding> CommunicationRule(const RunData& data, const RunReport&,
                                          const RuleContext& c) {
   if (!data.trace || data.trace->gpu_devices == 0) return std::nullopt;
   const TraceFacts& t = *data.trace;
-  double waiting = t.Idle("communication");
+  double waiting = t.Idle("dependency");
   double exposed_comm = t.comm_share * (1.0 - t.overlap_share.value_or(0.0));
   double cost = waiting + exposed_comm;
   if (cost < T.comm_exposed_share.value) return std::nullopt;

@@ -404,9 +404,10 @@ std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, con
   return f;
 }
 
-/// A profiler trace shows the wait but not the loaders' CPU or I/O state: name the wait, give the
-/// loader knobs, and say how to split CPU from storage.
-std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l) {
+/// Without the loaders' process samples and the host's CPUs (a profiler trace, or a run whose
+/// recording is missing) the wait is known but not whether CPU or storage causes it: name the
+/// wait, give the loader knobs, and say how to split CPU from storage.
+std::optional<Finding> DataBoundWithoutHostFacts(const RuleContext& c, const Loading& l) {
   double share = c.Share(std::string(kData));
   Finding f = Make(FindingClass::kDataBoundCpu, 0.5, share,
                    c.has_gpu ? fmt::format("the GPU waits for the next batch {} of the time (the "
@@ -417,10 +418,8 @@ std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l
                                            Pct(share)));
   f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
   if (c.loader && c.loader->num_workers == 0) {
-    f.evidence.push_back(
-        Ev("the trace shows _SingleProcessDataLoaderIter: num_workers=0, the "
-           "training process loads every batch itself",
-           "loader.num_workers", 0, "workers"));
+    f.evidence.push_back(Ev("num_workers=0: the training process loads every batch itself",
+                            "loader.num_workers", 0, "workers"));
     Rec(f, 0, "num_workers=0 → num_workers = CPU cores per rank − 1 (seed 001 T4)");
   } else {
     Rec(f, 0, "more DataLoader workers, up to CPU cores per rank − 1 (seed 001 T4)");
@@ -428,18 +427,17 @@ std::optional<Finding> DataBoundFromTrace(const RuleContext& c, const Loading& l
   LoaderKnobRecs(c, f, l.num_workers > 0 ? l.num_workers : 1);
   Rec(f, 0,
       "run the job under `stallscope run` to tell CPU transforms (data_bound_cpu) from storage "
-      "I/O (data_bound_io): a trace does not show the loaders' CPU or I/O state");
+      "I/O (data_bound_io): it samples the loaders' CPU and I/O state, which is missing here");
   TransformRecs(c, f, 1);
   SortRecs(f);
   return f;
 }
 
-std::optional<Finding> DataBoundRule(const RunData& data, const RunReport& r,
-                                     const RuleContext& c) {
+std::optional<Finding> DataBoundRule(const RunData&, const RunReport& r, const RuleContext& c) {
   double share = c.Share(std::string(kData));
   if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
   Loading l = LoadingOf(r, c);
-  if (data.trace && !l.known) return DataBoundFromTrace(c, l);
+  if (!l.known && c.host_cpus == 0) return DataBoundWithoutHostFacts(c, l);
   // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
   bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
   if (l.num_workers > 0) {
@@ -479,9 +477,7 @@ std::optional<Finding> DataBoundRule(const RunData& data, const RunReport& r,
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const RuleContext& c) {
-  // Traces name the GPU idle spent inside synchronizing calls "host_sync" (runs cannot tell it
-  // from other time outside the phases).
-  double other = c.Share("other") + c.Share("host_sync");
+  double other = c.Share("other");
   double syncs = c.host_syncs_per_step;
   bool with_time =
       other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
@@ -568,8 +564,7 @@ std::optional<Finding> PeriodicRule(const RunData&, const RunReport& r, const Ru
   std::map<std::string, analysis::PeriodicPhase> by_phase;
   for (auto& g : analysis::FindPeriodicPhases(r.phases)) {
     // Slow forward/backward/optimizer steps are noise or contention, not side work.
-    bool core =
-        g.phase == "forward_pass" || g.phase == "backward_pass" || g.phase == "optimizer_step";
+    bool core = analysis::IsComputePhase(g.phase);
     if (g.phase == kData || core || g.share_of_wall < T.periodic_share.value) continue;
     auto it = by_phase.find(g.phase);
     if (it == by_phase.end() || g.share_of_wall > it->second.share_of_wall) {

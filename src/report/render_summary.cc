@@ -138,9 +138,7 @@ std::string RenderSummaryJson(const analysis::RecordingSummary& s) {
   WriteStats(w, "mem_used_bytes", s.mem_used_bytes, 0);
   w.EndObject();
   w.Field("exit_code", s.exit_code);
-  w.Key("warnings").BeginArray();
-  for (const auto& warning : s.warnings) w.String(warning);
-  w.EndArray().EndObject();
+  w.FieldArray("warnings", s.warnings).EndObject();
   out += "\n";
   return out;
 }

@@ -259,9 +259,10 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   JsonWriter w(out);
   w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
   WriteVerdictJson(w, r.verdict);
-  w.Key("job").BeginObject().Field("name", r.meta.name).Key("command").BeginArray();
-  for (const auto& a : r.meta.command) w.String(a);
-  w.EndArray()
+  w.Key("job")
+      .BeginObject()
+      .Field("name", r.meta.name)
+      .FieldArray("command", r.meta.command)
       .Field("exit_code", r.meta.exit_code)
       .Field("status", r.meta.status)
       .Field("wall_s", r.wall_s, 3);
@@ -341,9 +342,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.EndArray().EndObject();
   }
   w.EndArray();
-  w.Key("warnings").BeginArray();
-  for (const auto& warning : r.warnings) w.String(warning);
-  w.EndArray().EndObject();
+  w.FieldArray("warnings", r.warnings).EndObject();
   out += "\n";
   return out;
 }

@@ -398,19 +398,13 @@ void WriteKernels(JsonWriter& w, const trace::KernelReport& kr) {
   w.EndArray();
 }
 
-void WriteIntArray(JsonWriter& w, std::string_view key, const std::vector<int64_t>& v) {
-  w.Key(key).BeginArray();
-  for (int64_t x : v) w.Int(x);
-  w.EndArray();
-}
-
 void WriteSeries(JsonWriter& w, const TraceRankReport& k) {
   w.Key("series").BeginObject();
-  WriteIntArray(w, "step", k.series.step_number);
-  WriteIntArray(w, "step_ns", k.series.step_ns);
-  WriteIntArray(w, "dataloader_ns", k.series.dataloader_ns);
-  WriteIntArray(w, "gpu_idle_ns", k.series.gpu_idle_ns);
-  WriteIntArray(w, "sync_ns", k.series.sync_ns);
+  w.FieldArray("step", k.series.step_number);
+  w.FieldArray("step_ns", k.series.step_ns);
+  w.FieldArray("dataloader_ns", k.series.dataloader_ns);
+  w.FieldArray("gpu_idle_ns", k.series.gpu_idle_ns);
+  w.FieldArray("sync_ns", k.series.sync_ns);
   w.EndObject().Key("slow_steps").BeginArray();
   for (size_t i : k.step_outliers.indices) {
     if (i < k.series.step_number.size()) w.Int(k.series.step_number[i]);
@@ -476,9 +470,7 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
       .Field("ns", k.idle.syncs.ns)
       .EndObject();
   WriteSeries(w, k);
-  w.Key("warnings").BeginArray();
-  for (const auto& s : k.warnings) w.String(s);
-  w.EndArray().EndObject();
+  w.FieldArray("warnings", k.warnings).EndObject();
 }
 
 void WriteCross(JsonWriter& w, const TraceReport& r) {
@@ -569,9 +561,7 @@ std::string RenderTraceJson(const TraceReport& r) {
   for (const auto& k : r.ranks) WriteRank(w, k);
   w.EndArray();
   WriteCross(w, r);
-  w.Key("warnings").BeginArray();
-  for (const auto& s : r.warnings) w.String(s);
-  w.EndArray().EndObject();
+  w.FieldArray("warnings", r.warnings).EndObject();
   out += '\n';
   return out;
 }

@@ -211,9 +211,7 @@ void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
       .Field("gpu_backend", h.gpu_backend)
       .Field("gpu_note", h.gpu_note)
       .Field("driver_version", h.driver_version);
-  w.Key("command").BeginArray();
-  for (const auto& arg : h.command) w.String(arg);
-  w.EndArray();
+  w.FieldArray("command", h.command);
   w.Field("root_pid", h.root_pid);
   w.Key("gpus").BeginArray();
   for (const auto& g : h.gpus) WriteGpuStatic(w, g);

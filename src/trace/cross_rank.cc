@@ -131,8 +131,9 @@ void AddLateness(std::span<const CrossRankInput> ranks, const std::vector<int64_
 
 }  // namespace
 
-CrossRankInput MakeCrossRankInput(const RankTrace& trace, const Timeline& timeline) {
-  return CrossRankInput{trace.rank, timeline.steps, ListCollectiveKernels(trace)};
+CrossRankInput MakeCrossRankInput(const RankTrace& trace, const Timeline& timeline,
+                                  const KernelReport& kernels) {
+  return CrossRankInput{trace.rank, timeline.steps, kernels.collective_kernels};
 }
 
 std::optional<CrossRankReport> AnalyzeCrossRank(std::span<const CrossRankInput> ranks) {

@@ -19,8 +19,9 @@ struct CrossRankInput {
   std::vector<CollectiveKernel> collectives;  ///< sorted by begin
 };
 
-/// Extracts a rank's input from its prepared trace.
-[[nodiscard]] CrossRankInput MakeCrossRankInput(const RankTrace& trace, const Timeline& timeline);
+/// A rank's input: its steps and the collective kernels AnalyzeKernels already labelled.
+[[nodiscard]] CrossRankInput MakeCrossRankInput(const RankTrace& trace, const Timeline& timeline,
+                                                const KernelReport& kernels);
 
 /// One ProfilerStep number across the ranks that have it.
 struct StepSpread {

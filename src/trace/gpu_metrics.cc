@@ -6,6 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "trace/names.h"
+
 namespace stallscope::trace {
 namespace {
 
@@ -58,7 +60,7 @@ LaunchName ClassifyLaunch(std::string_view name, bool hta_compat, bool for_queue
   for (std::string_view k : kKernelLaunches) {
     if (name == k) return LaunchName::kKernel;
   }
-  if (name == "cudaGraphLaunch" || name == "cuGraphLaunch") return LaunchName::kGraph;
+  if (IsGraphLaunchName(name)) return LaunchName::kGraph;
   if (name == "cudaMemcpyAsync" || name == "cudaMemsetAsync" || name == "cuMemcpyAsync" ||
       name == "cuMemsetD8Async" || name == "cuMemsetD32Async") {
     return LaunchName::kMemory;
@@ -114,22 +116,16 @@ std::optional<double> Ratio(int64_t part, int64_t whole, double scale) {
   return scale * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
-
 }  // namespace
 
 KernelClass ClassifyKernel(EventKind kind, std::string_view name) {
   if (!IsGpuKind(kind) || kind == EventKind::kGpuUserAnnotation) return KernelClass::kNotKernel;
   if (kind == EventKind::kCudaSync) return KernelClass::kSync;
-  // EXPECTED.md (HTA): communication `^nccl|ncclKernel|^hip|^hccl`.
-  if (StartsWith(name, "nccl") || name.find("ncclKernel") != std::string_view::npos ||
-      name.find("ncclDevKernel") != std::string_view::npos || StartsWith(name, "hip") ||
-      StartsWith(name, "hccl")) {
-    return KernelClass::kCommunication;
-  }
+  // EXPECTED.md (HTA): communication `^nccl|ncclKernel|^hip|^hccl` (names.h, shared).
+  if (IsCommKernelName(name)) return KernelClass::kCommunication;
   // EXPECTED.md (HTA): memory `^Memcpy|^Memset|^dma`.
-  if (kind == EventKind::kMemcpy || kind == EventKind::kMemset || StartsWith(name, "Memcpy") ||
-      StartsWith(name, "Memset") || StartsWith(name, "dma")) {
+  if (kind == EventKind::kMemcpy || kind == EventKind::kMemset || name.starts_with("Memcpy") ||
+      name.starts_with("Memset") || name.starts_with("dma")) {
     return KernelClass::kMemory;
   }
   return KernelClass::kCompute;

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "trace/intervals.h"
+
 namespace stallscope::trace {
 namespace {
 
@@ -147,26 +149,6 @@ std::vector<LabelledComm> LabelCommKernels(const RankTrace& trace,
   return out;
 }
 
-int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>>& intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  int64_t total = 0;
-  int64_t cur_begin = 0;
-  int64_t cur_end = 0;
-  bool open = false;
-  for (const auto& [b, e] : intervals) {
-    if (open && b <= cur_end) {
-      cur_end = std::max(cur_end, e);
-      continue;
-    }
-    if (open) total += cur_end - cur_begin;
-    cur_begin = b;
-    cur_end = e;
-    open = true;
-  }
-  if (open) total += cur_end - cur_begin;
-  return total;
-}
-
 void AddKernels(const RankTrace& trace, KernelReport& report) {
   std::vector<int32_t> slot_of_name(trace.names.size(), -1);
   bool any_named = false;
@@ -251,9 +233,24 @@ void AddInfo(const CollectiveInfo& info, CollectiveStats& s) {
   if (info.out_msg_nelems) s.out_nelems = s.out_nelems.value_or(0) + *info.out_msg_nelems;
 }
 
+std::vector<CollectiveKernel> ToCollectiveKernels(const std::vector<LabelledComm>& labelled) {
+  std::vector<CollectiveKernel> out;
+  out.reserve(labelled.size());
+  for (const LabelledComm& l : labelled) {
+    out.push_back(CollectiveKernel{l.collective, l.event->ts_ns, l.event->ts_ns + DurOf(*l.event),
+                                   l.event->tid});
+  }
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const CollectiveKernel& a, const CollectiveKernel& b) { return a.begin_ns < b.begin_ns; });
+  return out;
+}
+
 void AddCollectives(const RankTrace& trace, KernelReport& report) {
   std::vector<CpuCall> calls = FindCpuCalls(trace);
-  for (const LabelledComm& l : LabelCommKernels(trace, calls)) {
+  std::vector<LabelledComm> labelled = LabelCommKernels(trace, calls);
+  report.collective_kernels = ToCollectiveKernels(labelled);
+  for (const LabelledComm& l : labelled) {
     CollectiveStats& s = StatsFor(report.collectives, l.collective);
     int64_t dur = DurOf(*l.event);
     ++s.kernel_count;
@@ -291,15 +288,6 @@ std::string CollapseTemplates(std::string_view s) {
 }
 
 }  // namespace
-
-bool IsCommKernelName(std::string_view name) {
-  return name.starts_with("nccl") || Contains(name, "ncclKernel") ||
-         Contains(name, "ncclDevKernel");
-}
-
-bool IsCpuCollectiveName(std::string_view name) {
-  return name.starts_with("nccl:") || name == "record_param_comms" || name.starts_with("c10d::");
-}
 
 std::string_view NormalizeCollective(std::string_view name) {
   // Longest patterns first: "allreduce" before "reduce", "reducescatter" before "scatter".
@@ -401,17 +389,17 @@ KernelReport AnalyzeKernels(const RankTrace& trace) {
   AddKernels(trace, report);
   AddMemory(trace, report);
   AddCollectives(trace, report);
-  std::vector<std::pair<int64_t, int64_t>> busy;
+  IntervalSet busy;
   for (const Event& e : trace.events) {
     bool work = e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpy ||
                 e.kind == EventKind::kMemset;
-    if (work) busy.emplace_back(e.ts_ns, e.ts_ns + DurOf(e));
+    if (work) busy.push_back({e.ts_ns, e.ts_ns + DurOf(e)});
     bool graph_launch = (e.kind == EventKind::kRuntime || e.kind == EventKind::kDriver) &&
-                        (trace.NameOf(e).starts_with("cudaGraphLaunch") ||
-                         trace.NameOf(e).starts_with("cuGraphLaunch"));
+                        IsGraphLaunchName(trace.NameOf(e));
     if (graph_launch) ++report.cuda_graph_launches;
   }
-  report.gpu_busy_ns = UnionLength(busy);
+  NormalizeIntervals(busy);
+  report.gpu_busy_ns = TotalNs(busy);
   for (KernelStats& k : report.kernels) {
     k.mean_ns = static_cast<double>(k.total_ns) / static_cast<double>(k.count);
     if (report.gpu_busy_ns > 0) {
@@ -422,15 +410,7 @@ KernelReport AnalyzeKernels(const RankTrace& trace) {
 }
 
 std::vector<CollectiveKernel> ListCollectiveKernels(const RankTrace& trace) {
-  std::vector<CollectiveKernel> out;
-  for (const LabelledComm& l : LabelCommKernels(trace, FindCpuCalls(trace))) {
-    out.push_back(CollectiveKernel{l.collective, l.event->ts_ns, l.event->ts_ns + DurOf(*l.event),
-                                   l.event->tid});
-  }
-  std::stable_sort(
-      out.begin(), out.end(),
-      [](const CollectiveKernel& a, const CollectiveKernel& b) { return a.begin_ns < b.begin_ns; });
-  return out;
+  return ToCollectiveKernels(LabelCommKernels(trace, FindCpuCalls(trace)));
 }
 
 }  // namespace stallscope::trace

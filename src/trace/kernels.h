@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trace/names.h"
 #include "trace/trace_model.h"
 
 namespace stallscope::trace {
@@ -80,6 +81,14 @@ struct CollectiveStats {
   std::optional<uint64_t> in_bytes;
 };
 
+/// One communication kernel, labelled with its collective (for cross-rank matching).
+struct CollectiveKernel {
+  std::string_view collective;  ///< as CollectiveStats::collective
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  int64_t stream = 0;
+};
+
 /// Kernel, memory and communication statistics of one rank.
 struct KernelReport {
   std::vector<KernelStats> kernels;  ///< every kernel name, by total_ns descending, then name
@@ -94,32 +103,21 @@ struct KernelReport {
   std::vector<MemcpyStats> memcpy;  ///< by direction then host memory
   MemsetStats memset;
   std::vector<CollectiveStats> collectives;  ///< by kernel_time_ns descending, then name
-  int64_t cuda_graph_launches = 0;           ///< cudaGraphLaunch runtime calls
-  int64_t cuda_graph_kernels = 0;            ///< kernels flagged kFlagCudaGraph
+  /// Every communication kernel with its collective, sorted by begin (ListCollectiveKernels'
+  /// result, from the same labelling pass as `collectives`).
+  std::vector<CollectiveKernel> collective_kernels;
+  int64_t cuda_graph_launches = 0;  ///< cudaGraphLaunch runtime calls
+  int64_t cuda_graph_kernels = 0;   ///< kernels flagged kFlagCudaGraph
 };
 
 /// Computes the report over all events of `trace` (prepared or not; events that straddle a
 /// timeline window count whole). Negative durations (HTA rounding) count as 0. Pure.
 [[nodiscard]] KernelReport AnalyzeKernels(const RankTrace& trace);
 
-/// One communication kernel, labelled with its collective (for cross-rank matching).
-struct CollectiveKernel {
-  std::string_view collective;  ///< as CollectiveStats::collective
-  int64_t begin_ns = 0;
-  int64_t end_ns = 0;
-  int64_t stream = 0;
-};
-
 /// The communication kernels of `trace`, sorted by begin. The collective comes from, in order:
 /// the kernel's RankTrace::collectives metadata; the CPU collective range enclosing the runtime
 /// call that launched it (same correlation); the kernel name.
 [[nodiscard]] std::vector<CollectiveKernel> ListCollectiveKernels(const RankTrace& trace);
-
-/// HTA's communication-kernel rule (^nccl|ncclKernel), plus ncclDevKernel (NCCL ≥ 2.19).
-[[nodiscard]] bool IsCommKernelName(std::string_view name);
-
-/// CPU-side collective ranges: nccl:* annotations, record_param_comms, c10d::* ops.
-[[nodiscard]] bool IsCpuCollectiveName(std::string_view name);
 
 /// Maps any collective spelling to one name with static storage: "allreduce",
 /// "nccl:all_reduce", "c10d::allreduce_", "ncclKernel_AllReduce_RING_LL_Sum_float" → "all_reduce".

@@ -716,7 +716,7 @@ TEST(HtaTraces, TraceFilterCrossRankAndExport) {
     auto trace = ReadTrace(*dir + "/trace_filter/" + f);
     ASSERT_TRUE(trace.ok()) << trace.error().message;
     Timeline tl = PrepareTimeline(*trace, AnalysisOptions{});
-    inputs.push_back(MakeCrossRankInput(*trace, tl));
+    inputs.push_back(MakeCrossRankInput(*trace, tl, AnalyzeKernels(*trace)));
     traces.push_back(std::move(*trace));
   }
   auto r = AnalyzeCrossRank(inputs);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "trace/names.h"
 #include "trace/trace_reader.h"
 
 namespace stallscope::trace {
@@ -53,7 +54,7 @@ void MarkCudaGraphKernels(RankTrace& trace) {
     if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
     if (e.correlation < 0) continue;
     const std::string& name = trace.NameOf(e);
-    if (name.starts_with("cudaGraphLaunch") || name.starts_with("cuGraphLaunch")) {
+    if (IsGraphLaunchName(name)) {
       graph_launches.insert(e.correlation);
     }
   }

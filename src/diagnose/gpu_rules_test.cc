@@ -1,0 +1,165 @@
+// The GPU rules (gpu_rules.cc) on hand-built runs with fake GPU statistics.
+#include <gtest/gtest.h>
+
+#include "diagnose/verdict.h"
+#include "diagnose/verdict_test_util.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+using namespace verdict_testing;  // NOLINT: the fixture's vocabulary
+
+// ---------------------------------------------------------------------------------------------
+// GPU findings
+// ---------------------------------------------------------------------------------------------
+
+std::vector<Phases> GpuComputeSteps(size_t n = 50) {
+  return Steady(n, {{"data_loading", 0.002},
+                    {"forward_pass", 0.03},
+                    {"backward_pass", 0.06},
+                    {"optimizer_step", 0.008}});
+}
+
+TEST(GpuBound, BusyAtFullClockAndPower) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_TRUE(HasRec(*v.principal, "bf16 autocast"));
+  EXPECT_EQ(AllRecs(v).find("num_workers"), std::string::npos);
+  ASSERT_NE(FindEvidence(*v.principal, "gpu.sm_clock_fraction"), nullptr);
+}
+
+TEST(GpuBound, OnlyWhenNothingElseCostsFivePercent) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, CheckpointEvery(100, 20, 0.2))}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  // 5 × 0.2 s of 11 s = 9% of wall time in checkpoints: that is named, not gpu_bound.
+  ASSERT_EQ(ClassOf(v), "periodic_side_work");
+  EXPECT_NE(FindClass(v, FindingClass::kGpuBound), nullptr);
+}
+
+TEST(GpuBound, CpuOnlyRunIsComputeBound) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"data_loading", 0.01},
+                                   {"forward_pass", 0.3},
+                                   {"backward_pass", 0.6},
+                                   {"optimizer_step", 0.05},
+                                   {"other", 0.04}}))})
+      .Main(100, 1)
+      .Torch(1);
+  run.Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  const Finding& f = *v.principal;
+  EXPECT_NE(f.reason.find("compute-bound (CPU-only run)"), std::string::npos) << f.reason;
+  EXPECT_TRUE(HasRec(f, "torch.set_num_threads(1 → 2)"));
+  std::string recs = AllRecs(v);
+  for (std::string_view input : {"num_workers", "prefetch_factor", "pin_memory", "persistent"}) {
+    EXPECT_EQ(recs.find(input), std::string::npos) << input;
+  }
+}
+
+TEST(GpuBound, CpuOnlyRunWithDataIsNotComputeBound) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(
+          0, FakeRun::kMainPid,
+          Steady(50, {{"data_loading", 0.2}, {"forward_pass", 0.3}, {"backward_pass", 0.5}}))})
+      .Main(100, 1);
+  EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kGpuBound), nullptr);
+}
+
+TEST(GpuThrottled, ThermalReasonsInAThirdOfSamples) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 95,
+             .sm_clock_mhz = 1300,
+             .power_w = 500,
+             .mem_used_gib = 50,
+             .clock_reasons = gpu::kClockEventHwThermal | gpu::kClockEventGpuIdle,
+             .throttled_share = 0.35}});
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kGpuThrottled);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("hw_thermal"), std::string::npos) << f->reason;
+  EXPECT_EQ(f->reason.find("gpu_idle"), std::string::npos) << f->reason;
+  const Evidence* share = FindEvidence(*f, "gpu0.throttled_share");
+  ASSERT_NE(share, nullptr);
+  EXPECT_NEAR(share->value, 0.35, 1e-9);
+  EXPECT_TRUE(HasRec(*f, "cooling"));
+}
+
+TEST(UtilMisleading, HighUtilLowPower) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 97, .sm_clock_mhz = 1900, .power_w = 150, .mem_used_gib = 50}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "util_misleading") << AllRecs(v);
+  EXPECT_NE(FindEvidence(*v.principal, "gpu0.power_fraction"), nullptr);
+  EXPECT_EQ(FindClass(v, FindingClass::kGpuBound), nullptr);
+}
+
+TEST(LoadImbalance, OneGpuFarBehind) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  GpuSpec busy{.util_pct = 90, .mem_used_gib = 50};
+  GpuSpec idle{.util_pct = 40, .mem_used_gib = 50};
+  run.Gpus({busy, busy, busy, idle});
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kLoadImbalance);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("(CV, Poor)"), std::string::npos) << f->reason;
+  EXPECT_NEAR(f->confidence, 0.8, 1e-9);
+  EXPECT_NEAR(f->cost_fraction, 1 - 77.5 / 90, 1e-9);
+}
+
+TEST(Straggler, OneRankSlowerInDataLoading) {
+  std::vector<analysis::RankSteps> ranks;
+  for (int32_t r = 0; r < 4; ++r) {
+    double data = r == 3 ? 0.05 : 0.002;
+    ranks.push_back(MakeRank(
+        r, 10 + r,
+        Steady(50, {{"data_loading", data}, {"forward_pass", 0.04}, {"backward_pass", 0.058}})));
+  }
+  FakeRun run;
+  run.Cpus(32).Steps(std::move(ranks));
+  Verdict v = run.Diagnose();
+  const Finding* f = FindClass(v, FindingClass::kStraggler);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("rank 3"), std::string::npos) << f->reason;
+  EXPECT_NE(f->reason.find("its data_loading is +48.0 ms per step"), std::string::npos)
+      << f->reason;
+  const Evidence* ratio = FindEvidence(*f, "rank3.step_ratio");
+  ASSERT_NE(ratio, nullptr);
+  EXPECT_NEAR(ratio->value, 0.148 / 0.1, 1e-6);
+}
+
+TEST(SmallBatch, LowUtilAndMostlyEmptyMemory) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Loader(4);
+  run.Gpus({{.util_pct = 22, .sm_clock_mhz = 1900, .power_w = 200, .mem_used_gib = 10}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "small_batch") << AllRecs(v);
+  EXPECT_TRUE(HasRec(*v.principal, "batch_size=32 → 128 (peak memory 12%: ~4× headroom)"));
+  EXPECT_NE(FindEvidence(*v.principal, "gpu.memory_used_fraction"), nullptr);
+}
+
+TEST(GpuMemoryPressure, NinetySevenPercentUsed) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 78}});
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(ClassOf(v), "gpu_bound");
+  const Finding* f = FindClass(v, FindingClass::kGpuMemoryPressure);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(HasRec(*f, "expandable_segments"));
+}
+
+}  // namespace
+}  // namespace stallscope::diagnose
