@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/json_writer.h"
+#include "base/units.h"
 #include "report/run_render.h"
 
 namespace stallscope::report {
@@ -25,13 +26,6 @@ std::string Dur(double ns) {
 std::string Dur(int64_t ns) { return Dur(static_cast<double>(ns)); }
 
 std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
-
-std::string Bytes(double b) {
-  if (b < 1024) return fmt::format("{:.0f} B", b);
-  if (b < 1024.0 * 1024) return fmt::format("{:.1f} KiB", b / 1024);
-  if (b < 1024.0 * 1024 * 1024) return fmt::format("{:.1f} MiB", b / 1024 / 1024);
-  return fmt::format("{:.2f} GiB", b / 1024 / 1024 / 1024);
-}
 
 std::string_view DialectName(trace::Dialect d) {
   switch (d) {
@@ -72,7 +66,7 @@ std::string Header(const TraceReport& r) {
   std::string mode = r.options.hta_compat ? "  [HTA-compatible numbers]" : "";
   return fmt::format("stallscope trace: {} rank{}, {} steps, {} events, {} of JSON{}\n",
                      r.ranks.size(), r.ranks.size() == 1 ? "" : "s", steps, events,
-                     Bytes(static_cast<double>(bytes)), mode);
+                     FormatBytes(static_cast<double>(bytes)), mode);
 }
 
 std::string BreakdownTable(const TraceReport& r, const TraceTextOptions& o) {
@@ -189,7 +183,7 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
     out += fmt::format(
         "  Memcpy {}{}: {}x, {}, {}{}\n", trace::MemcpyDirectionName(m.kind.direction),
         host ? fmt::format(" ({})", trace::HostMemoryName(m.kind.host_memory)) : std::string(),
-        m.count, Bytes(static_cast<double>(m.bytes)), Dur(m.time_ns),
+        m.count, FormatBytes(static_cast<double>(m.bytes)), Dur(m.time_ns),
         m.effective_gbps ? fmt::format(", {:.1f} GB/s", *m.effective_gbps) : "");
   }
   for (const auto& c : kr.collectives) {
