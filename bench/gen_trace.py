@@ -354,14 +354,19 @@ class RankWriter:
         self.layers = [build_layer(i) for i in range(opts.layers)]
 
     # --- primitives ------------------------------------------------------------------------------
-    def run_op(self, op, t, tid, seq=None):
-        """Runs `op` (children, then its kernels) starting at host time t; returns the end time."""
+    def reserve_cpu_slot(self):
+        """A cpu_op slot filled in when the op ends (parents are written after their children's
+        ids are taken), with fresh External id, Record function id and Ev Idx."""
         idx = len(self.cpu)
         self.cpu.append(None)
         self.ext += 1
         self.rfid += 1
         self.ev_idx += 1
-        ext, rfid, ev = self.ext, self.rfid, self.ev_idx
+        return idx, self.ext, self.rfid, self.ev_idx
+
+    def run_op(self, op, t, tid, seq=None):
+        """Runs `op` (children, then its kernels) starting at host time t; returns the end time."""
+        idx, ext, rfid, ev = self.reserve_cpu_slot()
         start = t
         rnd = self.rng.random
         t += int(op.pre_ns * (0.7 + 0.6 * rnd()))
@@ -457,12 +462,7 @@ class RankWriter:
     def allreduce(self, t, tid, bucket, wait_ns):
         """DDP bucket: record_param_comms > nccl:all_reduce > event/wait + NCCL kernel launch."""
         kernel, nelems, comm_args = bucket
-        idx = len(self.cpu)
-        self.cpu.append(None)
-        self.ext += 1
-        self.rfid += 1
-        self.ev_idx += 1
-        ext, rfid, ev = self.ext, self.rfid, self.ev_idx
+        idx, ext, rfid, ev = self.reserve_cpu_slot()
         start = t
         t += 9000
         h = self.annotation("nccl:all_reduce", t, tid)
