@@ -5,14 +5,17 @@ it starts (DataLoader workers, torchrun children).
 It does two things:
 1. Always: runs the sitecustomize this file shadows (the next one on sys.path, e.g. Debian's
    /usr/lib/python3.X/sitecustomize.py), so the job starts exactly as it would without us.
-2. Only when STALLSCOPE_RUN_DIR is set and STALLSCOPE_AUTO is not "0" (`--no-auto`): installs a
-   post-import hook. When the job imports torch, stallscope.auto.install() patches it; when it
-   imports stallscope, auto.track_user_steps() notes whether the job marks its own steps. torch
-   is never imported here: a job without torch pays one meta-path lookup per import, no more.
+2. Only when STALLSCOPE_RUN_DIR is set and STALLSCOPE_AUTO is not "0" (`--no-auto`): imports the
+   stallscope package and calls stallscope._startup.start(), which notes this interpreter in
+   $STALLSCOPE_RUN_DIR/python.jsonl (version, executable, whether the recorder loaded) and
+   installs a post-import hook: when the job imports torch, stallscope.auto.install() patches
+   it. torch is never imported here.
 
 Nothing here may break the job: every error is swallowed and reported once on stderr with a
 `[stallscope]` prefix.
 """
+
+_STALLSCOPE_SHIM = True  # stallscope._startup.shim_ran(): this interpreter ran the shim
 
 import os as _os
 import sys as _sys
@@ -67,93 +70,10 @@ def _chain_next_sitecustomize():
     return module
 
 
-class _PostImportFinder:
-    """A meta-path finder that finds nothing itself: for a watched module it asks the other
-    finders for the spec, and makes the loader call our callback once the module has executed
-    successfully. The loader object and the module's __spec__/__loader__ stay the real ones
-    (the wrapper is an instance attribute removed again right after exec)."""
-
-    def __init__(self, callbacks):
-        self._callbacks = dict(callbacks)
-        self._busy = set()
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self._callbacks or fullname in self._busy:
-            return None
-        self._busy.add(fullname)
-        try:
-            spec = None
-            for finder in _sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                if finder is self or find is None:
-                    continue
-                spec = find(fullname, path, target)
-                if spec is not None:
-                    break
-            if spec is not None and spec.loader is not None:
-                self._hook_loader(fullname, spec.loader)
-            return spec
-        except Exception as e:
-            _report(f"import hook for {fullname}", e)
-            return None
-        finally:
-            self._busy.discard(fullname)
-
-    def _hook_loader(self, fullname, loader):
-        original = getattr(loader, "exec_module", None)
-        if original is None:
-            return
-        had_own = "exec_module" in getattr(loader, "__dict__", {})
-
-        def exec_module(module):
-            try:
-                original(module)
-            finally:
-                try:
-                    if had_own:
-                        loader.exec_module = original
-                    else:
-                        del loader.exec_module
-                except Exception:
-                    pass
-            self._fire(fullname, module)
-
-        loader.exec_module = exec_module
-
-    def _fire(self, fullname, module):
-        callback = self._callbacks.pop(fullname, None)
-        if not self._callbacks:
-            try:
-                _sys.meta_path.remove(self)
-            except ValueError:
-                pass
-        if callback is not None:
-            try:
-                callback(module)
-            except Exception as e:
-                _report(f"hook after importing {fullname}", e)
-
-
-def _on_torch(_module):
-    from stallscope import auto
-    auto.install()
-
-
-def _on_stallscope(module):
-    from stallscope import auto
-    auto.track_user_steps(module)
-
-
-def _install_import_hooks():
-    callbacks = {"torch": _on_torch, "stallscope": _on_stallscope}
-    for name in list(callbacks):
-        if name in _sys.modules:  # imported before site ran (unusual): hook it right away
-            try:
-                callbacks.pop(name)(_sys.modules[name])
-            except Exception as e:
-                _report(f"hook for {name}", e)
-    if callbacks:
-        _sys.meta_path.insert(0, _PostImportFinder(callbacks))
+def _start():
+    import stallscope
+    from stallscope import _startup
+    _startup.start(stallscope)
 
 
 try:
@@ -164,6 +84,6 @@ except Exception as _e:
 
 if _os.environ.get("STALLSCOPE_RUN_DIR") and _os.environ.get("STALLSCOPE_AUTO", "1") != "0":
     try:
-        _install_import_hooks()
+        _start()
     except Exception as _e:
-        _report("installing import hooks", _e)
+        _report("starting stallscope", _e)

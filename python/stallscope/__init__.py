@@ -18,31 +18,46 @@ that the monitor drains live; one ``with`` costs well under a microsecond and no
 
 Outside ``run`` every call is a cheap no-op, unless STALLSCOPE_PROFILE=1: then the process records
 on its own and prints a per-phase summary to stderr every STALLSCOPE_PROFILE_EVERY steps
-(default 100). If the compiled extension is missing the package still imports, as a no-op, and
-warns once when recording was asked for.
+(default 100).
+
+The recorder is C++ code (src/phase) reached one of two ways, picked when recording starts:
+``_core``, a CPython extension built for one interpreter (Debian's python3) where it imports,
+else ``_native``: the C library libstallscope_rec.so through ctypes, which works in every CPython
+>= 3.8 from the same build. STALLSCOPE_BACKEND=core|native forces one. If neither loads, the
+package still imports, as a no-op, and warns once; under ``run`` the report says why.
 
 Phases nest and may be used from any thread. Decorating a generator or ``async`` function times
 only the call that creates the generator/coroutine: use ``with`` inside it instead.
 """
 
 import functools
+import importlib
 import json
 import os
-import tempfile
+import sys
 import warnings
 
 __version__ = "0.1.0"
-__all__ = ["phase", "step", "mark", "count", "info", "enabled"]
-
-try:
-    from . import _core
-except ImportError as _error:  # not built, or built for another interpreter
-    _core = None
-    _core_import_error = _error
-else:
-    _core_import_error = None
+__all__ = ["phase", "step", "mark", "count", "info", "enabled", "backend"]
 
 _RUN_DIR_ENV = "STALLSCOPE_RUN_DIR"
+_BACKEND_ENV = "STALLSCOPE_BACKEND"
+_BACKEND_ORDER = {"auto": ("core", "native"), "core": ("core",), "native": ("native",)}
+
+
+def _load_backend():
+    """(module, None) for the first recorder backend that loads, or (None, why none did)."""
+    choice = os.environ.get(_BACKEND_ENV, "").strip().lower() or "auto"
+    order = _BACKEND_ORDER.get(choice)
+    if order is None:
+        return None, f"{_BACKEND_ENV}={choice!r} is not one of auto, core, native"
+    errors = []
+    for name in order:
+        try:
+            return importlib.import_module(f"{__name__}._{name}"), None
+        except Exception as e:  # ImportError, or OSError from dlopen with its reason
+            errors.append(f"{name}: {e}")
+    return None, "; ".join(errors)
 
 
 def _env_flag(name):
@@ -87,37 +102,6 @@ class _NoopPhase:
         return f"stallscope.phase({self.name!r}) [off]"
 
 
-if _core is not None:
-
-    class _Phase(_core.Phase):
-        """A recording phase: ``with`` it (begin/end are C calls), or decorate a function."""
-
-        __slots__ = ()
-
-        def __call__(self, fn):
-            @functools.wraps(fn)
-            def timed(*args, **kwargs):
-                with self:
-                    return fn(*args, **kwargs)
-
-            return timed
-
-        def __repr__(self):
-            return f"stallscope.phase({self.name!r})"
-
-    class _OffPhase(_core.Phase):
-        """Not recording, extension present: enter/exit are C calls into a writer that is off
-        (cheaper than Python methods); decorating returns the function unchanged."""
-
-        __slots__ = ()
-
-        def __call__(self, fn):
-            return fn
-
-        def __repr__(self):
-            return f"stallscope.phase({self.name!r}) [off]"
-
-
 class _Cache(dict):
     """key -> factory(key), made once. ``phase`` is this dict's ``__getitem__``, so a cached
     lookup runs no Python frame."""
@@ -132,10 +116,12 @@ class _Cache(dict):
 
 
 class _Recorder:
-    """The process's recording state: the C++ writer, and the profiler when STALLSCOPE_PROFILE
-    is set. Created at import; survives fork (the child gets its own ring)."""
+    """The process's recording state: the backend, its writer, and the profiler when
+    STALLSCOPE_PROFILE is set. Created at import; survives fork (the child gets its own ring)."""
 
     def __init__(self):
+        self.backend = None
+        self.backend_error = None
         self.writer = None
         self.session = None
         self.warned = False
@@ -143,9 +129,10 @@ class _Recorder:
         profile = _env_flag("STALLSCOPE_PROFILE")
         if not run_dir and not profile:
             return
-        if _core is None:
+        self.backend, self.backend_error = _load_backend()
+        if self.backend is None:
             warnings.warn(
-                f"stallscope: the compiled extension is not available ({_core_import_error}); "
+                f"stallscope: the recorder could not load ({self.backend_error}); "
                 "phase markers record nothing",
                 RuntimeWarning,
                 stacklevel=3,
@@ -153,16 +140,20 @@ class _Recorder:
             return
         temp_dir = None
         if run_dir:
-            self.writer = _core.Writer.from_env()
+            self.writer = self.backend.Writer.from_env()
         else:
             # Standalone profiling: a private ring in a temp dir, removed at exit.
+            import tempfile
+
             temp_dir = tempfile.mkdtemp(prefix="stallscope-profile-")
-            self.writer = _core.Writer.from_env(os.path.join(temp_dir, "phases"))
+            self.writer = self.backend.Writer.from_env(os.path.join(temp_dir, "phases"))
         if profile:
             from . import _profile
 
             self.session = _profile.Session(
-                self.writer, every=_env_int("STALLSCOPE_PROFILE_EVERY", 100), temp_dir=temp_dir
+                self.backend.Profiler(self.writer),
+                every=_env_int("STALLSCOPE_PROFILE_EVERY", 100),
+                temp_dir=temp_dir,
             )
         os.register_at_fork(after_in_child=self.after_fork_in_child)
 
@@ -185,11 +176,25 @@ _recorder = _Recorder()
 _writer = _recorder.writer
 
 if _writer is not None:
+
+    class _Phase(_recorder.backend.Phase):
+        """A recording phase: ``with`` it (begin/end are foreign calls), or decorate a function."""
+
+        __slots__ = ()
+
+        def __call__(self, fn):
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                with self:
+                    return fn(*args, **kwargs)
+
+            return timed
+
+        def __repr__(self):
+            return f"stallscope.phase({self.name!r})"
+
     _phases = _Cache(lambda name: _Phase(_writer, name))
     _ids = _Cache(_writer.name_id)
-elif _core is not None:
-    _off_writer = _core.Writer("")  # never creates a file
-    _phases = _Cache(lambda name: _OffPhase(_off_writer, name))
 else:
     _phases = _Cache(_NoopPhase)
 
@@ -241,4 +246,22 @@ else:
 def enabled():
     """True when events are recorded (under ``stallscope run``, or STALLSCOPE_PROFILE=1)."""
     return _writer is not None and _writer.enabled
+
+
+def backend():
+    """The recorder in use: "core" (compiled extension), "native" (C library via ctypes), or
+    None (not recording, or none could load)."""
+    return _recorder.backend.BACKEND if _recorder.backend is not None else None
+
+
+def _recorder_status():
+    """For the start note in python.jsonl (stallscope._startup)."""
+    return {"backend": backend(), "backend_error": _recorder.backend_error,
+            "recording": enabled()}
+
+
+if os.environ.get(_RUN_DIR_ENV):
+    from . import _startup
+
+    _startup.start(sys.modules[__name__])
 

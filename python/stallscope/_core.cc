@@ -249,6 +249,8 @@ void BindWriter(py::module_& m) {
       .def("name_id", &PhaseWriter::NameId, py::arg("name"))
       .def("begin", [](PhaseWriter& w, uint16_t id) { w.Begin(id); })
       .def("end", [](PhaseWriter& w, uint16_t id) { w.End(id); })
+      .def("begin_at", [](PhaseWriter& w, uint16_t id, int64_t ts) { w.BeginAt(id, ts); })
+      .def("end_at", [](PhaseWriter& w, uint16_t id, int64_t ts) { w.EndAt(id, ts); })
       .def("step", &PhaseWriter::Step, "Marks the end of a training step; returns the count.")
       .def("counter", &PhaseWriter::Counter, py::arg("id"), py::arg("delta") = 1)
       .def(
@@ -298,4 +300,5 @@ PYBIND11_MODULE(_core, m) {
   m.attr("KIND_MARK") = static_cast<int>(ph::RecordKind::kMark);
   m.attr("KIND_COUNTER") = static_cast<int>(ph::RecordKind::kCounter);
   m.attr("RING_VERSION") = ph::kRingVersion;
+  m.attr("BACKEND") = "core";
 }

@@ -1,6 +1,6 @@
 """STALLSCOPE_PROFILE=1: periodic per-phase summaries on stderr, like a trainer's profiler.
 
-Reads the process's own ring through ``_core.Profiler`` (a second reader: the monitor's cursor
+Reads the process's own ring through the backend's ``Profiler`` (a second reader: the monitor's cursor
 is unaffected), so the numbers are the ones ``stallscope run`` would see. One line per window:
 
     [stallscope] steps 101-200 (12.3 s, 8.13 steps/s): data_loading 41.2% (n=100, mean 50.7 ms) | ...
@@ -14,8 +14,6 @@ import os
 import shutil
 import sys
 import time
-
-from . import _core
 
 
 def format_ns(ns):
@@ -55,8 +53,8 @@ def format_summary(first_step, last_step, wall_ns, phases, counters, unmatched=0
 class Session:
     """Prints a summary every ``every`` steps, and one for the rest at exit."""
 
-    def __init__(self, writer, every=100, temp_dir=None, stream=None):
-        self._profiler = _core.Profiler(writer)
+    def __init__(self, profiler, every=100, temp_dir=None, stream=None):
+        self._profiler = profiler
         self._every = max(1, int(every))
         self._stream = stream
         self._temp_dir = temp_dir

@@ -1,13 +1,17 @@
-"""Tests of the stallscope phase API (python/stallscope/__init__.py and the _core extension).
+"""Tests of the stallscope phase API (python/stallscope/__init__.py and its recorder backends).
 
-Run from the build tree (CTest does this):
-    PYTHONPATH=build/python /usr/bin/python3 -m unittest -v test_phase   (cwd: python/tests)
+Run from the build tree with any CPython >= 3.8 (CTest runs it under every interpreter it finds,
+once per backend):
+    PYTHONPATH=build/python python3 -m unittest -v test_phase            (cwd: python/tests)
+    STALLSCOPE_BACKEND=native PYTHONPATH=build/python python3 -m unittest -v test_phase
 
 The recording mode is fixed at import from the environment, so each case runs its script in a
-fresh interpreter with the environment it needs.
+fresh interpreter (this one) with the environment it needs. Rings are read back with
+ring_file.py, a pure-Python reader written from the format table in src/phase/README.md.
 """
 
 import glob
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -19,21 +23,20 @@ import textwrap
 import unittest
 
 import stallscope
-from stallscope import _core  # the tests need the built extension
+from ring_file import events, read_ring
 
-KIND = {
-    _core.KIND_BEGIN: "B",
-    _core.KIND_END: "E",
-    _core.KIND_STEP: "S",
-    _core.KIND_MARK: "M",
-    _core.KIND_COUNTER: "C",
-}
+#: The backend the package must pick in this interpreter: the one STALLSCOPE_BACKEND forces, else
+#: the compiled extension where it was built for this interpreter, else ctypes.
+FORCED_BACKEND = os.environ.get("STALLSCOPE_BACKEND", "").strip().lower()
+if FORCED_BACKEND in ("", "auto"):
+    FORCED_BACKEND = None
 
 
 def run_py(code, env_extra=None, check=True):
     """Runs `code` as a script in a fresh /usr/bin/python3 with the package on PYTHONPATH (a
     file, not -c: multiprocessing's spawn re-imports the main module)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STALLSCOPE_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("STALLSCOPE_") or k == "STALLSCOPE_BACKEND"}
     env["STALLSCOPE_AUTO"] = "0"  # the auto-instrumentation shim has its own tests
     env.update(env_extra or {})
     with tempfile.TemporaryDirectory(prefix="stallscope-script-") as script_dir:
@@ -53,10 +56,14 @@ def run_py(code, env_extra=None, check=True):
     return proc
 
 
-def events(ring):
-    """[(kind letter, name, arg)] of a ring read with _core.read_ring."""
-    names = ring["names"]
-    return [(KIND[k], names[i] if i < len(names) else "?", arg) for k, i, _tid, _ts, arg in ring["records"]]
+def expected_backend():
+    if FORCED_BACKEND:
+        return FORCED_BACKEND
+    package_dir = os.path.dirname(stallscope.__file__)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if os.path.exists(os.path.join(package_dir, "_core" + suffix)):
+            return "core"
+    return "native"
 
 
 class TempDirTest(unittest.TestCase):
@@ -100,7 +107,7 @@ class NoopTest(TempDirTest):
             pass
         self.assertIsNone(stallscope.step())
 
-    def test_missing_extension_imports_and_warns_once_when_enabled(self):
+    def test_missing_recorder_imports_and_warns_once_when_enabled(self):
         pkg = os.path.join(self.dir, "pkg", "stallscope")
         os.makedirs(pkg)
         for src in glob.glob(os.path.join(os.path.dirname(stallscope.__file__), "*.py")):
@@ -119,16 +126,59 @@ class NoopTest(TempDirTest):
             assert not stallscope.enabled()
             print("ok")
             """
-        env = {"PYTHONPATH": os.path.join(self.dir, "pkg")}
+        env = {"PYTHONPATH": os.path.join(self.dir, "pkg"), "STALLSCOPE_BACKEND": "auto"}
         quiet = run_py(code, env)
         self.assertEqual(quiet.stderr, "")
         loud = run_py(code, {**env, "STALLSCOPE_RUN_DIR": self.dir})
         self.assertEqual(loud.stdout.strip(), "ok")
         self.assertEqual(loud.stderr.count("RuntimeWarning"), 1, loud.stderr)
-        self.assertIn("extension is not available", loud.stderr)
+        self.assertIn("the recorder could not load", loud.stderr)
+        self.assertIn("libstallscope_rec.so", loud.stderr, "says why the C library did not load")
+
+    def test_unknown_backend_is_named_in_the_warning(self):
+        proc = run_py("import stallscope; assert not stallscope.enabled()",
+                      {"STALLSCOPE_RUN_DIR": self.dir, "STALLSCOPE_BACKEND": "fortran"})
+        self.assertIn("STALLSCOPE_BACKEND='fortran' is not one of auto, core, native", proc.stderr)
 
 
 class RecordingTest(TempDirTest):
+    def test_the_expected_backend_records(self):
+        proc = run_py("import stallscope; print(stallscope.backend(), stallscope.enabled())",
+                      {"STALLSCOPE_RUN_DIR": self.dir})
+        self.assertEqual(proc.stdout.split(), [expected_backend(), "True"], proc.stderr)
+
+    def test_start_note_names_this_interpreter_and_its_recorder(self):
+        run_py("import stallscope", {"STALLSCOPE_RUN_DIR": self.dir})
+        with open(os.path.join(self.dir, "python.jsonl")) as f:
+            notes = [json.loads(line) for line in f]
+        self.assertEqual(len(notes), 1, notes)
+        note = notes[0]
+        self.assertEqual(note["event"], "start")
+        self.assertEqual(note["python"], ".".join(map(str, sys.version_info[:3])))
+        self.assertEqual(note["executable"], sys.executable)
+        self.assertEqual((note["backend"], note["backend_error"], note["recording"]),
+                         (expected_backend(), None, True))
+        self.assertTrue(note["shim"], "build/python (on PYTHONPATH) holds the shim")
+
+    def test_job_output_is_unchanged_by_recording(self):
+        code = """
+            import sys, stallscope
+            total = 0
+            for i in range(50):
+                with stallscope.phase("work"):
+                    total += i * i
+                stallscope.step()
+            print("total", total)
+            print("to stderr", file=sys.stderr)
+            sys.exit(4)
+            """
+        bare = run_py(code, check=False)
+        recorded = run_py(code, {"STALLSCOPE_RUN_DIR": self.dir}, check=False)
+        self.assertEqual((recorded.returncode, recorded.stdout, recorded.stderr),
+                         (bare.returncode, bare.stdout, bare.stderr))
+        self.assertEqual(bare.returncode, 4)
+        self.assertEqual(len(read_ring(self.rings()[0])["records"]), 150)
+
     def test_context_manager_decorator_nesting_and_events(self):
         run_py(
             """
@@ -157,7 +207,7 @@ class RecordingTest(TempDirTest):
         )
         rings = self.rings()
         self.assertEqual(len(rings), 1)
-        ring = _core.read_ring(rings[0])
+        ring = read_ring(rings[0])
         self.assertEqual((ring["rank"], ring["world_size"], ring["lost"]), (2, 4, 0))
         self.assertEqual(
             events(ring),
@@ -197,7 +247,7 @@ class RecordingTest(TempDirTest):
             """,
             {"STALLSCOPE_RUN_DIR": self.dir},
         )
-        ring = _core.read_ring(self.rings()[0])
+        ring = read_ring(self.rings()[0])
         self.assertEqual(len(ring["records"]), 800)
         self.assertEqual(len({tid for _k, _i, tid, _ts, _a in ring["records"]}), 4)
 
@@ -231,7 +281,7 @@ class RecordingTest(TempDirTest):
         )
         by_pid = {}
         for path in self.rings():
-            ring = _core.read_ring(path)
+            ring = read_ring(path)
             self.assertEqual(os.path.basename(path), f"{ring['pid']}.ring")
             by_pid[ring["pid"]] = {name for _k, name, _a in events(ring)}
         self.assertEqual(sorted(by_pid.values(), key=sorted),
@@ -262,7 +312,7 @@ class RecordingTest(TempDirTest):
             """,
             {"STALLSCOPE_RUN_DIR": self.dir},
         )
-        names = [{name for _k, name, _a in events(_core.read_ring(p))} for p in self.rings()]
+        names = [{name for _k, name, _a in events(read_ring(p))} for p in self.rings()]
         self.assertEqual(len(names), 5, names)  # the job, 2 forked and 2 spawned workers
         self.assertEqual(sum(1 for n in names if n == {"decode"}), 4, names)
         self.assertEqual(sum(1 for n in names if "train_step" in n), 1, names)
@@ -330,15 +380,6 @@ class ProfileTest(TempDirTest):
         self.assertEqual(_profile.format_ns(850), "850 ns")
         self.assertEqual(_profile.format_ns(12_345), "12.3 us")
         self.assertEqual(_profile.format_ns(1_234_000_000), "1.23 s")
-
-
-class RingReadTest(TempDirTest):
-    def test_garbage_ring_is_a_clear_error(self):
-        path = os.path.join(self.dir, "bad.ring")
-        with open(path, "wb") as f:
-            f.write(b"x" * 100_000)
-        with self.assertRaisesRegex(ValueError, "bad.ring.*bad magic"):
-            _core.read_ring(path)
 
 
 if __name__ == "__main__":

@@ -709,8 +709,12 @@ TEST(ProcessTrackerLive, KeptFilesAreFreshAndClosed) {
       }
       return false;
     };
-    ASSERT_TRUE(sample_until(
-        [&] { return out.size() == 3 && out[1].comm == "sleep" && out[2].comm == "sleep"; }));
+    // comm changes before execve maps the new argv (process_tracker.cc ReadStatic): wait for
+    // both, or a sample inside that window reads an empty cmdline (seen once in CI-like load).
+    ASSERT_TRUE(sample_until([&] {
+      return out.size() == 3 && out[1].comm == "sleep" && out[2].comm == "sleep" &&
+             !out[1].cmdline.empty() && !out[2].cmdline.empty();
+    }));
     const int32_t victim = out[1].pid;
     EXPECT_EQ(out[1].cmdline, "sleep 30");
     // With the shell stopped the killed sleep stays a zombie; once it runs, it reaps it.

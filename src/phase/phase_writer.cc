@@ -186,17 +186,25 @@ int64_t PhaseWriter::Step() {
   return step;
 }
 
-void PhaseWriter::Write(RecordKind kind, uint16_t id, int64_t arg, uint8_t flags) {
+PhaseWriter::Ring* PhaseWriter::RingFor(RecordKind kind, uint16_t id) {
   Ring* ring = ring_.load(std::memory_order_acquire);
   if (ring == nullptr) [[unlikely]] {
     ring = OpenSlow();
-    if (ring == nullptr) return;
+    if (ring == nullptr) return nullptr;
   }
   if (id == kNoName && kind != RecordKind::kStep) [[unlikely]] {
     ring->header->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
-  WriteAt(*ring, clock_->MonotonicNs(), kind, id, arg, flags);
+  return ring;
+}
+
+void PhaseWriter::Write(RecordKind kind, uint16_t id, int64_t arg, uint8_t flags) {
+  if (Ring* ring = RingFor(kind, id)) WriteAt(*ring, clock_->MonotonicNs(), kind, id, arg, flags);
+}
+
+void PhaseWriter::WriteStamped(RecordKind kind, uint16_t id, int64_t ts_ns) {
+  if (Ring* ring = RingFor(kind, id)) WriteAt(*ring, ts_ns, kind, id, 0, 0);
 }
 
 void PhaseWriter::WriteAt(Ring& ring, int64_t ts_ns, RecordKind kind, uint16_t id, int64_t arg,

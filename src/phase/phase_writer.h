@@ -67,6 +67,10 @@ class PhaseWriter {
   /// Records that phase `id` began / ended on the calling thread.
   void Begin(uint16_t id, uint8_t flags = 0) { Write(RecordKind::kBegin, id, 0, flags); }
   void End(uint16_t id, uint8_t flags = 0) { Write(RecordKind::kEnd, id, 0, flags); }
+  /// The same at an explicit CLOCK_MONOTONIC time, for a boundary observed earlier (e.g. when
+  /// the last gradient was ready). A thread's records should still come in time order.
+  void BeginAt(uint16_t id, int64_t ts_ns) { WriteStamped(RecordKind::kBegin, id, ts_ns); }
+  void EndAt(uint16_t id, int64_t ts_ns) { WriteStamped(RecordKind::kEnd, id, ts_ns); }
   /// Records the end of a training step; returns the process's step count (1-based).
   int64_t Step();
   /// Records that counter `id` grew by `delta`.
@@ -97,6 +101,8 @@ class PhaseWriter {
   struct Ring;
 
   void Write(RecordKind kind, uint16_t id, int64_t arg, uint8_t flags);
+  void WriteStamped(RecordKind kind, uint16_t id, int64_t ts_ns);
+  Ring* RingFor(RecordKind kind, uint16_t id);  // null: off, or the event was dropped
   void WriteAt(Ring& ring, int64_t ts_ns, RecordKind kind, uint16_t id, int64_t arg, uint8_t flags);
   Ring* OpenSlow();
   void InitHeader(RingHeader& header, int32_t pid, uint32_t capacity) const;  // needs mu_
