@@ -104,6 +104,13 @@ class JsonWriter {
     Key(key);
     return v ? Bool(*v) : Null();
   }
+  /// An optional string (a template, so that a plain std::string argument is not ambiguous).
+  template <typename T>
+  requires std::is_same_v<T, std::string> JsonWriter& Field(std::string_view key,
+                                                            const std::optional<T>& v) {
+    Key(key);
+    return v ? String(*v) : Null();
+  }
   /// key: [...] of a range of strings or integers.
   template <typename Range>
   JsonWriter& FieldArray(std::string_view key, const Range& values) {

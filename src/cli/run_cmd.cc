@@ -2,6 +2,7 @@
 // rings its processes write, print live status, and write the run directory and its report.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -159,6 +160,17 @@ std::vector<std::string> JobEnvironment(const diagnose::RunPaths& paths, const R
   return env;
 }
 
+/// User + system CPU seconds of this process (RUSAGE_SELF: every thread of the monitor) or of
+/// its waited-for children and their waited-for descendants (RUSAGE_CHILDREN: the job).
+double CpuSeconds(int who) {
+  rusage usage{};
+  if (getrusage(who, &usage) != 0) return 0;
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
+
 /// Writes report.txt and report.json from the run directory; prints the text unless quiet.
 int Report(const diagnose::RunPaths& paths, bool quiet) {
   auto data = diagnose::LoadRun(paths.dir);
@@ -299,6 +311,10 @@ int RunRun(const RunOptions& o) {
   stop.Request();
   sampling.join();
   meta.end_mono_ns = clock.MonotonicNs();
+  // Overhead in CPU time, before the report costs any (README "Overhead"): the job has been
+  // reaped, so its children's times are in.
+  meta.monitor_cpu_s = CpuSeconds(RUSAGE_SELF);
+  meta.job_cpu_s = CpuSeconds(RUSAGE_CHILDREN);
   meta.exit_code = *exit_code;
   meta.status = *exit_code > 128 ? "killed" : "exited";
   if (writer.ok()) (void)writer->Finish(*meta.end_mono_ns, exit_code);

@@ -92,6 +92,8 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
       .Field("status", m.status)
       .FieldBool("auto_hooks", m.auto_hooks)
       .Field("interval_ns", m.interval_ns)
+      .Field("monitor_cpu_s", m.monitor_cpu_s, 3)
+      .Field("job_cpu_s", m.job_cpu_s, 3)
       .EndObject();
   out += "\n";
   return WriteFileAtomic(paths.run_json(), out);
@@ -128,6 +130,10 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   m.status = j.value("status", "running");
   m.auto_hooks = j.value("auto_hooks", true);
   m.interval_ns = j.value<int64_t>("interval_ns", 0);
+  if (j.contains("monitor_cpu_s") && j["monitor_cpu_s"].is_number())
+    m.monitor_cpu_s = j["monitor_cpu_s"].get<double>();
+  if (j.contains("job_cpu_s") && j["job_cpu_s"].is_number())
+    m.job_cpu_s = j["job_cpu_s"].get<double>();
   return m;
 }
 

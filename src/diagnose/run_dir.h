@@ -37,6 +37,10 @@ struct RunMeta {
   std::string status = "running";  ///< "running" | "exited" | "killed" (by a signal)
   bool auto_hooks = true;
   int64_t interval_ns = 0;
+  /// CPU time (user + system) of the stallscope monitor itself over the run, and of the job
+  /// (its process and every descendant it waited for), both from getrusage at the end.
+  std::optional<double> monitor_cpu_s;
+  std::optional<double> job_cpu_s;
 };
 
 /// Creates `<base>/<YYYYmmdd>-<HHMMSS>-<name>/` and its phases/ (a numeric suffix when taken).

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace stallscope::diagnose {
@@ -69,12 +70,31 @@ struct ProcAccumulator {
 };
 
 std::string RoleOf(int32_t pid, int32_t root, const std::set<int32_t>& workers,
-                   const std::map<int32_t, int32_t>& rank_of_main, int32_t world) {
+                   const std::map<int32_t, int32_t>& rank_of_main,
+                   const std::set<int32_t>& launchers, int32_t world) {
   if (workers.count(pid)) return "dataloader worker";
   if (auto it = rank_of_main.find(pid); it != rank_of_main.end()) {
     return world > 1 ? fmt::format("rank {}", it->second) : "main";
   }
+  if (launchers.count(pid)) return "launcher";
   return pid == root ? (rank_of_main.empty() ? "main" : "launcher") : "child";
+}
+
+/// Processes that started (directly or through others) the processes that mark the ranks' steps:
+/// torchrun, `accelerate launch`, a shell script, examples/launch.py.
+std::set<int32_t> Launchers(const std::map<int32_t, int32_t>& parent_of,
+                            const std::map<int32_t, int32_t>& rank_of_main) {
+  std::set<int32_t> out;
+  for (const auto& [main, rank] : rank_of_main) {
+    int32_t pid = main;
+    for (size_t depth = 0; depth < 64; ++depth) {  // bounded: a cycle in stale data ends here
+      auto it = parent_of.find(pid);
+      if (it == parent_of.end() || it->second <= 1) break;
+      pid = it->second;
+      if (!rank_of_main.count(pid)) out.insert(pid);
+    }
+  }
+  return out;
 }
 
 std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysis& phases,
@@ -120,11 +140,14 @@ std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysi
       a.last_ns = s.mono_ns;
     }
   }
+  std::map<int32_t, int32_t> parent_of;
+  for (const auto& [pid, a] : acc) parent_of[pid] = a.row.ppid;
+  const std::set<int32_t> launchers = Launchers(parent_of, rank_of_main);
   std::vector<ProcessRow> rows;
   for (int32_t pid : order) {
     ProcAccumulator& a = acc[pid];
     ProcessRow r = a.row;
-    r.role = RoleOf(pid, root, workers, rank_of_main, world);
+    r.role = RoleOf(pid, root, workers, rank_of_main, launchers, world);
     r.cpu_mean_pct = a.cpu_n > 0 ? a.cpu_sum / static_cast<double>(a.cpu_n) : 0;
     double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
     r.running_share = static_cast<double>(a.running) / n;
@@ -213,6 +236,105 @@ std::vector<Series> MachineSeries(const RunData& d) {
   return out;
 }
 
+std::string Quote(const std::string& cmdline) {
+  constexpr size_t kMax = 80;
+  return cmdline.size() <= kMax ? cmdline : cmdline.substr(0, kMax - 1) + "~";
+}
+
+std::string Interpreter(const PythonProcess& p) {
+  return fmt::format("Python {} ({})", p.version.empty() ? "?" : p.version,
+                     p.executable.empty() ? "?" : p.executable);
+}
+
+/// No notes at all: the startup hook never ran. Which Pythons did the process table see?
+std::vector<std::string> ExplainWithoutNotes(const RunReport& r) {
+  const ProcessRow* python = nullptr;
+  for (const auto& p : r.processes) {
+    if (!LooksLikePython(p.comm, p.cmdline)) continue;
+    if (auto flag = PythonFlagIgnoringStartup(p.cmdline)) {
+      const bool site = *flag == 'S';
+      return {fmt::format("the job's Python ran with -{} ({}), so stallscope's startup hook never "
+                          "ran in it: pid {}: {}",
+                          *flag, site ? "no site import" : "PYTHONPATH ignored", p.pid,
+                          Quote(p.cmdline)),
+              "drop the flag, or `pip install` stallscope into that Python (README \"Install "
+              "the Python package\") and `import stallscope` in the job: it then records on its "
+              "own"};
+    }
+    if (python == nullptr) python = &p;
+  }
+  if (python != nullptr) {
+    return {fmt::format("Python ran (pid {}: {}) but stallscope's startup hook did not: "
+                        "PYTHONPATH or STALLSCOPE_RUN_DIR did not reach it",
+                        python->pid, Quote(python->cmdline)),
+            "a launcher, sudo or a container that resets the environment drops them: pass "
+            "both through (e.g. `env PYTHONPATH=... STALLSCOPE_RUN_DIR=...`)"};
+  }
+  return {
+      fmt::format("no Python process was seen in the job ({}): there was nothing to time "
+                  "from inside; the GPU and host samples above are all there is",
+                  Quote(fmt::format("{}", fmt::join(r.meta.command, " "))))};
+}
+
+/// Why a run has no phases: the most specific cause first (README "When a job reports no
+/// phases"). Empty when phases were recorded.
+std::vector<std::string> ExplainNoPhases(const RunReport& r) {
+  if (!r.phases.ranks.empty() || !r.phases.phases.empty()) return {};
+  if (!r.meta.auto_hooks) {
+    return {
+        "--no-auto was given and the job marks no phases itself (stallscope.phase, "
+        "stallscope.step)"};
+  }
+  if (r.python.empty()) return ExplainWithoutNotes(r);
+  const PythonProcess* failed = nullptr;
+  const PythonProcess* hooked = nullptr;
+  bool any_recording = false;
+  for (const auto& p : r.python) {
+    any_recording = any_recording || p.recording;
+    if (!p.recording && p.backend_error && failed == nullptr) failed = &p;
+    if (p.hooks_noted && (hooked == nullptr || p.hooks_error)) hooked = &p;
+  }
+  if (!any_recording && failed != nullptr) {
+    return {fmt::format("stallscope's recorder could not load in {}: {}", Interpreter(*failed),
+                        *failed->backend_error),
+            "rebuild (`make build`) or reinstall the package next to the binary; "
+            "STALLSCOPE_BACKEND=native forces the ctypes recorder"};
+  }
+  if (!any_recording) {
+    return {
+        fmt::format("the recorder was off in every Python process ({} of them)", r.python.size())};
+  }
+  if (hooked == nullptr) {
+    return {fmt::format("no process imported torch, and none called stallscope.phase(): nothing "
+                        "to time ({} Python process{} ran with the recorder on)",
+                        r.python.size(), r.python.size() == 1 ? "" : "es"),
+            "mark the loop's phases with `with stallscope.phase(\"name\"):` and "
+            "`stallscope.step()`"};
+  }
+  if (hooked->hooks_error) {
+    return {fmt::format("the zero-code hooks failed to install in torch {}: {}",
+                        hooked->torch_version.value_or("?"), *hooked->hooks_error)};
+  }
+  return {
+      fmt::format("torch {} was imported and the hooks installed, but no DataLoader "
+                  "iteration, module call or optimizer step ran: no training loop",
+                  hooked->torch_version.value_or("?"))};
+}
+
+RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
+  RunOverhead o;
+  o.monitor_cpu_s = d.meta.monitor_cpu_s;
+  o.job_cpu_s = d.meta.job_cpu_s;
+  if (o.monitor_cpu_s && o.job_cpu_s && *o.job_cpu_s > 0) {
+    o.monitor_share = *o.monitor_cpu_s / *o.job_cpu_s;
+  }
+  o.records = d.events.events.size();
+  int64_t steps = 0;
+  for (const auto& rank : phases.ranks) steps += rank.count;
+  if (steps > 0) o.records_per_step = static_cast<double>(o.records) / static_cast<double>(steps);
+  return o;
+}
+
 }  // namespace
 
 Result<RunData> LoadRun(const std::string& dir) {
@@ -238,6 +360,11 @@ Result<RunData> LoadRun(const std::string& dir) {
   } else {
     d.warnings.push_back(events.error().message);
   }
+  d.python = ReadPythonNotes(d.paths.dir);
+  if (d.python.malformed_lines > 0) {
+    d.warnings.push_back(fmt::format("{}/{}: {} malformed line(s) skipped", d.paths.dir,
+                                     kPythonNotesFile, d.python.malformed_lines));
+  }
   return d;
 }
 
@@ -257,6 +384,9 @@ RunReport BuildRunReport(const RunData& d) {
   r.processes = Processes(d, r.phases, r.loaders);
   r.machine = analysis::Summarize(d.recording);
   r.series = MachineSeries(d);
+  r.python = d.python.processes;
+  r.no_phases = ExplainNoPhases(r);
+  r.overhead = Overhead(d, r.phases);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include "analysis/phases.h"
 #include "analysis/summary.h"
 #include "diagnose/findings.h"
+#include "diagnose/python_notes.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/trace_facts.h"
 #include "phase/event_log.h"
@@ -21,6 +22,7 @@ struct RunData {
   RunMeta meta;
   sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
   phase::EventLog events;
+  PythonNotes python;  ///< the job's Python interpreters (python.jsonl); empty for old runs
   std::vector<std::string> warnings;
   /// Set when the run is a profiler trace (`stallscope trace`): the GPU timeline's facts.
   std::optional<TraceFacts> trace;
@@ -78,6 +80,18 @@ struct Series {
 };
 inline constexpr size_t kMaxSeriesPoints = 600;
 
+/// What stallscope itself cost the job, measured in CPU time (wall-clock comparisons drown in
+/// this kind of machine's noise): the monitor's own CPU time against the job's, and the phase
+/// records the job wrote per step (each costs the job well under a microsecond; bench/ has the
+/// per-interpreter figure).
+struct RunOverhead {
+  std::optional<double> monitor_cpu_s;
+  std::optional<double> job_cpu_s;
+  std::optional<double> monitor_share;     ///< monitor_cpu_s / job_cpu_s
+  uint64_t records = 0;                    ///< phase records of all processes
+  std::optional<double> records_per_step;  ///< per step of the busiest rank
+};
+
 /// The measured breakdown of a run: what report.txt and report.json show.
 struct RunReport {
   RunMeta meta;
@@ -88,6 +102,10 @@ struct RunReport {
   std::vector<LoaderInfo> loaders;
   analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the run
   std::vector<Series> series;
+  std::vector<PythonProcess> python;  ///< the job's Python interpreters, as they noted themselves
+  /// When no phase was recorded: the cause that applies (first line) and what supports it.
+  std::vector<std::string> no_phases;
+  RunOverhead overhead;
   std::vector<std::string> warnings;
   Verdict verdict;  ///< filled by Diagnose() (verdict.h); empty from BuildRunReport alone
 };

@@ -1,5 +1,7 @@
 #include "report/run_render.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -46,12 +48,64 @@ std::string JobLines(const diagnose::RunReport& r) {
         rank.count, rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s),
         rank.variation_ratio, rank.oscillating ? ", OSCILLATING: > 0.5" : "");
   }
-  if (r.phases.ranks.empty()) {
-    out += r.meta.auto_hooks ? "Steps   none seen: the job reported no phases (no torch import, or "
-                               "no training loop)\n"
-                             : "Steps   none: --no-auto was given and the job marks no phases\n";
+  for (size_t i = 0; i < r.no_phases.size(); ++i) {
+    out += fmt::format("{}{}\n", i == 0 ? "Steps   none: " : "        ", r.no_phases[i]);
   }
   return out;
+}
+
+/// One line per distinct interpreter (version, executable, recorder), then how torch's phases are
+/// measured where the hooks noted it.
+std::string PythonLines(const std::vector<diagnose::PythonProcess>& python) {
+  struct Group {
+    const diagnose::PythonProcess* first = nullptr;
+    size_t count = 0;
+  };
+  std::vector<std::pair<std::string, Group>> groups;
+  for (const auto& p : python) {
+    std::string recorder = p.backend ? *p.backend : "none";
+    if (!p.recording && p.backend_error) recorder = "none (" + *p.backend_error + ")";
+    std::string key = fmt::format("{} {} {}{}, recorder {}{}",
+                                  p.implementation == "cpython" ? "CPython" : p.implementation,
+                                  p.version, p.executable, p.venv ? " (venv)" : "", recorder,
+                                  p.shim ? "" : ", no startup hook");
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.push_back({key, Group{&p, 0}});
+      it = groups.end() - 1;
+    }
+    ++it->second.count;
+  }
+  std::string out;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& [key, g] = groups[i];
+    out += fmt::format("{}{}: {} process{}\n", i == 0 ? "Python  " : "        ", key, g.count,
+                       g.count == 1 ? "" : "es");
+  }
+  for (const auto& p : python) {
+    if (!p.hooks_noted) continue;
+    std::string how;
+    for (const auto& [phase, mechanism] : p.mechanisms) {
+      how += fmt::format("{}{} {}", how.empty() ? "" : ", ", phase, mechanism);
+    }
+    if (p.hooks_error) how = "failed: " + *p.hooks_error;
+    out += fmt::format("        torch {}: {}\n", p.torch_version.value_or("?"), how);
+    break;  // every process of a job runs the same torch: one line says it
+  }
+  return out;
+}
+
+std::string OverheadLine(const diagnose::RunOverhead& o) {
+  if (!o.monitor_cpu_s) return "";
+  std::string out = fmt::format("Overhead stallscope used {} of CPU", Seconds(*o.monitor_cpu_s));
+  if (o.job_cpu_s && o.monitor_share) {
+    out += fmt::format(" = {:.2f}% of the job's {}", *o.monitor_share * 100, Seconds(*o.job_cpu_s));
+  }
+  if (o.records_per_step) {
+    out += fmt::format("; the job wrote {:.1f} phase records per step", *o.records_per_step);
+  }
+  return out + "\n";
 }
 
 std::string LoaderLines(const std::vector<diagnose::LoaderInfo>& loaders) {
@@ -245,8 +299,13 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     out += '\n';  // (not "\n" + string: GCC 12 -O3 warns falsely, -Wrestrict)
     out += LoaderLines(r.loaders);
   }
+  if (!r.python.empty()) {
+    out += '\n';
+    out += PythonLines(r.python);
+  }
   out += ProcessTable(r.processes);
   out += MachineLines(r);
+  out += OverheadLine(r.overhead);
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
   if (r.phases.lost_records > 0)
     out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
@@ -268,6 +327,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
       .Field("wall_s", r.wall_s, 3);
   w.Field("start_time", FormatIsoUtc(r.meta.start_wall_ns))
       .FieldBool("auto_hooks", r.meta.auto_hooks)
+      .FieldArray("no_phases", r.no_phases)
       .EndObject();
   int64_t steps = 0;
   double duration = 0;
@@ -335,6 +395,30 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.Field("nonvoluntary_switches_per_s", p.nonvoluntary_switches_per_s, 1).EndObject();
   }
   w.EndArray();
+  w.Key("python").BeginArray();
+  for (const auto& p : r.python) {
+    w.BeginObject()
+        .Field("pid", p.pid)
+        .Field("ppid", p.ppid)
+        .Field("implementation", p.implementation)
+        .Field("version", p.version)
+        .Field("executable", p.executable);
+    w.FieldBool("venv", p.venv).FieldBool("shim", p.shim).FieldBool("recording", p.recording);
+    w.Field("backend", p.backend).Field("backend_error", p.backend_error);
+    w.Field("torch", p.torch_version).Field("hooks_error", p.hooks_error);
+    w.Key("mechanisms").BeginObject();
+    for (const auto& [phase, how] : p.mechanisms) w.Field(phase, how);
+    w.EndObject().EndObject();
+  }
+  w.EndArray();
+  w.Key("overhead")
+      .BeginObject()
+      .Field("monitor_cpu_s", r.overhead.monitor_cpu_s, 3)
+      .Field("job_cpu_s", r.overhead.job_cpu_s, 3)
+      .Field("monitor_share", r.overhead.monitor_share, 5)
+      .Field("records", r.overhead.records)
+      .Field("records_per_step", r.overhead.records_per_step, 2)
+      .EndObject();
   w.Key("series").BeginArray();
   for (const auto& s : r.series) {
     w.BeginObject().Field("name", s.name).Field("unit", s.unit).Key("points").BeginArray();

@@ -1,0 +1,145 @@
+#include "diagnose/python_notes.h"
+
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace stallscope::diagnose {
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<std::string> OptStr(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+bool Bool(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+int32_t Int(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return 0;
+  const auto v = it->get<int64_t>();
+  return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int32_t>(v) : 0;
+}
+
+void ApplyStart(const json& j, PythonProcess& p) {
+  p.ppid = Int(j, "ppid");
+  p.version = Str(j, "python");
+  p.implementation = Str(j, "implementation");
+  p.executable = Str(j, "executable");
+  p.venv = Bool(j, "venv", false);
+  if (auto it = j.find("argv"); it != j.end() && it->is_array()) {
+    for (const auto& a : *it) {
+      if (a.is_string()) p.argv.push_back(a.get<std::string>());
+    }
+  }
+  p.shim = Bool(j, "shim", false);
+  p.recording = Bool(j, "recording", false);
+  p.auto_hooks = Bool(j, "auto", true);
+  p.backend = OptStr(j, "backend");
+  p.backend_error = OptStr(j, "backend_error");
+}
+
+void ApplyHooks(const json& j, PythonProcess& p) {
+  p.hooks_noted = true;
+  p.torch_version = OptStr(j, "torch");
+  p.hooks_error = OptStr(j, "error");
+  p.mechanisms.clear();
+  if (auto it = j.find("mechanisms"); it != j.end() && it->is_object()) {
+    for (const auto& [phase, how] : it->items()) {
+      if (how.is_string()) p.mechanisms.emplace_back(phase, how.get<std::string>());
+    }
+  }
+}
+
+bool IsFlagWithArgument(char c) { return c == 'X' || c == 'W' || c == 'Q'; }
+
+}  // namespace
+
+PythonNotes ReadPythonNotes(const std::string& run_dir) {
+  PythonNotes notes;
+  std::ifstream in(run_dir + "/" + kPythonNotesFile);
+  if (!in) return notes;
+  std::map<int32_t, size_t> by_pid;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, false);
+    const int32_t pid = j.is_object() ? Int(j, "pid") : 0;
+    const std::string event = j.is_object() ? Str(j, "event") : std::string();
+    if (pid <= 0 || (event != "start" && event != "hooks")) {
+      ++notes.malformed_lines;
+      continue;
+    }
+    auto [it, fresh] = by_pid.try_emplace(pid, notes.processes.size());
+    if (fresh) {
+      notes.processes.emplace_back();
+      notes.processes.back().pid = pid;
+    }
+    PythonProcess& p = notes.processes[it->second];
+    if (event == "start") {
+      ApplyStart(j, p);
+    } else {
+      ApplyHooks(j, p);
+    }
+  }
+  return notes;
+}
+
+bool LooksLikePython(std::string_view comm, std::string_view cmdline) {
+  auto is_python = [](std::string_view name) {
+    if (const size_t slash = name.rfind('/'); slash != std::string_view::npos) {
+      name.remove_prefix(slash + 1);
+    }
+    if (!name.starts_with("python")) return false;
+    name.remove_prefix(6);
+    for (char c : name) {
+      if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.')) return false;
+    }
+    return true;
+  };
+  std::string_view first = cmdline.substr(0, cmdline.find(' '));
+  return is_python(comm) || (!first.empty() && is_python(first));
+}
+
+std::optional<char> PythonFlagIgnoringStartup(std::string_view cmdline) {
+  size_t pos = cmdline.find(' ');
+  if (pos == std::string_view::npos) return std::nullopt;
+  bool skip_next = false;
+  while (pos < cmdline.size()) {
+    while (pos < cmdline.size() && cmdline[pos] == ' ') ++pos;
+    const size_t end = std::min(cmdline.find(' ', pos), cmdline.size());
+    std::string_view word = cmdline.substr(pos, end - pos);
+    pos = end;
+    if (word.empty()) break;
+    if (skip_next) {
+      skip_next = false;
+      continue;
+    }
+    // Options end at the script, "-" (stdin), "--", or -c / -m (their argument is the program).
+    if (word.size() < 2 || word[0] != '-' || word[1] == '-') break;
+    for (size_t i = 1; i < word.size(); ++i) {
+      const char c = word[i];
+      if (c == 'c' || c == 'm') return std::nullopt;
+      if (c == 'E' || c == 'I' || c == 'S') return c;
+      if (IsFlagWithArgument(c)) {
+        skip_next = i + 1 == word.size();  // "-X dev" vs "-Xdev"
+        break;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace stallscope::diagnose
