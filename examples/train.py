@@ -12,6 +12,13 @@ diagnosis playbooks (seed 000 §1-4; seed 001 T1, T3-T8):
   periodic          torch.save checkpoints and a no-grad sampling loop every N steps
   logging           per-step .item() calls and heavy numpy metrics on CPU copies
   oversub           16 intra-op threads in the trainer and in each worker on a small box
+  ddp               torch.distributed DDP (gloo on CPU, nccl on GPUs), ranks balanced
+  ddp_straggler     the same, but rank 1's input pipeline does 4x the transform work
+
+Multi-rank: start the ranks with a launcher that sets the env:// variables (MASTER_ADDR,
+MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE), e.g. examples/launch.py or torchrun:
+
+  python3 examples/launch.py --nproc-per-node 2 examples/train.py --situation ddp_straggler
 
 Explicit flags override a preset. See examples/README.md for the measured numbers.
 """
@@ -51,6 +58,11 @@ SITUATIONS = {
     "logging": dict(model="mlp", size=512, batch_size=32, log_every_step=True, steps=150),
     "oversub": dict(model="cnn", size=16, batch_size=32, threads=16, worker_threads=16,
                     num_workers=2, transform_ms=1.0, steps=30),
+    # Two ranks share the 2-core VM: one intra-op thread each, a transform heavy enough that the
+    # slow rank's loading dominates its step.
+    "ddp": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0, steps=40),
+    "ddp_straggler": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0,
+                          slow_rank=1, slow_factor=4.0, steps=40),
 }
 
 
@@ -376,6 +388,11 @@ def build_parser():
                    help=".item() and numpy metrics on CPU copies every step")
     p.add_argument("--print-every", type=int, default=10)
     # test hooks
+    p.add_argument("--slow-rank", type=int, default=-1,
+                   help="multi-rank: this rank's transform does --slow-factor times the work")
+    p.add_argument("--slow-factor", type=float, default=4.0)
+    p.add_argument("--dist-backend", default="auto",
+                   help="multi-rank: gloo, nccl, or auto (nccl on CUDA, else gloo)")
     p.add_argument("--crash-at-step", type=int, default=-1, help="raise RuntimeError at step N")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code after training")
     p.add_argument("--profile", metavar="DIR", default=None,
@@ -396,10 +413,42 @@ def parse_args(argv):
     return args
 
 
-def make_loader(args, dataset):
-    kw = dict(batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers,
-              pin_memory=args.pin_memory, drop_last=True,
-              generator=torch.Generator().manual_seed(args.seed))
+class Distributed:
+    """The job's place in a torch.distributed run (env:// rendezvous, as torchrun and
+    examples/launch.py set it up), or a single process when WORLD_SIZE is unset or 1."""
+
+    def __init__(self, backend):
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        self.backend = None
+        if self.world > 1:
+            import torch.distributed as dist
+            if backend == "auto":
+                backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend=backend)
+            self.backend = backend
+
+    @property
+    def active(self):
+        return self.backend is not None
+
+    def close(self):
+        if self.active:
+            import torch.distributed as dist
+            dist.destroy_process_group()
+
+
+def make_loader(args, dataset, dist):
+    kw = dict(batch_size=args.batch_size, num_workers=args.num_workers,
+              pin_memory=args.pin_memory, drop_last=True)
+    if dist.active:
+        # Each rank reads its own shard, the same number of batches on every rank.
+        from torch.utils.data.distributed import DistributedSampler
+        kw["sampler"] = DistributedSampler(dataset, num_replicas=dist.world, rank=dist.rank,
+                                           shuffle=True, seed=args.seed, drop_last=True)
+    else:
+        kw.update(shuffle=True, generator=torch.Generator().manual_seed(args.seed))
     if args.num_workers > 0:
         if args.mp_context == "forkserver":
             # Python 3.11's forkserver never preloads __main__ (its preload list asks for a
@@ -436,10 +485,16 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     torch.set_num_threads(args.threads)
+    dist = Distributed(args.dist_backend)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
+    if device.type == "cuda" and dist.active:
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
 
     reps = args.transform_reps or calibrate_transform(args.transform_ms, args.seed)
+    if dist.rank == args.slow_rank:
+        reps = max(1, round(reps * args.slow_factor))
     if args.dataset == "files":
         dataset = FileImages(args.data_dir, args.dataset_size, args.file_res, args.io_mode,
                              args.io_latency_ms, reps, args.seed)
@@ -447,8 +502,12 @@ def main(argv=None):
     else:
         dataset = MemoryImages(args.dataset_size, reps, args.seed)
         io_note = ""
-    loader = make_loader(args, dataset)
+    loader = make_loader(args, dataset, dist)
     model = make_model(args.model, args.size).to(device)
+    if dist.active:
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     os.makedirs(args.out_dir, exist_ok=True)
     ckpt_path = os.path.join(args.out_dir, "checkpoint.pt")
@@ -460,7 +519,7 @@ def main(argv=None):
     print(f"situation={args.situation or 'custom'} model={args.model}/{args.size} "
           f"params={n_params} batch={args.batch_size} workers={args.num_workers} "
           f"threads={args.threads} transform_reps={reps} dataset={args.dataset}{io_note} "
-          f"device={device}", flush=True)
+          f"device={device}{rank_note(dist)}", flush=True)
 
     non_blocking = args.pin_memory and device.type == "cuda"
     prof = start_profiler(args, device)
@@ -468,6 +527,8 @@ def main(argv=None):
     t_start = time.perf_counter()
     t_last, step_last = t_start, 0
     while not done:
+        if dist.active:
+            loader.sampler.set_epoch(epoch)
         for x, y in loader:
             if step == args.crash_at_step:
                 raise RuntimeError(f"crash requested at step {step} (--crash-at-step)")
@@ -507,8 +568,13 @@ def main(argv=None):
         log_file.close()
     print(f"done situation={args.situation or 'custom'} steps={step} epochs={epoch} "
           f"elapsed_s={elapsed:.2f} steps/s={step / elapsed:.2f} "
-          f"samples/s={step * args.batch_size / elapsed:.1f}", flush=True)
+          f"samples/s={step * args.batch_size / elapsed:.1f}{rank_note(dist)}", flush=True)
+    dist.close()
     return args.exit_code
+
+
+def rank_note(dist):
+    return f" rank={dist.rank}/{dist.world}" if dist.active else ""
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ namespace stallscope::analysis {
 /// Seed 003: a step-time variation ratio (std/mean) above this is an oscillation.
 inline constexpr double kOscillationVariationRatio = 0.5;
 
+/// The exposed all-reduce wait of a DDP backward (python/stallscope/auto.py): from the moment the
+/// last gradient was ready until backward() returned. Not compute: time a rank waits for others.
+inline constexpr std::string_view kCommWaitPhase = "comm_wait";
+
 /// True for the phases that are the model's own work: forward_pass, backward_pass,
 /// optimizer_step (the Python hooks), and gpu_compute / cpu_exec (phases derived from a profiler
 /// trace, diagnose/trace_report.h). The verdict's compute share, the live status line and the

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -276,12 +277,126 @@ std::optional<Finding> ImbalanceRule(const RunData&, const RunReport& r, const R
   return f;
 }
 
+namespace {
+
+/// Per-step mean of each phase on each rank: name → (rank → seconds per step).
+std::map<std::string, std::map<int32_t, double>> PerStepByRank(const RunReport& r) {
+  std::map<std::string, std::map<int32_t, double>> out;
+  for (const auto& p : r.phases.phases) {
+    const auto* rs = RankOf(r, p.rank);
+    if (rs && rs->count > 0) out[p.name][p.rank] = p.total_s / static_cast<double>(rs->count);
+  }
+  return out;
+}
+
+/// The phase in which `rank` spends the most more per step than the median of the other ranks
+/// (comm_wait and "other" excluded: they are the consequence, not the cause). Empty name: none.
+std::pair<std::string, double> ExcessPhase(
+    const std::map<std::string, std::map<int32_t, double>>& per_step, int32_t rank) {
+  std::pair<std::string, double> best{"", 0.0};
+  for (const auto& [name, by_rank] : per_step) {
+    if (name == analysis::kCommWaitPhase || name == "other") continue;
+    auto own = by_rank.find(rank);
+    if (own == by_rank.end()) continue;
+    std::vector<double> others;
+    for (const auto& [r, v] : by_rank) {
+      if (r != rank) others.push_back(v);
+    }
+    const double excess = own->second - Median(others);  // a phase only it has: all excess
+    if (excess > best.second) best = {name, excess};
+  }
+  return best;
+}
+
+void StragglerRecommendations(Finding& f, int32_t rank, const std::string& phase, double excess,
+                              const RuleContext& c) {
+  if (phase == kData) {
+    std::string workers = c.loader && c.loader->num_workers
+                              ? fmt::format(" (num_workers={})", *c.loader->num_workers)
+                              : std::string();
+    Rec(f, 0,
+        fmt::format("speed up rank {}'s input pipeline{}: more DataLoader workers or cheaper "
+                    "per-sample work on that rank; every rank waits for it",
+                    rank, workers));
+    Rec(f, 1,
+        fmt::format("check what makes rank {}'s data slower (+{} per step): a bigger or "
+                    "costlier shard, slower storage, fewer CPUs on its node",
+                    rank, Secs(excess)));
+  } else if (!phase.empty()) {
+    Rec(f, 1,
+        fmt::format("find what rank {} does extra in {} (+{} per step): rank-specific side "
+                    "work, a bigger data shard, slower storage",
+                    rank, phase, Secs(excess)));
+  }
+  Rec(f, 2,
+      fmt::format("check rank {}'s GPU and node: throttling, PCIe/NVLink width, other tenants",
+                  rank));
+}
+
+/// Lockstep ranks (DDP): equal step times, so the straggler is the rank the others wait for in
+/// all-reduce: the one with the least comm_wait.
+std::optional<Finding> LockstepStraggler(const RunReport& r, const RuleContext& c,
+                                         const std::map<int32_t, double>& wait) {
+  const auto fastest_wait = std::min_element(
+      wait.begin(), wait.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  const int32_t slow = fastest_wait->first;
+  std::vector<double> lost, steps;
+  for (const auto& s : r.phases.ranks) {
+    if (s.count <= 0) continue;
+    steps.push_back(s.mean_step_s);
+    if (auto it = wait.find(s.rank); it != wait.end() && s.rank != slow) {
+      lost.push_back(it->second - fastest_wait->second);
+    }
+  }
+  const double step = Median(steps);
+  if (lost.empty() || step <= 0) return std::nullopt;
+  const double lost_s =
+      std::accumulate(lost.begin(), lost.end(), 0.0) / static_cast<double>(lost.size());
+  const double share = lost_s / step;
+  if (share < T.straggler_wait_share.value) return std::nullopt;
+  auto per_step = PerStepByRank(r);
+  auto [phase, excess] = ExcessPhase(per_step, slow);
+  std::string where = phase.empty()
+                          ? std::string()
+                          : fmt::format("; its {} takes +{} per step", phase, Secs(excess));
+  Finding f = Make(FindingClass::kStraggler, 0.8, share,
+                   fmt::format("the other ranks wait {} per step ({} of each step) in all-reduce "
+                               "for rank {}{}",
+                               Secs(lost_s), Pct(share), slow, where));
+  for (const auto& [rank, w] : wait) {
+    f.evidence.push_back(Ev(fmt::format("rank {} comm_wait {} per step{}", rank, Secs(w),
+                                        rank == slow ? " (the least: the others wait for it)" : ""),
+                            fmt::format("rank{}.comm_wait_s", rank), w, "s"));
+  }
+  f.evidence.push_back(Ev(fmt::format("time lost waiting for rank {}: {} of the step (threshold "
+                                      "{}, {})",
+                                      slow, Pct(share), Pct(T.straggler_wait_share.value),
+                                      T.straggler_wait_share.cite()),
+                          "straggler.wait_share", share, "fraction", T.straggler_wait_share.value));
+  if (!phase.empty()) {
+    f.evidence.push_back(
+        Ev(fmt::format("rank {} {} {} per step vs {} on the median other rank", slow, phase,
+                       Secs(per_step[phase][slow]), Secs(per_step[phase][slow] - excess)),
+           fmt::format("rank{}.{}_excess_s", slow, phase), excess, "s"));
+  }
+  StragglerRecommendations(f, slow, phase, excess, c);
+  return f;
+}
+
+}  // namespace
+
 std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const RuleContext& c) {
   std::vector<const analysis::RankSteps*> ranks;
   for (const auto& s : r.phases.ranks) {
     if (s.count > 0 && s.mean_step_s > 0) ranks.push_back(&s);
   }
   if (ranks.size() < 2) return std::nullopt;
+  // Measured all-reduce waits on every rank: the lockstep view.
+  auto per_step = PerStepByRank(r);
+  if (auto it = per_step.find(std::string(analysis::kCommWaitPhase));
+      it != per_step.end() && it->second.size() == ranks.size()) {
+    return LockstepStraggler(r, c, it->second);
+  }
   std::vector<double> means;
   for (const auto* s : ranks) means.push_back(s->mean_step_s);
   double median = Median(means);
@@ -290,19 +405,7 @@ std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const R
       [](const auto* a, const auto* b) { return a->mean_step_s < b->mean_step_s; });
   double ratio = slow->mean_step_s / median;
   if (median <= 0 || ratio <= T.straggler_ratio.value) return std::nullopt;
-  // Which phase makes it slow: per-step phase time vs the median over ranks.
-  std::map<std::string, std::vector<double>> per_step;
-  for (const auto& p : r.phases.phases) {
-    const auto* rs = RankOf(r, p.rank);
-    if (rs && rs->count > 0) per_step[p.name].push_back(p.total_s / static_cast<double>(rs->count));
-  }
-  std::string phase;
-  double excess = 0;
-  for (const auto& p : r.phases.phases) {
-    if (p.rank != slow->rank) continue;
-    double d = p.total_s / static_cast<double>(slow->count) - Median(per_step[p.name]);
-    if (d > excess) excess = d, phase = p.name;
-  }
+  auto [phase, excess] = ExcessPhase(per_step, slow->rank);
   std::string where =
       phase.empty() ? std::string() : fmt::format("; its {} is +{} per step", phase, Secs(excess));
   Finding f = Make(FindingClass::kStraggler, 0.7, 1.0 - median / slow->mean_step_s,
@@ -314,17 +417,7 @@ std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const R
                                       ranks.size(), T.straggler_ratio.value),
                           fmt::format("rank{}.step_ratio", slow->rank), ratio, "×",
                           T.straggler_ratio.value));
-  if (!phase.empty()) {
-    Rec(f, 1,
-        fmt::format("find what rank {} does extra in {} (+{} per step): rank-specific side "
-                    "work, a bigger data shard, slower storage",
-                    slow->rank, phase, Secs(excess)));
-  }
-  Rec(f, 2,
-      fmt::format("check rank {}'s GPU and node: throttling, PCIe/NVLink width, other "
-                  "tenants",
-                  slow->rank));
-  (void)c;
+  StragglerRecommendations(f, slow->rank, phase, excess, c);
   return f;
 }
 

@@ -139,6 +139,66 @@ TEST(Straggler, OneRankSlowerInDataLoading) {
   EXPECT_NEAR(ratio->value, 0.148 / 0.1, 1e-6);
 }
 
+/// DDP in lockstep: every rank's step is as long; rank `slow` loads data longer and the others
+/// wait for it in comm_wait (python/stallscope/auto.py splits it off backward_pass).
+std::vector<analysis::RankSteps> LockstepRanks(int32_t n, int32_t slow, double slow_data_s) {
+  std::vector<analysis::RankSteps> ranks;
+  for (int32_t r = 0; r < n; ++r) {
+    const double data = r == slow ? slow_data_s : 0.005;
+    const double wait = 0.001 + (r == slow ? 0 : slow_data_s - 0.005);
+    ranks.push_back(MakeRank(r, 10 + r,
+                             Steady(40, {{"data_loading", data},
+                                         {"forward_pass", 0.010},
+                                         {"backward_pass", 0.020},
+                                         {"comm_wait", wait},
+                                         {"optimizer_step", 0.002}})));
+  }
+  return ranks;
+}
+
+TEST(Straggler, LockstepRanksWaitInCommForTheSlowRank) {
+  FakeRun run;
+  run.Cpus(32).Steps(LockstepRanks(2, 1, 0.060)).Loader(0);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "straggler") << AllRecs(v);
+  const Finding& f = *v.principal;
+  EXPECT_NE(f.reason.find("wait 55.0 ms per step"), std::string::npos) << f.reason;
+  EXPECT_NE(f.reason.find("for rank 1; its data_loading takes +55.0 ms per step"),
+            std::string::npos)
+      << f.reason;
+  // Every rank's step is 0.093 s; rank 0 loses 0.055 s of it.
+  EXPECT_NEAR(f.cost_fraction, 0.055 / 0.093, 1e-6);
+  const Evidence* share = FindEvidence(f, "straggler.wait_share");
+  ASSERT_NE(share, nullptr);
+  EXPECT_EQ(share->threshold, kThresholds.straggler_wait_share.value);
+  EXPECT_NE(FindEvidence(f, "rank0.comm_wait_s"), nullptr);
+  EXPECT_NE(FindEvidence(f, "rank1.data_loading_excess_s"), nullptr);
+  EXPECT_TRUE(HasRec(f, "speed up rank 1's input pipeline (num_workers=0)")) << AllRecs(v);
+}
+
+TEST(Straggler, LockstepNamesTheRankTheOthersWaitFor) {
+  FakeRun run;
+  run.Cpus(32).Steps(LockstepRanks(4, 2, 0.040));
+  const Finding* f = FindClass(run.Diagnose(), FindingClass::kStraggler);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("for rank 2"), std::string::npos) << f->reason;
+}
+
+TEST(Straggler, BalancedLockstepRanksAreNoStraggler) {
+  // Equal data time on both ranks: both wait ~1 ms; nobody holds anybody back.
+  FakeRun run;
+  run.Cpus(32).Steps(LockstepRanks(2, -1, 0.005));
+  EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kStraggler), nullptr);
+  // Just under the threshold: the others lose 4 ms of a 42 ms step (9.5%).
+  FakeRun near;
+  near.Cpus(32).Steps(LockstepRanks(2, 0, 0.009));
+  const auto& ranks = near.report().phases.ranks;
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_NEAR(ranks[0].mean_step_s, 0.042, 1e-9);
+  EXPECT_LT(0.004 / ranks[0].mean_step_s, kThresholds.straggler_wait_share.value);
+  EXPECT_EQ(FindClass(near.Diagnose(), FindingClass::kStraggler), nullptr);
+}
+
 TEST(SmallBatch, LowUtilAndMostlyEmptyMemory) {
   FakeRun run;
   run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);

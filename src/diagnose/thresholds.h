@@ -103,6 +103,10 @@ struct ThresholdSet {
                             "seed 002: ≥ 20% Poor (investigate DDP config and data)"};
   Threshold straggler_ratio{"straggler_ratio", 1.15, "× the median rank's mean step time",
                             "seed 000 §1: ranks wait for the slowest at every sync"};
+  Threshold straggler_wait_share{
+      "straggler_wait_share", 0.10, "fraction of step time",
+      "seed 000 §1: in lockstep (DDP) every rank's step takes as long as the slowest's; the "
+      "others' measured comm_wait beyond the slowest rank's own is the time they lose to it"};
   // --- traces (GPU timeline) ------------------------------------------------------------------
   Threshold launch_bound_idle_share{"launch_bound_idle_share", 0.15, "fraction of the window",
                                     "seed 001 T15: Python/launch overhead dominates between "
@@ -118,7 +122,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 37> kThresholdTable{{
+inline constexpr std::array<Threshold, 38> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -153,6 +157,7 @@ inline constexpr std::array<Threshold, 37> kThresholdTable{{
     kThresholds.balance_fair_cv,
     kThresholds.balance_poor_cv,
     kThresholds.straggler_ratio,
+    kThresholds.straggler_wait_share,
     kThresholds.launch_bound_idle_share,
     kThresholds.launch_queue_shallow,
     kThresholds.comm_exposed_share,
