@@ -6,8 +6,10 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 extern char** environ;
 
@@ -28,8 +30,18 @@ Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // extra_env replaces variables of the same name: with both in the block, getenv() finds the
+  // first, so a job with its own PYTHONPATH never saw stallscope's (the hooks did not load).
+  auto overridden = [&](std::string_view kv) {
+    const std::string_view name = kv.substr(0, kv.find('='));
+    return std::any_of(extra_env.begin(), extra_env.end(), [&](const std::string& e) {
+      return std::string_view(e).substr(0, e.find('=')) == name;
+    });
+  };
   std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) env.push_back(*e);
+  }
   for (const auto& e : extra_env) env.push_back(const_cast<char*>(e.c_str()));
   env.push_back(nullptr);
 

@@ -34,6 +34,7 @@ def loop(args, rank):
         with stallscope.phase("backward_pass"):
             time.sleep(args.compute_ms * factor / 2000)
         stallscope.step()
+    print(f"fake_job done steps={args.steps} rank={rank}", flush=True)
 
 
 def main():

@@ -1,0 +1,267 @@
+// End-to-end tests of `stallscope run` where users really train (issue 9): phases recorded from
+// every local CPython >= 3.8 (Debian's and pyenv's, found at run time), runs without phases
+// explained, jobs started through a shell script or `python -m`, and a real 2-rank
+// torch.distributed (gloo) job through examples/launch.py: the straggler named, a balanced job
+// not. Tests that need torch use Debian's /usr/bin/python3 and skip where it has none.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using stallscope::testing::Slurp;
+
+constexpr const char* kSystemPython = "/usr/bin/python3";
+
+std::string Source(const std::string& rel) {
+  return std::string(STALLSCOPE_SOURCE_DIR) + "/" + rel;
+}
+
+bool Runs(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+bool SystemTorch() {
+  static const bool have = Runs(std::string(kSystemPython) + " -c 'import torch'");
+  return have;
+}
+
+/// Every local CPython >= 3.8: Debian's, then pyenv's ($PYENV_ROOT, else ~/.pyenv).
+std::vector<std::string> LocalPythons() {
+  std::vector<std::string> found;
+  if (fs::exists(kSystemPython)) found.push_back(kSystemPython);
+  const char* root = std::getenv("PYENV_ROOT");
+  const char* home = std::getenv("HOME");
+  fs::path versions = root != nullptr
+                          ? fs::path(root) / "versions"
+                          : fs::path(home != nullptr ? home : "/root") / ".pyenv" / "versions";
+  std::error_code ec;
+  std::vector<std::string> pyenv;
+  for (const auto& entry : fs::directory_iterator(versions, ec)) {
+    fs::path python = entry.path() / "bin" / "python3";
+    if (fs::exists(python, ec)) pyenv.push_back(python.string());
+  }
+  std::sort(pyenv.begin(), pyenv.end());
+  for (const auto& p : pyenv) {
+    if (Runs(p + " -c 'import sys; sys.exit(sys.version_info < (3, 8))'")) found.push_back(p);
+  }
+  return found;
+}
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class PythonE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() /
+           ("stallscope_python_e2e_" + std::to_string(getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);
+  }
+
+  /// Runs argv (argv[0] a path) with this environment minus STALLSCOPE_*, plus `extra_env`.
+  Result Exec(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+              double timeout_s = 240) {
+    auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_", "PYTHONPATH="});
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    Result r;
+    r.exit_code =
+        stallscope::testing::WaitExit(stallscope::testing::Spawn(argv, env, out, err), timeout_s);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  /// `stallscope run --quiet --out DIR -i 100ms -- CMD...`.
+  Result RunUnder(const std::vector<std::string>& command,
+                  const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> argv = {STALLSCOPE_BIN, "run", "--quiet", "--out",
+                                     RunDir(),       "-i",  "100ms",   "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return Exec(argv, extra_env);
+  }
+
+  std::string RunDir() const { return (dir_ / "run").string(); }
+
+  json Report() {
+    std::string text = Slurp(fs::path(RunDir()) / "report.json");
+    json j = json::parse(text, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "report.json:\n" << text;
+    return j;
+  }
+
+  static const json* Phase(const json& report, const std::string& name, int rank = 0) {
+    for (const auto& p : report["phases"]) {
+      if (p["name"] == name && p["rank"] == rank) return &p;
+    }
+    return nullptr;
+  }
+
+  static std::string NoPhases(const json& report) {
+    const auto& lines = report["job"]["no_phases"];
+    return lines.empty() ? std::string() : lines[0].get<std::string>();
+  }
+
+  static std::string Role(const json& report, const std::string& cmdline_part) {
+    for (const auto& p : report["processes"]) {
+      if (p["cmdline"].get<std::string>().find(cmdline_part) != std::string::npos) return p["role"];
+    }
+    return "(not seen)";
+  }
+
+  fs::path dir_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Every local interpreter records explicit markers
+// ---------------------------------------------------------------------------------------------
+
+class AnyPython : public PythonE2e, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(AnyPython, RecordsExplicitMarkersAndLeavesTheOutputAlone) {
+  const std::string python = GetParam();
+  const std::vector<std::string> job = {
+      python, Source("tests/e2e/fake_job.py"), "--steps", "20", "--data-ms", "6", "--compute-ms",
+      "12"};
+  // The job alone, with the package importable, as a user who installed it would run it.
+  Result bare = Exec(job, {"PYTHONPATH=" + std::string(STALLSCOPE_BINARY_DIR) + "/python"});
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  Result run = RunUnder(job);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, bare.out) << "the job's stdout passes through unchanged";
+  EXPECT_EQ(run.out, "fake_job done steps=20 rank=0\n");
+
+  json r = Report();
+  EXPECT_EQ(r["steps"]["count"], 20);
+  for (const char* name : {"data_loading", "forward_pass", "backward_pass"}) {
+    const json* p = Phase(r, name);
+    ASSERT_NE(p, nullptr) << name << " missing:\n" << r["phases"].dump();
+    EXPECT_EQ((*p)["count"], 20) << name;
+  }
+  // 6 ms of 18 ms: a third of each step (sleeps overshoot a little on a busy machine).
+  EXPECT_NEAR((*Phase(r, "data_loading"))["share"].get<double>(), 1.0 / 3, 0.12);
+  ASSERT_EQ(r["python"].size(), 1u) << r["python"].dump();
+  const json& py = r["python"][0];
+  EXPECT_EQ(py["executable"], python);
+  EXPECT_TRUE(py["recording"].get<bool>());
+  EXPECT_TRUE(py["shim"].get<bool>());
+  EXPECT_TRUE(py["backend"] == "native" || py["backend"] == "core") << py.dump();
+  EXPECT_TRUE(r["job"]["no_phases"].empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(LocalInterpreters, AnyPython, ::testing::ValuesIn(LocalPythons()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           // "/root/.pyenv/versions/3.12.1/bin/python3" → "pyenv_3_12_1"
+                           std::string p = info.param;
+                           if (p == kSystemPython) return std::string("system");
+                           std::string v = fs::path(p).parent_path().parent_path().filename();
+                           std::replace(v.begin(), v.end(), '.', '_');
+                           std::replace(v.begin(), v.end(), '-', '_');
+                           return "pyenv_" + v;
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// A run without phases says why
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(PythonE2e, IsolatedPythonIsNamedAsIgnoringThePath) {
+  Result run = RunUnder({kSystemPython, "-I", "-c", "import time; time.sleep(1.0)"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json r = Report();
+  EXPECT_NE(NoPhases(r).find("ran with -I (PYTHONPATH ignored)"), std::string::npos)
+      << r["job"].dump();
+  EXPECT_NE(
+      Slurp(fs::path(RunDir()) / "report.txt").find("Steps   none: the job's Python ran with -I"),
+      std::string::npos);
+}
+
+TEST_F(PythonE2e, PythonWithoutTorchOrMarkersIsNamed) {
+  Result run = RunUnder({kSystemPython, "-c", "import time; time.sleep(0.3)"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json r = Report();
+  EXPECT_NE(NoPhases(r).find("no process imported torch, and none called stallscope.phase()"),
+            std::string::npos)
+      << r["job"].dump();
+}
+
+TEST_F(PythonE2e, NoPythonAtAllIsNamed) {
+  Result run = RunUnder({"/bin/sleep", "0.5"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json r = Report();
+  EXPECT_NE(NoPhases(r).find("no Python process was seen in the job"), std::string::npos)
+      << r["job"].dump();
+  EXPECT_TRUE(r["python"].empty());
+}
+
+TEST_F(PythonE2e, BrokenRecorderIsNamedWithItsReason) {
+  Result run = RunUnder({kSystemPython, "-c", "import time; time.sleep(0.3)"},
+                        {"STALLSCOPE_BACKEND=native", "STALLSCOPE_REC_LIB=/nonexistent/librec.so"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json r = Report();
+  EXPECT_NE(NoPhases(r).find("recorder could not load"), std::string::npos) << r["job"].dump();
+  EXPECT_NE(NoPhases(r).find("/nonexistent/librec.so"), std::string::npos) << r["job"].dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launched through a shell script and with python -m (zero-code hooks, real torch)
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(PythonE2e, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
+  if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const fs::path script = dir_ / "train.sh";
+  std::ofstream(script) << "#!/bin/bash\nset -e\necho starting\n"
+                        << kSystemPython << " " << Source("examples/train.py")
+                        << " --situation compute --steps 12 --print-every 0 --data-dir "
+                        << (dir_ / "data").string() << " --out-dir " << (dir_ / "out").string()
+                        << "\necho finished\n";
+  Result run = RunUnder({"/bin/bash", script.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("starting\n", 0), 0u) << run.out;
+  json r = Report();
+  EXPECT_EQ(r["steps"]["count"], 12);
+  ASSERT_NE(Phase(r, "forward_pass"), nullptr) << r["phases"].dump();
+  EXPECT_EQ((*Phase(r, "forward_pass"))["count"], 12);
+  EXPECT_EQ(Role(r, "train.sh"), "launcher");
+  EXPECT_EQ(Role(r, "examples/train.py"), "main");
+}
+
+TEST_F(PythonE2e, PythonDashMJobIsHooked) {
+  if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  // `python -m train` with examples/ on the job's own PYTHONPATH: stallscope adds its package in
+  // front and keeps the job's entries.
+  Result run = RunUnder(
+      {kSystemPython, "-m", "train", "--situation", "compute", "--steps", "12", "--print-every",
+       "0", "--data-dir", (dir_ / "data").string(), "--out-dir", (dir_ / "out").string()},
+      {"PYTHONPATH=" + Source("examples")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json r = Report();
+  EXPECT_EQ(r["steps"]["count"], 12);
+  for (const char* name : {"forward_pass", "backward_pass", "optimizer_step", "data_loading"}) {
+    EXPECT_NE(Phase(r, name), nullptr) << name << ": " << r["phases"].dump();
+  }
+}
+
+}  // namespace
