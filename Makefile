@@ -10,11 +10,11 @@ PY          := /usr/bin/python3
 DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  python3 python3-dev pybind11-dev python3-torch python3-numpy procps time clang-format
+  python3 python3-dev python3-venv python3-pip pybind11-dev python3-torch python3-numpy procps time clang-format
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan demo test test-unit test-asan format-check bench overhead trace-bench format clean
+.PHONY: all deps build build-asan wheel demo test test-unit test-asan format-check bench overhead trace-bench format clean
 
 all: build
 
@@ -30,6 +30,11 @@ $(BUILD)/build.ninja:
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
+
+# An installable wheel of the Python package (py3-none-linux_<machine>: every CPython >= 3.8),
+# offline: python -m pip install --no-index $(BUILD)/dist/stallscope-*.whl
+wheel: build
+	$(PY) python/make_wheel.py --package $(BUILD)/python/stallscope --out $(BUILD)/dist --force
 
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=ON \
