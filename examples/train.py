@@ -164,14 +164,18 @@ class BaseImages(Dataset):
 
 
 class MemoryImages(BaseImages):
-    """An in-memory bank of images: loading costs nothing unless a transform is requested."""
+    """An in-memory bank of images: loading costs nothing unless a transform is requested, or a
+    latency per sample (a remote object store: the loader sleeps, the CPU stays free)."""
 
-    def __init__(self, n, transform_reps, seed):
+    def __init__(self, n, transform_reps, seed, latency_ms=0.0):
         images, labels = make_images(seed, n, IMAGE_RES)
         super().__init__(labels, transform_reps, seed)
         self.images = images
+        self.latency_s = latency_ms / 1e3
 
     def __getitem__(self, idx):
+        if self.latency_s:
+            time.sleep(self.latency_s)
         return self.finish(idx, self.images[idx])
 
 
@@ -373,7 +377,8 @@ def build_parser():
     p.add_argument("--file-res", type=int, default=256, help="stored resolution of each file")
     p.add_argument("--io-mode", choices=["direct", "fadvise", "cached"], default="direct")
     p.add_argument("--io-latency-ms", type=float, default=0.0,
-                   help="sleep per file read, emulating a network filesystem (state S, not D)")
+                   help="sleep per sample read, emulating a network filesystem or object store "
+                        "(state S, not D)")
     # side work
     p.add_argument("--out-dir",
                    default=os.path.join(tempfile.gettempdir(), "stallscope-example-out"))
@@ -389,7 +394,8 @@ def build_parser():
     p.add_argument("--print-every", type=int, default=10)
     # test hooks
     p.add_argument("--slow-rank", type=int, default=-1,
-                   help="multi-rank: this rank's transform does --slow-factor times the work")
+                   help="multi-rank: this rank's transform and I/O latency are --slow-factor "
+                        "times longer")
     p.add_argument("--slow-factor", type=float, default=4.0)
     p.add_argument("--dist-backend", default="auto",
                    help="multi-rank: gloo, nccl, or auto (nccl on CUDA, else gloo)")
@@ -493,15 +499,17 @@ def main(argv=None):
         torch.cuda.set_device(device)
 
     reps = args.transform_reps or calibrate_transform(args.transform_ms, args.seed)
-    if dist.rank == args.slow_rank:
-        reps = max(1, round(reps * args.slow_factor))
+    latency_ms = args.io_latency_ms
+    if dist.rank == args.slow_rank:  # the straggler: more of whatever its loading costs
+        reps = max(1, round(reps * args.slow_factor)) if reps else 0
+        latency_ms *= args.slow_factor
     if args.dataset == "files":
         dataset = FileImages(args.data_dir, args.dataset_size, args.file_res, args.io_mode,
-                             args.io_latency_ms, reps, args.seed)
-        io_note = f" io={dataset.io_mode} latency={args.io_latency_ms}ms"
+                             latency_ms, reps, args.seed)
+        io_note = f" io={dataset.io_mode} latency={latency_ms}ms"
     else:
-        dataset = MemoryImages(args.dataset_size, reps, args.seed)
-        io_note = ""
+        dataset = MemoryImages(args.dataset_size, reps, args.seed, latency_ms)
+        io_note = f" latency={latency_ms}ms" if latency_ms else ""
     loader = make_loader(args, dataset, dist)
     model = make_model(args.model, args.size).to(device)
     if dist.active:

@@ -243,6 +243,26 @@ else:
         _recorder.check(_writer.info(str(kind), _to_json(data)))
 
 
+# For stallscope.auto: a phase boundary observed earlier (DDP's last gradient ready), at its
+# CLOCK_MONOTONIC time in ns (time.monotonic_ns()), on this thread. Private: a thread's records
+# should stay in time order (src/phase/phase_writer.h); auto writes these as soon as the backward
+# they split returns.
+if _writer is None:
+
+    def _begin_at(name, ts_ns):
+        return None
+
+    _end_at = _begin_at
+
+else:
+
+    def _begin_at(name, ts_ns):
+        _writer.begin_at(_ids[name], int(ts_ns))
+
+    def _end_at(name, ts_ns):
+        _writer.end_at(_ids[name], int(ts_ns))
+
+
 def enabled():
     """True when events are recorded (under ``stallscope run``, or STALLSCOPE_PROFILE=1)."""
     return _writer is not None and _writer.enabled

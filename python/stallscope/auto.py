@@ -5,41 +5,84 @@
 
   DataLoader.__iter__ and iterator __next__  -> phase "data_loading"   (+ info "dataloader" once
                                                 per loader, "dataloader_workers" when PIDs change)
-  outermost nn.Module.__call__, grad enabled  -> phase "forward_pass"
-  outermost nn.Module.__call__, no grad       -> phase "eval_forward"   (sampling / validation)
-  Tensor.backward, torch.autograd.backward    -> phase "backward_pass"
+  outermost nn.Module call, grad enabled      -> phase "forward_pass"
+  outermost nn.Module call, no grad           -> phase "eval_forward"   (sampling / validation)
+  Tensor.backward, torch.autograd.backward    -> phase "backward_pass" (+ "comm_wait" with DDP)
   Optimizer.step (every subclass)             -> phase "optimizer_step", then a step boundary
                                                 unless the job marks steps itself
   torch.save                                  -> phase "checkpointing"
   Tensor.item / .cpu / .tolist / .numpy       -> counter "host_sync.<method>"
   first recorded event of the process         -> info "torch" (version, threads, rank, ...)
 
+How: torch's public global hooks where this torch has them, else a patch of the method. Probed
+once per install by what torch's functions accept, never by version string:
+
+  phase            torch 1.13              torch 2.0               torch >= 2.1
+  forward_pass     patch Module.__call__   patch Module.__call__   global forward pre/post hooks
+  optimizer_step   patch <class>.step      global step pre/post    global step pre/post hooks
+  comm_wait        the backward_pass patch, plus a gradient hook on each DDP parameter
+  the others       patches (public functions, and private _BaseDataLoaderIter.__next__)
+
+Forward hooks need `always_call=True` (torch 2.1): without it no hook runs when forward raises and
+the phase would stay open. Each phase installs on its own: when a patch target is missing in
+this torch, that phase alone is "not measured: <why>" (one `[stallscope]` line on stderr) and
+the others still install. The choice per phase goes to $STALLSCOPE_RUN_DIR/python.jsonl (note
+"hooks"), which the run report shows.
+
 Contract: the job behaves exactly as without the hooks. Every original is called with the same
-arguments, its result or exception is passed through unchanged (StopIteration included), no
-object is replaced by a proxy, and torch is never imported by this module. An error inside a hook
-is reported once on stderr with a `[stallscope]` prefix and turns all hooks into pass-throughs.
+arguments, its result or exception is passed through unchanged (StopIteration included), hooks
+return None (torch keeps inputs and outputs), no object is replaced by a proxy, and torch is
+never imported by this module. An error inside a hook is reported once on stderr with a
+`[stallscope]` prefix and turns all hooks into pass-throughs.
 
 Auto phases never nest: while one is open on a thread, hooks on that thread pass through (a
 Module called by a transform inside data_loading, or by activation checkpointing inside
-backward_pass, is not a forward_pass). Nothing is recorded inside DataLoader worker processes.
-Host syncs are counted outside phases and inside forward/backward, not inside data_loading,
-optimizer_step or checkpointing (torch's own bookkeeping there is not the loop's doing).
+backward_pass, is not a forward_pass). Nothing is recorded inside DataLoader worker processes
+or while torch.compile traces. Host syncs are counted outside phases and inside forward/backward,
+not inside data_loading, optimizer_step or checkpointing (torch's own bookkeeping there is not
+the loop's doing).
+
+DDP's all-reduce wait, "comm_wait". DistributedDataParallel all-reduces gradient buckets
+asynchronously while autograd still computes the remaining gradients; once the last gradient is
+computed, backward() only waits for the outstanding all-reduces and copies the averaged
+gradients back. So [last gradient ready, backward returns] is the exposed communication wait.
+When the outermost module call is a DDP model, a gradient hook on each of its parameters notes
+when a gradient is ready; a backward during which one was is recorded as backward_pass up to the
+last one and comm_wait from there until backward returns. With gloo on CPU that includes waiting
+for slower ranks. Caveat: on CUDA with NCCL, host time after the last gradient is kernel launch
+time, not device time, so comm_wait there is small and the real wait shows up at the next
+synchronization (CUDA events would measure it: not done here).
+
+Not measured: a model compiled with `module.compile()` (torch >= 2.2) runs even its outermost
+hooks inside the compiled code, so under global forward hooks its forward is no phase
+(`torch.compile(model)` is: the wrapper's own call is eager); optimizer steps inside a compiled
+function; DDP's wait when the DDP model is not the outermost module called.
 """
 
 import functools
 import os
 import sys
 import threading
+import time
 import weakref
+
+from . import _facts
 
 PHASE_DATA = "data_loading"
 PHASE_FORWARD = "forward_pass"
 PHASE_EVAL_FORWARD = "eval_forward"
 PHASE_BACKWARD = "backward_pass"
+PHASE_COMM_WAIT = "comm_wait"
 PHASE_OPTIMIZER = "optimizer_step"
 PHASE_CHECKPOINT = "checkpointing"
+HOST_SYNCS = "host_syncs"  # key in the "hooks" note for the host_sync.* counters
 HOST_SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
 HOST_SYNC_PREFIX = "host_sync."
+
+# How a phase is measured, as the "hooks" note says it (src/diagnose/python_notes.h).
+MECH_GLOBAL = "global hook"
+MECH_PATCH = "patch"
+NOT_MEASURED = "not measured: "
 
 # Phases whose host syncs are torch's or the data pipeline's, not the training loop's: Adam in
 # torch 1.13 calls .item() on a CPU step tensor per parameter; transforms call .numpy().
@@ -50,6 +93,11 @@ _MARK = "_stallscope_auto"  # attribute set on every wrapper we install
 
 class _ThreadState(threading.local):
     active = None  # name of the auto phase open on this thread, or None
+    # A phase opened by a global pre hook is closed by a later post hook call, so it keeps:
+    cm = None  # its context manager
+    owner = None  # the module / optimizer whose pre hook opened it
+    depth = 0  # open calls of `owner` (a module re-entered, a step inside a step)
+    frame = None  # the frame that called the pre hook; off the stack = the call is over
 
 
 _tls = _ThreadState()
@@ -58,7 +106,7 @@ _api = None  # the stallscope API module (or a fake in tests) while installed
 _api_step = None  # the API's own step(), called for automatic boundaries
 _off = True  # True: every hook passes straight through
 _error_reported = False
-_patches = []  # (owner, attribute, original) in install order, for uninstall()
+_undo = []  # callables that undo what install() did (patches, hook handles), in order
 _user_marks_steps = False
 _primary_optimizer = None  # weakref to the optimizer whose step() ends a step
 _process_info_sent = False
@@ -68,11 +116,29 @@ _get_worker_info = None
 _is_compiling = None
 _torch = None
 _fork_handler_registered = False
+_ddp_class = None  # torch's DistributedDataParallel while comm_wait is measured, else None
+_ddp_watched = None  # WeakSet of DDP models whose parameters carry our gradient hook
+_grad_ready_ns = 0  # monotonic time the last watched gradient was ready (any thread)
+_mechanisms = {}  # phase -> how it is measured, as noted by the last successful install()
 
 
 def installed():
     """True while the hooks are installed and active."""
     return not _off
+
+
+def mechanisms():
+    """{phase: "global hook" | "patch" | "not measured: <why>"} of the current install."""
+    return dict(_mechanisms)
+
+
+def _say(text):
+    """One `[stallscope]` line on stderr. Never raises."""
+    try:
+        sys.stderr.write(f"[stallscope] {text}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
 
 
 def report_error(where, exc):
@@ -82,13 +148,8 @@ def report_error(where, exc):
     if _error_reported:
         return
     _error_reported = True
-    try:
-        sys.stderr.write(
-            f"[stallscope] auto-instrumentation turned off after an error in {where}: "
-            f"{type(exc).__name__}: {exc}\n")
-        sys.stderr.flush()
-    except Exception:
-        pass
+    _say(f"auto-instrumentation turned off after an error in {where}: "
+         f"{type(exc).__name__}: {exc}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,6 +195,8 @@ def _in_phase(name, fn, *args, **kwargs):
 
 def _quiet():
     """True where hooks must not record: turned off, inside an auto phase, or in a worker."""
+    if _tls.frame is not None:
+        _close_if_stale()
     return _off or _tls.active is not None or _get_worker_info() is not None
 
 
@@ -146,47 +209,64 @@ def _call_api(what, *args):
         report_error(f"{what}()", e)
 
 
-def _env_int(name):
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
 def _send_process_info():
     """One info("torch") per process, sent lazily so that a process that records nothing (a
     forkserver, a worker) stays silent and the thread count is the one the job set."""
     global _process_info_sent
     _process_info_sent = True
-    t = _torch
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = None
-    _api.info("torch", {
-        "torch_version": str(getattr(t, "__version__", "")),
-        "intra_op_threads": t.get_num_threads(),
-        "interop_threads": t.get_num_interop_threads(),
-        "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": affinity,
-        "rank": _env_int("RANK"),
-        "local_rank": _env_int("LOCAL_RANK"),
-        "world_size": _env_int("WORLD_SIZE"),
-        "pid": os.getpid(),
-    })
+    _api.info("torch", _facts.process(_torch))
 
 
 # ----------------------------------------------------------------------------------------------
-# Hooks
+# Phases opened by a global pre hook and closed by its post hook
 # ----------------------------------------------------------------------------------------------
 
-def _patch(owner, attr, make_wrapper):
-    original = getattr(owner, attr)
-    wrapper = make_wrapper(original)
-    setattr(wrapper, _MARK, True)
-    setattr(owner, attr, wrapper)
-    _patches.append((owner, attr, original))
+def _open(name, owner, frame):
+    cm = _enter(name)
+    if cm is None:
+        return
+    tls = _tls
+    tls.active, tls.cm, tls.owner, tls.depth, tls.frame = name, cm, owner, 1, frame
+
+
+def _close():
+    tls = _tls
+    cm, name = tls.cm, tls.active
+    tls.active = tls.cm = tls.owner = tls.frame = None
+    tls.depth = 0
+    _exit(cm, name, (None, None, None))
+
+
+def _on_stack(frame):
+    f = sys._getframe(1)
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
+def _close_if_stale():
+    """Closes this thread's hook-opened phase when the call that opened it is over without its
+    post hook: torch runs no step post hook when step() raises, and no forward hook for a
+    BaseException (KeyboardInterrupt) even with always_call. Its end is then late (now) rather
+    than missing, and the thread records again. True when it closed one."""
+    frame = _tls.frame
+    if frame is None or _on_stack(frame):
+        return False
+    _close()
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# forward_pass / eval_forward
+# ----------------------------------------------------------------------------------------------
+
+def _forward_name(module):
+    """The phase of an outermost module call (and the start of DDP's gradient watch)."""
+    if _ddp_class is not None and isinstance(module, _ddp_class):
+        _watch_ddp(module)
+    return PHASE_FORWARD if _torch.is_grad_enabled() else PHASE_EVAL_FORWARD
 
 
 def _wrap_module_call(original):
@@ -197,11 +277,266 @@ def _wrap_module_call(original):
         if _is_compiling is not None and _is_compiling():
             return original(self, *args, **kwargs)
         # Inlined _quiet(), nested calls first: this runs for every submodule of every model.
-        if _tls.active is not None or _off or _get_worker_info() is not None:
+        # A step that raised under torch 2.0's global step hooks left optimizer_step open.
+        if _tls.active is not None and (_tls.active != PHASE_OPTIMIZER or not _close_if_stale()):
             return original(self, *args, **kwargs)
-        name = PHASE_FORWARD if _torch.is_grad_enabled() else PHASE_EVAL_FORWARD
-        return _in_phase(name, original, self, *args, **kwargs)
+        if _off or _get_worker_info() is not None:
+            return original(self, *args, **kwargs)
+        return _in_phase(_forward_name(self), original, self, *args, **kwargs)
     return __call__
+
+
+def _forward_pre_hook(module, args):
+    """Global forward pre hook (torch >= 2.1): opens the phase at the outermost module call.
+    Runs for every module call, so the common cases return first."""
+    if _is_compiling is not None and _is_compiling():  # first: dynamo folds it, no graph break
+        return None
+    tls = _tls
+    if tls.active is not None:
+        if module is not tls.owner and tls.active != PHASE_OPTIMIZER:
+            return None  # a submodule, or a module inside data_loading / backward_pass
+        if not _close_if_stale():
+            if module is tls.owner:
+                tls.depth += 1  # the outermost module called again from its own forward
+            return None
+    if _off or _get_worker_info() is not None:
+        return None
+    _open(_forward_name(module), module, sys._getframe(1))
+    return None
+
+
+def _forward_hook(module, args, output):
+    """Global forward hook, registered with always_call=True: torch runs it also when forward
+    raises an Exception, then re-raises it."""
+    if _is_compiling is not None and _is_compiling():
+        return None
+    tls = _tls
+    if module is not tls.owner:
+        return None
+    if tls.depth > 1:
+        tls.depth -= 1
+    else:
+        _close()
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# optimizer_step and the automatic step boundary
+# ----------------------------------------------------------------------------------------------
+
+def _wrap_optimizer_init(original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if not _off:
+            try:
+                _wrap_optimizer_class(type(self))
+            except Exception as e:
+                report_error("Optimizer.__init__", e)
+    return __init__
+
+
+def _wrap_optimizer_class(cls):
+    """Wraps cls.step once. torch 1.13 and 2.x wrap `self.__class__.step` in a profiling hook on
+    the first instance (Optimizer._hook_for_profile / _patch_step_function) and skip classes
+    whose step has `hooked` set; functools.wraps copies that flag onto our wrapper, so torch
+    does not wrap again and nothing runs twice."""
+    step = getattr(cls, "step", None)
+    if step is None or getattr(step, _MARK, False):
+        return
+    with _lock:
+        if not getattr(cls.step, _MARK, False):
+            _patch(cls, "step", _wrap_optimizer_step)
+
+
+def _wrap_optimizer_step(original):
+    @functools.wraps(original)
+    def step(self, *args, **kwargs):
+        if _quiet():
+            return original(self, *args, **kwargs)
+        result = _in_phase(PHASE_OPTIMIZER, original, self, *args, **kwargs)
+        _end_step(self)
+        return result
+    return step
+
+
+def _optimizer_pre_hook(optimizer, args, kwargs):
+    """Global step pre hook (torch >= 2.0)."""
+    if _is_compiling is not None and _is_compiling():
+        return None
+    tls = _tls
+    if tls.active is not None:
+        if tls.active != PHASE_OPTIMIZER:
+            return None  # inside another auto phase (a step called from forward, a transform)
+        if not _close_if_stale():
+            tls.depth += 1  # a step inside a step: ZeroRedundancyOptimizer, super().step()
+            return None
+    if _off or _get_worker_info() is not None:
+        return None
+    _open(PHASE_OPTIMIZER, optimizer, sys._getframe(1))
+    return None
+
+
+def _optimizer_post_hook(optimizer, args, kwargs):
+    """Global step post hook (torch >= 2.0); torch skips it when step() raises."""
+    if _is_compiling is not None and _is_compiling():
+        return None
+    tls = _tls
+    if tls.active != PHASE_OPTIMIZER or tls.owner is None:
+        return None
+    if tls.depth > 1:
+        tls.depth -= 1
+        return None
+    owner = tls.owner
+    _close()
+    _end_step(owner)
+    return None
+
+
+def _end_step(optimizer):
+    if not _off and not _user_marks_steps and _is_primary(optimizer):
+        try:
+            _api_step()
+        except Exception as e:
+            report_error("step()", e)
+
+
+def _is_primary(optimizer):
+    """Only the first optimizer that steps ends a step (a GAN's two optimizers make one step).
+    When it is garbage-collected, the next one to step takes over."""
+    global _primary_optimizer
+    primary = _primary_optimizer() if _primary_optimizer is not None else None
+    if primary is None:
+        _primary_optimizer = weakref.ref(optimizer)
+        return True
+    return primary is optimizer
+
+
+def track_user_steps(api):
+    """Wraps api.step so a call from the job means "the job marks its own steps". Idempotent;
+    sitecustomize calls it as soon as the stallscope package is imported, so `from stallscope
+    import step` binds the wrapper too."""
+    original = getattr(api, "step", None)
+    if original is None or getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def step(*args, **kwargs):
+        global _user_marks_steps
+        _user_marks_steps = True
+        return original(*args, **kwargs)
+
+    setattr(step, _MARK, True)
+    setattr(step, "__wrapped_stallscope__", original)
+    api.step = step
+    _undo.append(functools.partial(setattr, api, "step", original))
+
+
+def _raw_step(api):
+    step = api.step
+    return getattr(step, "__wrapped_stallscope__", step)
+
+
+# ----------------------------------------------------------------------------------------------
+# backward_pass and DDP's comm_wait
+# ----------------------------------------------------------------------------------------------
+
+def _wrap_backward(original):
+    @functools.wraps(original)
+    def backward(*args, **kwargs):
+        if _quiet():
+            return original(*args, **kwargs)
+        if not _ddp_watched:  # no DDP model seen: no gradient hooks, nothing to split
+            return _in_phase(PHASE_BACKWARD, original, *args, **kwargs)
+        return _ddp_backward(original, args, kwargs)
+    return backward
+
+
+def _ddp_backward(original, args, kwargs):
+    """backward_pass with explicit times: when a watched DDP gradient was ready during it, it
+    ends at the last one and comm_wait runs from there to the return (module docstring)."""
+    begin_ns = time.monotonic_ns()
+    if not _record_at(("_begin_at", PHASE_BACKWARD, begin_ns)):
+        return original(*args, **kwargs)
+    _tls.active = PHASE_BACKWARD
+    try:
+        result = original(*args, **kwargs)
+    except BaseException:
+        _tls.active = None
+        _record_at(("_end_at", PHASE_BACKWARD, time.monotonic_ns()))
+        raise
+    end_ns = time.monotonic_ns()
+    _tls.active = None
+    ready_ns = _grad_ready_ns
+    if ready_ns > begin_ns:
+        _record_at(("_end_at", PHASE_BACKWARD, ready_ns), ("_begin_at", PHASE_COMM_WAIT, ready_ns),
+                   ("_end_at", PHASE_COMM_WAIT, end_ns))
+    else:  # this backward computed no gradient of a DDP model
+        _record_at(("_end_at", PHASE_BACKWARD, end_ns))
+    return result
+
+
+def _record_at(*records):
+    """Records (API method, phase, ts_ns) boundaries; False after an error (reported)."""
+    try:
+        if not _process_info_sent:
+            _send_process_info()
+        for what, name, ts_ns in records:
+            getattr(_api, what)(name, ts_ns)
+        return True
+    except Exception as e:
+        report_error(f"phase({records[0][1]!r}) at a given time", e)
+        return False
+
+
+def _on_grad_ready(grad):
+    """Gradient hook on each parameter of a watched DDP model. Autograd calls it on its thread
+    for the device (not the job's thread on GPUs): hence a process global, not a thread-local.
+    Returns None: the gradient is unchanged."""
+    global _grad_ready_ns
+    _grad_ready_ns = time.monotonic_ns()
+
+
+# torch.utils.hooks.unserializable_hook: pickling a parameter that has it does not warn.
+_on_grad_ready.__torch_unserializable__ = True
+
+
+def _watch_ddp(ddp):
+    """Hooks the gradients of a DDP model's parameters, once per DDP object. On an error,
+    comm_wait is given up (one stderr line); every other phase goes on."""
+    global _ddp_class
+    if ddp in _ddp_watched:
+        return
+    _ddp_watched.add(ddp)
+    handles = []
+    try:
+        for param in ddp.module.parameters():
+            if param.requires_grad:
+                handles.append(param.register_hook(_on_grad_ready))
+    except Exception as e:
+        for handle in handles:
+            handle.remove()
+        _ddp_class = None
+        _say(f"{PHASE_COMM_WAIT} not measured: {type(e).__name__}: {e}")
+        return
+    _undo.extend(handle.remove for handle in handles)
+
+
+# ----------------------------------------------------------------------------------------------
+# data_loading, checkpointing, host syncs
+# ----------------------------------------------------------------------------------------------
+
+def _patch(owner, attr, make_wrapper):
+    original = getattr(owner, attr)
+    # Restore exactly: an inherited attribute is deleted again, not copied down.
+    own = attr in getattr(owner, "__dict__", {})
+    wrapper = make_wrapper(original)
+    setattr(wrapper, _MARK, True)
+    setattr(owner, attr, wrapper)
+    if own:
+        _undo.append(functools.partial(setattr, owner, attr, original))
+    else:
+        _undo.append(functools.partial(delattr, owner, attr))
 
 
 def _wrap_phase(name):
@@ -248,151 +583,173 @@ def _wrap_loader_iter(original):
     return __iter__
 
 
-def _worker_pids(it):
-    return [int(w.pid) for w in getattr(it, "_workers", None) or () if w.pid is not None]
-
-
 def _report_loader(loader, it):
-    pids = _worker_pids(it)
+    """info "dataloader" for a loader seen the first time, "dataloader_workers" when the worker
+    processes of a known one changed (non-persistent workers: new processes every epoch)."""
+    pids = _facts.worker_pids(it)
     entry = _loaders.get(loader)
     if entry is not None:
-        if pids and pids != entry[1]:  # non-persistent workers: new processes every epoch
+        if pids and pids != entry[1]:
             entry[1] = pids
             _call_api("info", "dataloader_workers", {"loader": entry[0], "worker_pids": pids})
         return
     global _loader_serial
     _loader_serial += 1
-    serial = _loader_serial
-    _loaders[loader] = [serial, pids]
-    dataset = getattr(loader, "dataset", None)
+    _loaders[loader] = [_loader_serial, pids]
+    _call_api("info", "dataloader", _facts.loader_settings(
+        loader, _loader_serial, pids, _torch.get_num_threads()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Installers, one per phase: each returns its mechanism, or raises and is rolled back alone.
+# ----------------------------------------------------------------------------------------------
+
+def _accepts_keyword(fn, keyword):
+    """True when fn's signature has `keyword` (torch's hook registration functions are Python)."""
+    import inspect
     try:
-        dataset_len = len(dataset)
-    except Exception:  # an IterableDataset without __len__
-        dataset_len = None
-    num_workers = getattr(loader, "num_workers", 0)
-    ctx = getattr(loader, "multiprocessing_context", None)
-    start_method = None
-    if num_workers > 0:
-        start_method = ctx.get_start_method() if ctx is not None else _default_start_method()
-    _call_api("info", "dataloader", {
-        "loader": serial,
-        "num_workers": num_workers,
-        "batch_size": getattr(loader, "batch_size", None),
-        "pin_memory": bool(getattr(loader, "pin_memory", False)),
-        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
-        # torch 1.13 stores 2 even without workers, where it means nothing.
-        "prefetch_factor": getattr(loader, "prefetch_factor", None) if num_workers > 0 else None,
-        "drop_last": bool(getattr(loader, "drop_last", False)),
-        "dataset_len": dataset_len,
-        "dataset_type": type(dataset).__name__,
-        "sampler_type": type(getattr(loader, "sampler", None)).__name__,
-        "multiprocessing_context": start_method,
-        "timeout_s": getattr(loader, "timeout", 0),
-        "intra_op_threads": _torch.get_num_threads(),
-        "worker_pids": pids,
-    })
+        return keyword in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
-def _default_start_method():
-    import multiprocessing
-    # Neither call fixes the start method (plain get_start_method() would, and a later
-    # set_start_method() in the job would then fail). The first of all methods is the
-    # platform default (fork on Linux before Python 3.14).
-    return (multiprocessing.get_start_method(allow_none=True)
-            or multiprocessing.get_all_start_methods()[0])
+def _submodule(name):
+    """A torch submodule by name: already imported with torch, but not always an attribute
+    (torch/optim/__init__.py deletes `optimizer`)."""
+    import importlib
+    return importlib.import_module(name)
 
 
-def _wrap_optimizer_init(original):
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        if not _off:
-            try:
-                _wrap_optimizer_class(type(self))
-            except Exception as e:
-                report_error("Optimizer.__init__", e)
-    return __init__
+def _install_forward(torch, global_hooks, _done):
+    module_mod = _submodule("torch.nn.modules.module")
+    register_pre = getattr(module_mod, "register_module_forward_pre_hook", None)
+    register_post = getattr(module_mod, "register_module_forward_hook", None)
+    # always_call (torch 2.1) is what closes the phase of a forward that raises.
+    if (global_hooks and register_pre is not None and register_post is not None
+            and _accepts_keyword(register_post, "always_call")):
+        _undo.append(register_post(_forward_hook, always_call=True).remove)
+        _undo.append(register_pre(_forward_pre_hook).remove)
+        return MECH_GLOBAL
+    _patch(torch.nn.Module, "__call__", _wrap_module_call)
+    return MECH_PATCH
 
 
-def _wrap_optimizer_class(cls):
-    """Wraps cls.step once. torch 1.13 and 2.x wrap `self.__class__.step` in a profiling hook on
-    the first instance (Optimizer._hook_for_profile / _patch_step_function) and skip classes
-    whose step has `hooked` set; functools.wraps copies that flag onto our wrapper, so torch
-    does not wrap again and nothing runs twice."""
-    step = getattr(cls, "step", None)
-    if step is None or getattr(step, _MARK, False):
-        return
-    with _lock:
-        if getattr(cls.step, _MARK, False):
-            return
-        had_own = "step" in cls.__dict__
-        _patch(cls, "step", _wrap_optimizer_step)
-        if not had_own:  # uninstall must delete, not copy the inherited function down
-            _patches[-1] = (cls, "step", None)
+def _install_optimizer(torch, global_hooks, _done):
+    optimizer_mod = _submodule("torch.optim.optimizer")
+    register_pre = getattr(optimizer_mod, "register_optimizer_step_pre_hook", None)
+    register_post = getattr(optimizer_mod, "register_optimizer_step_post_hook", None)
+    if global_hooks and register_pre is not None and register_post is not None:
+        _undo.append(register_pre(_optimizer_pre_hook).remove)
+        _undo.append(register_post(_optimizer_post_hook).remove)
+        return MECH_GLOBAL
+    # Each class' step is wrapped at its first instance: subclasses override step.
+    _patch(torch.optim.Optimizer, "__init__", _wrap_optimizer_init)
+    return MECH_PATCH
 
 
-def _wrap_optimizer_step(original):
-    @functools.wraps(original)
-    def step(self, *args, **kwargs):
-        if _quiet():
-            return original(self, *args, **kwargs)
-        result = _in_phase(PHASE_OPTIMIZER, original, self, *args, **kwargs)
-        if not _off and not _user_marks_steps and _is_primary(self):
-            try:
-                _api_step()
-            except Exception as e:
-                report_error("step()", e)
-        return result
-    return step
+def _install_backward(torch, _global_hooks, _done):
+    _patch(torch.Tensor, "backward", _wrap_backward)
+    _patch(torch.autograd, "backward", _wrap_backward)
+    return MECH_PATCH
 
 
-def _is_primary(optimizer):
-    """Only the first optimizer that steps ends a step (a GAN's two optimizers make one step).
-    When it is garbage-collected, the next one to step takes over."""
-    global _primary_optimizer
-    primary = _primary_optimizer() if _primary_optimizer is not None else None
-    if primary is None:
-        _primary_optimizer = weakref.ref(optimizer)
-        return True
-    return primary is optimizer
+def _install_data_loading(torch, _global_hooks, _done):
+    dl = _submodule("torch.utils.data.dataloader")
+    _patch(dl.DataLoader, "__iter__", _wrap_loader_iter)
+    # Private: __next__ lives on the base iterator class in 1.13 and 2.x; subclasses implement
+    # _next_data.
+    _patch(dl._BaseDataLoaderIter, "__next__", _wrap_phase(PHASE_DATA))
+    return MECH_PATCH
 
 
-def track_user_steps(api):
-    """Wraps api.step so a call from the job means "the job marks its own steps". Idempotent;
-    sitecustomize calls it as soon as the stallscope package is imported, so `from stallscope
-    import step` binds the wrapper too."""
-    original = getattr(api, "step", None)
-    if original is None or getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
-    def step(*args, **kwargs):
-        global _user_marks_steps
-        _user_marks_steps = True
-        return original(*args, **kwargs)
-
-    setattr(step, _MARK, True)
-    setattr(step, "__wrapped_stallscope__", original)
-    api.step = step
-    _patches.append((api, "step", original))
+def _install_checkpointing(torch, _global_hooks, _done):
+    save = torch.save
+    _patch(torch, "save", _wrap_phase(PHASE_CHECKPOINT))
+    if getattr(torch.serialization, "save", None) is save:
+        _patch(torch.serialization, "save", lambda _original: torch.save)
+    return MECH_PATCH
 
 
-def _raw_step(api):
-    step = api.step
-    return getattr(step, "__wrapped_stallscope__", step)
+def _install_host_syncs(torch, _global_hooks, _done):
+    for method in HOST_SYNC_METHODS:
+        _patch(torch.Tensor, method, _wrap_host_sync(method))
+    return MECH_PATCH
+
+
+def _install_comm_wait(torch, _global_hooks, done):
+    """comm_wait is cut out of the backward_pass patch; DDP models are found at their first
+    outermost call. Returns "not measured" quietly where no DDP can run at all."""
+    global _ddp_class
+    if done.get(PHASE_BACKWARD) != MECH_PATCH:
+        return NOT_MEASURED + "backward_pass is not measured"
+    distributed = getattr(torch, "distributed", None)
+    if distributed is None or not distributed.is_available():
+        return NOT_MEASURED + "this torch has no torch.distributed"
+    if not (callable(getattr(_api, "_begin_at", None))
+            and callable(getattr(_api, "_end_at", None))):
+        raise AttributeError("the stallscope API has no _begin_at/_end_at")
+    _ddp_class = torch.nn.parallel.DistributedDataParallel
+    return MECH_PATCH
+
+
+# In the order of the "hooks" note; comm_wait after backward_pass, which it needs.
+_INSTALLERS = (
+    (PHASE_FORWARD, _install_forward),
+    (PHASE_OPTIMIZER, _install_optimizer),
+    (PHASE_BACKWARD, _install_backward),
+    (PHASE_DATA, _install_data_loading),
+    (PHASE_CHECKPOINT, _install_checkpointing),
+    (HOST_SYNCS, _install_host_syncs),
+    (PHASE_COMM_WAIT, _install_comm_wait),
+)
+
+
+def _install_phases(torch, global_hooks):
+    """Runs every installer; one that fails is undone alone and its phase is not measured.
+    Returns {phase: mechanism}."""
+    mechanisms = {}
+    for phase, installer in _INSTALLERS:
+        mark = len(_undo)
+        try:
+            mechanisms[phase] = installer(torch, global_hooks, mechanisms)
+        except Exception as e:
+            _undo_to(mark)
+            why = f"{type(e).__name__}: {e}"
+            mechanisms[phase] = NOT_MEASURED + why
+            _say(f"{phase} not measured: {why}")
+    return mechanisms
+
+
+def _undo_to(mark):
+    while len(_undo) > mark:
+        try:
+            _undo.pop()()
+        except Exception:  # a hook handle torch already dropped: nothing left to undo
+            pass
+
+
+def _note_hooks(torch, mechanisms, error):
+    """The "hooks" line in python.jsonl (stallscope._startup.note never raises)."""
+    try:
+        from . import _startup
+        _startup.note("hooks", torch=str(getattr(torch, "__version__", "")),
+                      mechanisms=mechanisms, error=error)
+    except Exception:
+        pass
 
 
 # ----------------------------------------------------------------------------------------------
 # Install / uninstall
 # ----------------------------------------------------------------------------------------------
 
-def install(api=None):
-    """Patches the already-imported torch. `api` defaults to the stallscope package; tests pass
-    a fake with phase/step/count/info/enabled. Returns True when the hooks are active.
-    Idempotent. Never raises: a failure is reported once and leaves torch as it was."""
-    global _api, _api_step, _off, _loaders, _get_worker_info, _is_compiling, _torch
-    global _user_marks_steps, _primary_optimizer, _process_info_sent
-    if _patches and not _off:
+def install(api=None, global_hooks=True):
+    """Hooks the already-imported torch. `api` defaults to the stallscope package; tests pass
+    a fake with phase/step/count/info/enabled (and _begin_at/_end_at for comm_wait).
+    global_hooks=False patches even where torch has global hooks (tests compare the two).
+    Returns True when the hooks are active. Idempotent. Never raises: a failure is reported
+    once and leaves torch as it was."""
+    global _api_step, _off, _mechanisms
+    if _undo and not _off:
         return True
     torch = sys.modules.get("torch")
     if torch is None:
@@ -407,26 +764,37 @@ def install(api=None):
         if enabled is not None and not enabled():
             return False
         uninstall()
-        _api, _torch = api, torch
-        _user_marks_steps, _primary_optimizer, _process_info_sent = False, None, False
-        _loaders = weakref.WeakKeyDictionary()
-        _get_worker_info = torch.utils.data.get_worker_info
-        # torch >= 2.3: torch.compiler.is_compiling; 2.0-2.2: torch._utils.is_compiling; 1.x: none.
-        _is_compiling = (getattr(getattr(torch, "compiler", None), "is_compiling", None)
-                         or getattr(getattr(torch, "_utils", None), "is_compiling", None))
+        _reset(api, torch)
         track_user_steps(api)
         _api_step = _raw_step(api)
-        _install_torch_patches(torch)
+        _mechanisms = _install_phases(torch, global_hooks)
         _register_fork_handler()
         _off = False
-        return True
     except Exception as e:
         try:
             uninstall()
         except Exception:
             pass
         report_error("install", e)
+        _note_hooks(torch, {}, f"{type(e).__name__}: {e}")
         return False
+    _note_hooks(torch, _mechanisms, None)
+    return True
+
+
+def _reset(api, torch):
+    global _api, _torch, _tls, _user_marks_steps, _primary_optimizer, _process_info_sent
+    global _loaders, _get_worker_info, _is_compiling, _ddp_watched, _grad_ready_ns
+    _api, _torch = api, torch
+    _tls = _ThreadState()  # phases left open by an earlier install are forgotten on all threads
+    _user_marks_steps, _primary_optimizer, _process_info_sent = False, None, False
+    _loaders = weakref.WeakKeyDictionary()
+    _ddp_watched = weakref.WeakSet()
+    _grad_ready_ns = 0
+    _get_worker_info = torch.utils.data.get_worker_info
+    # torch >= 2.3: torch.compiler.is_compiling; 2.0-2.2: torch._utils.is_compiling; 1.x: none.
+    _is_compiling = (getattr(getattr(torch, "compiler", None), "is_compiling", None)
+                     or getattr(getattr(torch, "_utils", None), "is_compiling", None))
 
 
 def _after_fork_in_child():
@@ -443,36 +811,12 @@ def _register_fork_handler():
         _fork_handler_registered = True
 
 
-def _install_torch_patches(torch):
-    from torch.utils.data import dataloader as dl
-
-    _patch(torch.nn.Module, "__call__", _wrap_module_call)
-    _patch(dl.DataLoader, "__iter__", _wrap_loader_iter)
-    # __next__ lives on the base iterator class in 1.13 and 2.x; subclasses implement _next_data.
-    _patch(dl._BaseDataLoaderIter, "__next__", _wrap_phase(PHASE_DATA))
-    _patch(torch.Tensor, "backward", _wrap_phase(PHASE_BACKWARD))
-    _patch(torch.autograd, "backward", _wrap_phase(PHASE_BACKWARD))
-    _patch(torch.optim.Optimizer, "__init__", _wrap_optimizer_init)
-    save = torch.save
-    _patch(torch, "save", _wrap_phase(PHASE_CHECKPOINT))
-    if getattr(torch.serialization, "save", None) is save:
-        _patch(torch.serialization, "save", lambda _original: torch.save)
-    for method in HOST_SYNC_METHODS:
-        _patch(torch.Tensor, method, _wrap_host_sync(method))
-
-
 def uninstall():
-    """Restores every patched attribute (for tests; a job never needs it)."""
-    global _off, _api, _api_step
+    """Removes every patch and hook handle (for tests; a job never needs it)."""
+    global _off, _api, _api_step, _ddp_class, _mechanisms
     _off = True
-    while _patches:
-        owner, attr, original = _patches.pop()
-        if original is None:
-            try:
-                delattr(owner, attr)
-            except AttributeError:
-                pass
-        else:
-            setattr(owner, attr, original)
+    _ddp_class = None
+    _mechanisms = {}
+    _undo_to(0)
     _api = None
     _api_step = None

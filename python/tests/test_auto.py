@@ -4,6 +4,11 @@ Run with the interpreter that has torch:  /usr/bin/python3 -m unittest discover 
 In-process tests drive auto.install() with a fake API that records calls; subprocess tests run
 real interpreters with the startup shim on PYTHONPATH and a fake stallscope core in front of it,
 so they pass whether or not the real core is built.
+
+The in-process tests here run on whatever hooks this torch offers (global hooks on torch >= 2.1,
+patches on 1.13). test_auto_torch2.py runs the global-hook code on every torch (emulated where
+torch lacks it) and checks torch 2.x's real hooks; test_auto_ddp.py checks comm_wait with gloo
+DDP. Both import their fakes and helpers from here.
 """
 
 import contextlib
@@ -15,11 +20,14 @@ import sys
 import tempfile
 import textwrap
 import unittest
+import unittest.mock
 
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(TESTS_DIR)
 sys.path.insert(0, PYTHON_DIR)
+sys.path.insert(0, TESTS_DIR)
 
-from stallscope import auto  # noqa: E402  (after the path tweak)
+from stallscope import _facts, auto  # noqa: E402  (after the path tweak)
 
 try:
     import torch
@@ -27,10 +35,27 @@ try:
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, Dataset, TensorDataset
 except ImportError:  # the interpreter has no torch: only the no-torch tests can run
-    torch = None
+    torch = nn = F = DataLoader = TensorDataset = None
     Dataset = object
 
 needs_torch = unittest.skipIf(torch is None, "needs torch (use /usr/bin/python3)")
+
+if torch is not None:
+    import torch2_hooks  # noqa: E402  (needs torch)
+    import torch.distributed as dist
+
+    HAS_DIST = dist.is_available()
+    HAS_GLOO = HAS_DIST and dist.is_gloo_available()
+    HAS_ALWAYS_CALL = torch2_hooks.has_always_call()  # torch >= 2.1
+    HAS_OPTIMIZER_HOOKS = torch2_hooks.has_optimizer_hooks()  # torch >= 2.0
+else:
+    torch2_hooks = None
+    HAS_DIST = HAS_GLOO = HAS_ALWAYS_CALL = HAS_OPTIMIZER_HOOKS = False
+
+needs_gloo = unittest.skipUnless(HAS_GLOO, "needs torch.distributed with gloo")
+# The phase keys of the "hooks" note, in its order.
+PHASE_KEYS = ["forward_pass", "optimizer_step", "backward_pass", "data_loading", "checkpointing",
+              "host_syncs", "comm_wait"]
 
 
 class FakeApi:
@@ -59,6 +84,14 @@ class FakeApi:
                 return True  # a misbehaving core that would swallow errors: must not matter
 
         return _Phase()
+
+    def _begin_at(self, name, ts_ns):
+        self._maybe_fail("phase")
+        self.events.append(("B", name, ts_ns))
+
+    def _end_at(self, name, ts_ns):
+        self.events.append(("E", name, ts_ns))
+        self._maybe_fail("exit")
 
     def step(self):
         self._maybe_fail("step")
@@ -127,8 +160,7 @@ class TransformDataset(Dataset):
         return x.view(-1), len(self.api.events) - before
 
 
-@needs_torch
-class InProcessTest(unittest.TestCase):
+class InProcessBase(unittest.TestCase):
     def setUp(self):
         auto.uninstall()
         auto._error_reported = False
@@ -137,9 +169,12 @@ class InProcessTest(unittest.TestCase):
     def tearDown(self):
         auto.uninstall()
 
-    def install(self, api=None):
-        self.assertTrue(auto.install(api or self.api))
+    def install(self, api=None, **kwargs):
+        self.assertTrue(auto.install(api or self.api, **kwargs))
 
+
+@needs_torch
+class InProcessTest(InProcessBase):
     def test_phase_sequence_of_a_training_loop(self):
         self.install()
         tiny_run(epochs=2)
@@ -280,7 +315,8 @@ class InProcessTest(unittest.TestCase):
     def test_reporting_the_start_method_does_not_fix_it(self):
         import multiprocessing
         before = multiprocessing.get_start_method(allow_none=True)
-        self.assertIn(auto._default_start_method(), multiprocessing.get_all_start_methods())
+        self.assertIn(_facts.default_start_method(),
+                      multiprocessing.get_all_start_methods())
         self.assertEqual(multiprocessing.get_start_method(allow_none=True), before)
 
     def test_every_optimizer_class_is_timed_once(self):
@@ -330,7 +366,7 @@ class InProcessTest(unittest.TestCase):
     def test_uninstall_restores_torch(self):
         originals = (nn.Module.__call__, torch.Tensor.backward, torch.autograd.backward,
                      torch.save, torch.Tensor.item, torch.optim.Optimizer.__init__)
-        self.install()
+        self.install(global_hooks=False)  # GlobalHookTest removes the global hooks
         self.assertIsNot(nn.Module.__call__, originals[0])
         auto.uninstall()
         now = (nn.Module.__call__, torch.Tensor.backward, torch.autograd.backward,
@@ -343,16 +379,103 @@ class InProcessTest(unittest.TestCase):
         api.enabled = lambda: False
         self.assertFalse(auto.install(api))
         self.assertFalse(hasattr(nn.Module.__call__, "_stallscope_auto"))
+        self.assertFalse(hasattr(torch.Tensor.backward, "_stallscope_auto"))
+
+    def test_patches_forced_everywhere(self):
+        self.install(global_hooks=False)
+        expected = {k: "patch" for k in PHASE_KEYS}
+        if not HAS_DIST:  # no DDP possible
+            expected["comm_wait"] = "not measured: this torch has no torch.distributed"
+        self.assertEqual(auto.mechanisms(), expected)
+
+    def test_default_mechanisms_follow_this_torch(self):
+        self.install()
+        got = auto.mechanisms()
+        self.assertEqual(list(got), PHASE_KEYS)
+        self.assertEqual(got["forward_pass"], "global hook" if HAS_ALWAYS_CALL else "patch")
+        self.assertEqual(got["optimizer_step"], "global hook" if HAS_OPTIMIZER_HOOKS else "patch")
+        for phase in ("backward_pass", "data_loading", "checkpointing", "host_syncs"):
+            self.assertEqual(got[phase], "patch")
+
+    def test_missing_private_attribute_degrades_to_not_measured(self):
+        from torch.utils.data import dataloader
+        baseline, _ = tiny_run(epochs=2, seed=7)
+        base_iter = dataloader._BaseDataLoaderIter
+        del dataloader._BaseDataLoaderIter  # as if a torch version renamed it
+        try:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.install()
+                losses, _ = tiny_run(epochs=2, seed=7)
+        finally:
+            dataloader._BaseDataLoaderIter = base_iter
+        self.assertEqual(losses, baseline)
+        lines = err.getvalue().splitlines()
+        self.assertEqual(len(lines), 1, err.getvalue())
+        self.assertRegex(lines[0], r"^\[stallscope\] data_loading not measured: AttributeError: "
+                                   r".*_BaseDataLoaderIter")
+        self.assertTrue(auto.mechanisms()["data_loading"].startswith("not measured: "))
+        self.assertFalse(hasattr(DataLoader.__iter__, "_stallscope_auto"))  # rolled back
+        names = self.api.names()
+        self.assertNotIn("B:data_loading", names)
+        for phase in ("forward_pass", "backward_pass", "optimizer_step", "checkpointing"):
+            self.assertIn(f"B:{phase}", names)
+        self.assertEqual(names.count("S"), 6)
+        self.assertTrue(auto.installed())
+
+    def notes(self, run_dir):
+        with open(os.path.join(run_dir, "python.jsonl")) as f:
+            return [json.loads(line) for line in f]
+
+    def test_hooks_note_says_how_each_phase_is_measured(self):
+        with tempfile.TemporaryDirectory() as run_dir:
+            with unittest.mock.patch.dict(os.environ, {"STALLSCOPE_RUN_DIR": run_dir}):
+                self.install()
+                self.assertTrue(auto.install(self.api))  # already installed: no second note
+            notes = self.notes(run_dir)
+        self.assertEqual(len(notes), 1)
+        note = notes[0]
+        self.assertEqual((note["event"], note["pid"]), ("hooks", os.getpid()))
+        self.assertEqual(note["torch"], torch.__version__)
+        self.assertEqual(list(note["mechanisms"]), PHASE_KEYS)
+        self.assertEqual(note["mechanisms"], auto.mechanisms())
+        self.assertIsNone(note["error"])
+
+    def test_failed_install_is_noted(self):
+        api = FakeApi()
+        api.count = None  # not callable: not a stallscope API
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as run_dir, contextlib.redirect_stderr(err):
+            with unittest.mock.patch.dict(os.environ, {"STALLSCOPE_RUN_DIR": run_dir}):
+                self.assertFalse(auto.install(api))
+            notes = self.notes(run_dir)
+        self.assertEqual([n["event"] for n in notes], ["hooks"])
+        self.assertEqual(notes[0]["mechanisms"], {})
+        self.assertIn("count()", notes[0]["error"])
+        self.assertEqual(err.getvalue().count("[stallscope]"), 1)
+        self.assertFalse(hasattr(torch.Tensor.backward, "_stallscope_auto"))
+
+    def test_hooks_return_none(self):
+        self.install()
+        model = nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.assertIsNone(auto._forward_pre_hook(model, ()))
+        self.assertIsNone(auto._forward_hook(model, (), None))
+        self.assertIsNone(auto._optimizer_pre_hook(opt, (opt,), {}))
+        self.assertIsNone(auto._optimizer_post_hook(opt, (opt,), {}))
+        self.assertIsNone(auto._on_grad_ready(torch.ones(1)))
 
 
 # A stand-in for the stallscope core, first on PYTHONPATH in subprocess tests: it writes each
-# call as a JSON line to $STALLSCOPE_RUN_DIR/events.jsonl; FAKE_FAIL=phase makes phase() raise.
+# call as a JSON line [pid, monotonic ns, kind, name] to $STALLSCOPE_RUN_DIR/events.jsonl;
+# FAKE_FAIL=phase makes phase() raise.
 FAKE_CORE = textwrap.dedent("""
-    import contextlib, json, os
+    import contextlib, json, os, time
     __path__.append({stallscope_dir!r})
-    def _emit(*rec):
+    def _emit(*rec, ts_ns=None):
+        ts_ns = time.monotonic_ns() if ts_ns is None else ts_ns
         with open(os.path.join(os.environ["STALLSCOPE_RUN_DIR"], "events.jsonl"), "a") as f:
-            f.write(json.dumps([os.getpid(), *rec]) + "\\n")
+            f.write(json.dumps([os.getpid(), ts_ns, *rec]) + "\\n")
     @contextlib.contextmanager
     def phase(name):
         if os.environ.get("FAKE_FAIL") == "phase":
@@ -362,6 +485,8 @@ FAKE_CORE = textwrap.dedent("""
             yield
         finally:
             _emit("E", name)
+    def _begin_at(name, ts_ns): _emit("B", name, ts_ns=ts_ns)
+    def _end_at(name, ts_ns): _emit("E", name, ts_ns=ts_ns)
     def step(): _emit("S")
     def mark(name, **kw): _emit("M", name)
     def info(kind, data): _emit("I", kind)
@@ -410,7 +535,7 @@ NO_TORCH_SCRIPT = textwrap.dedent("""
 """)
 
 
-class SubprocessTest(unittest.TestCase):
+class SubprocessBase(unittest.TestCase):
     """Real interpreters with the shim on PYTHONPATH, as `stallscope run` starts them."""
 
     def setUp(self):
@@ -426,8 +551,7 @@ class SubprocessTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_py(self, code, shim=True, extra_path=(), **env):
-        """Runs `code` (-c), or the file it names when it ends in .py."""
+    def env(self, shim=True, extra_path=(), **env):
         full_env = {k: v for k, v in os.environ.items()
                     if not k.startswith("STALLSCOPE") and k != "PYTHONPATH"}
         if shim:
@@ -437,22 +561,38 @@ class SubprocessTest(unittest.TestCase):
         elif extra_path:
             full_env["PYTHONPATH"] = os.pathsep.join(extra_path)
         full_env.update(env)
-        argv = [code] if code.endswith(".py") else ["-c", code]
-        return subprocess.run([sys.executable, *argv], env=full_env, capture_output=True,
-                              text=True, timeout=120, cwd=self.tmp.name)
+        return full_env
 
-    def events(self):
+    def run_py(self, code, shim=True, extra_path=(), **env):
+        """Runs `code` (-c), or the file it names when it ends in .py."""
+        argv = [code] if code.endswith(".py") else ["-c", code]
+        return subprocess.run([sys.executable, *argv], env=self.env(shim, extra_path, **env),
+                              capture_output=True, text=True, timeout=120, cwd=self.tmp.name)
+
+    def timed_events(self):
+        """[(pid, ts_ns, [kind, name...])] in write order."""
         path = os.path.join(self.run_dir, "events.jsonl")
         if not os.path.exists(path):
             return []
         with open(path) as f:
-            return [json.loads(line)[1:] for line in f]
+            return [(rec[0], rec[1], rec[2:]) for rec in map(json.loads, f)]
+
+    def events(self):
+        return [rec for _, _, rec in self.timed_events()]
+
+    def notes(self):
+        """The lines of python.jsonl (stallscope._startup.note)."""
+        with open(os.path.join(self.run_dir, "python.jsonl")) as f:
+            return [json.loads(line) for line in f]
 
     def event_pids(self):
         path = os.path.join(self.run_dir, "events.jsonl")
         with open(path) as f:
             return {json.loads(line)[0] for line in f}
 
+
+
+class SubprocessTest(SubprocessBase):
     @needs_torch
     def test_forkserver_workers_record_nothing(self):
         script = os.path.join(self.tmp.name, "workers.py")
@@ -486,10 +626,15 @@ class SubprocessTest(unittest.TestCase):
         for phase in ("data_loading", "forward_pass", "backward_pass", "optimizer_step"):
             self.assertIn(f"B:{phase}", names)
         self.assertEqual(names.count("I:dataloader"), 1)
+        hooks = [n for n in self.notes() if n["event"] == "hooks"]
+        self.assertEqual(len(hooks), 1, hooks)
+        self.assertEqual(list(hooks[0]["mechanisms"]), PHASE_KEYS)
+        self.assertEqual(hooks[0]["torch"], torch.__version__)
+        self.assertIsNone(hooks[0]["error"])
 
     @needs_torch
     def test_no_auto_installs_nothing(self):
-        probe = ("import sys, torch; print(hasattr(torch.nn.Module.__call__, '_stallscope_auto'),"
+        probe = ("import sys, torch; print(hasattr(torch.Tensor.backward, '_stallscope_auto'),"
                  " 'stallscope' in sys.modules,"
                  " any(type(f).__name__ == 'PostImportFinder' for f in sys.meta_path))")
         off = self.run_py(probe, STALLSCOPE_AUTO="0")
@@ -535,6 +680,8 @@ class SubprocessTest(unittest.TestCase):
         self.assertEqual(result.stdout, "job\n")
         self.assertIn("Error in sitecustomize", result.stderr)
         self.assertIn("broken site config", result.stderr)
+
+
 
 
 if __name__ == "__main__":

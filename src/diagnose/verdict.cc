@@ -93,7 +93,29 @@ void StepFacts(const RunReport& report, RuleContext& c) {
   }
   if (c.steps > 0) c.step_mean_s = duration_s / static_cast<double>(c.steps);
   if (c.ranks > 0) c.steps_per_s = rate_sum / static_cast<double>(c.ranks);
-  if (duration_s > 0) {
+  std::map<int32_t, std::map<std::string, double>> by_rank;  // rank → phase → share
+  for (const auto& p : report.phases.phases) by_rank[p.rank][p.name] = p.share;
+  c.lockstep = c.ranks >= 2;
+  for (const auto& r : report.phases.ranks) {
+    if (r.count > 0 && !by_rank[r.rank].count(std::string(analysis::kCommWaitPhase)))
+      c.lockstep = false;
+  }
+  if (c.lockstep) {
+    // Lockstep: a rank's extra time in a phase makes the others wait, it is no job-wide share.
+    std::set<std::string> names;
+    for (const auto& [rank, shares] : by_rank) {
+      for (const auto& [name, share] : shares) names.insert(name);
+    }
+    for (const auto& name : names) {
+      double least = 1.0;
+      for (const auto& r : report.phases.ranks) {
+        if (r.count <= 0) continue;
+        auto it = by_rank[r.rank].find(name);
+        least = std::min(least, it == by_rank[r.rank].end() ? 0.0 : it->second);
+      }
+      c.phase_share[name] = least;
+    }
+  } else if (duration_s > 0) {
     for (const auto& p : report.phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
   }
   if (c.steps > 0) {

@@ -54,8 +54,12 @@ struct RuleContext {
   int64_t ranks = 0;  ///< ranks with steps
   int64_t steps = 0;  ///< over all ranks
   double step_mean_s = 0;
-  double steps_per_s = 0;                     ///< per rank (mean of ranks)
-  std::map<std::string, double> phase_share;  ///< all ranks pooled; includes "other"
+  double steps_per_s = 0;  ///< per rank (mean of ranks)
+  /// Share of step time per phase, all ranks pooled; includes "other". In lockstep (every rank
+  /// has a measured comm_wait: DDP) the share every rank spends (the minimum over ranks): what
+  /// one rank does beyond the others is the straggler rule's, not a job-wide cost.
+  std::map<std::string, double> phase_share;
+  bool lockstep = false;  ///< every rank with steps has a comm_wait phase
   double host_syncs_per_step = 0;
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +263,111 @@ TEST_F(PythonE2e, PythonDashMJobIsHooked) {
   for (const char* name : {"forward_pass", "backward_pass", "optimizer_step", "data_loading"}) {
     EXPECT_NE(Phase(r, name), nullptr) << name << ": " << r["phases"].dump();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real 2-rank torch.distributed job (DDP, gloo on CPU) through examples/launch.py
+// ---------------------------------------------------------------------------------------------
+
+class DdpE2e : public PythonE2e {
+ protected:
+  void SetUp() override {
+    PythonE2e::SetUp();
+    if (IsSkipped()) return;
+    if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+    if (!Runs(std::string(kSystemPython) +
+              " -c 'import torch.distributed as d, sys; sys.exit(not d.is_gloo_available())'")) {
+      GTEST_SKIP() << "torch has no gloo backend";
+    }
+  }
+
+  /// 2 ranks of examples/train.py through examples/launch.py, 30 steps.
+  json TrainDdp(const std::string& situation, const std::vector<std::string>& loading) {
+    std::vector<std::string> command = {kSystemPython,
+                                        Source("examples/launch.py"),
+                                        "--nproc-per-node",
+                                        "2",
+                                        Source("examples/train.py"),
+                                        "--situation",
+                                        situation,
+                                        "--steps",
+                                        "30",
+                                        "--print-every",
+                                        "0",
+                                        "--data-dir",
+                                        (dir_ / "data").string(),
+                                        "--out-dir",
+                                        (dir_ / "out").string()};
+    command.insert(command.end(), loading.begin(), loading.end());
+    Result run = RunUnder(command);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("rank=0/2"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("rank=1/2"), std::string::npos) << run.out;
+    return Report();
+  }
+
+  static double Share(const json& r, const std::string& phase, int rank) {
+    const json* p = Phase(r, phase, rank);
+    return p == nullptr ? -1 : (*p)["share"].get<double>();
+  }
+
+  static const json* Finding(const json& r, const std::string& cls) {
+    const auto& v = r["verdict"];
+    if (!v["principal"].is_null() && v["principal"]["class"] == cls) return &v["principal"];
+    for (const auto& f : v["secondary"]) {
+      if (f["class"] == cls) return &f;
+    }
+    return nullptr;
+  }
+
+  /// Both ranks' steps and phases; the launcher and the ranks named in the process table.
+  static void ExpectTwoRanks(const json& r) {
+    ASSERT_EQ(r["steps"]["ranks"].size(), 2u) << r["steps"].dump();
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(r["steps"]["ranks"][rank]["count"], 30);
+      for (const char* name :
+           {"data_loading", "forward_pass", "backward_pass", "comm_wait", "optimizer_step"}) {
+        EXPECT_NE(Phase(r, name, rank), nullptr) << name << " rank " << rank;
+      }
+    }
+    EXPECT_EQ(Role(r, "examples/launch.py"), "launcher");
+    int ranks_seen = 0;
+    for (const auto& p : r["processes"]) {
+      ranks_seen += p["role"] == "rank 0" || p["role"] == "rank 1";
+    }
+    EXPECT_EQ(ranks_seen, 2) << r["processes"].dump();
+  }
+};
+
+TEST_F(DdpE2e, StragglerRankIsNamedWithTheWaitItCosts) {
+  // A CPU transform of fixed cost (4 rounds per sample, ~1 ms); rank 1 does 4x as many.
+  json r = TrainDdp("ddp_straggler", {"--transform-reps", "4"});
+  ExpectTwoRanks(r);
+  // Rank 1 loads 4x longer; rank 0 waits for it in all-reduce (comm_wait), rank 1 hardly waits.
+  EXPECT_GT(Share(r, "data_loading", 1), Share(r, "data_loading", 0) + 0.2);
+  EXPECT_GT(Share(r, "comm_wait", 0), Share(r, "comm_wait", 1) + 0.2);
+  ASSERT_FALSE(r["verdict"]["principal"].is_null());
+  const json& f = r["verdict"]["principal"];
+  EXPECT_EQ(f["class"], "straggler") << r["verdict"].dump(2);
+  const std::string reason = f["reason"];
+  EXPECT_NE(reason.find("in all-reduce for rank 1; its data_loading takes +"), std::string::npos)
+      << reason;
+  // Its cost is rank 0's wait beyond rank 1's own, as a share of the step.
+  const double expected = Share(r, "comm_wait", 0) - Share(r, "comm_wait", 1);
+  EXPECT_NEAR(f["cost_fraction"].get<double>(), expected, 0.05) << reason;
+  EXPECT_NE(f["recommendations"][0]["text"].get<std::string>().find("rank 1's input pipeline"),
+            std::string::npos)
+      << f.dump(2);
+}
+
+TEST_F(DdpE2e, BalancedRanksAreNoStraggler) {
+  // Loading sleeps (1 ms per sample, an object store) with a light transform: both ranks keep
+  // CPU to spare, so a busy machine (CI runs beside stress-ng) cannot make one of them slower.
+  json r = TrainDdp("ddp", {"--transform-reps", "1", "--io-latency-ms", "1"});
+  ExpectTwoRanks(r);
+  EXPECT_EQ(Finding(r, "straggler"), nullptr) << r["verdict"].dump(2);
+  EXPECT_LT(std::abs(Share(r, "comm_wait", 0) - Share(r, "comm_wait", 1)), 0.10)
+      << "neither rank waits much longer than the other";
 }
 
 }  // namespace

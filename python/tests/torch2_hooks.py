@@ -1,0 +1,162 @@
+"""torch 2.x's global hook APIs, emulated on an older torch, so that stallscope.auto's
+global-hook code runs in tests on a machine that has only torch 1.13. Each helper is a context
+manager that changes torch until it exits; use it only where the real API is missing
+(`has_*()`): on torch 2.x the tests run against the real thing.
+
+- forward_hooks_21(): torch 2.1's `register_module_forward_hook(hook, *, always_call=False)`,
+  on top of the older torch's own global hook dicts, and a Module.__call__ that runs the hooks
+  the way torch 2.3's Module._call_impl does: pre hooks, forward and post hooks inside an inner
+  function; hooks registered with always_call=True run again from the except block (for an
+  Exception only) when they did not run yet, and the error is re-raised.
+- optimizer_hooks_20(): torch 2.0's `register_optimizer_step_pre_hook` / `_post_hook` and the
+  step wrapper that calls them (Optimizer.profile_hook_step), put on each class at its first
+  instance as 2.0's Optimizer._patch_step_function does. Post hooks do not run when step raises.
+"""
+
+import collections
+import contextlib
+import functools
+import importlib
+import inspect
+import warnings
+
+
+def _module_mod():
+    return importlib.import_module("torch.nn.modules.module")
+
+
+def _optimizer_mod():
+    return importlib.import_module("torch.optim.optimizer")
+
+
+def has_always_call():
+    """True when this torch's register_module_forward_hook takes always_call (torch >= 2.1)."""
+    register = getattr(_module_mod(), "register_module_forward_hook", None)
+    return register is not None and "always_call" in inspect.signature(register).parameters
+
+
+def has_optimizer_hooks():
+    """True when this torch has global optimizer step hooks (torch >= 2.0)."""
+    return hasattr(_optimizer_mod(), "register_optimizer_step_pre_hook")
+
+
+def _restore(owner, attr, had, old):
+    if had:
+        setattr(owner, attr, old)
+    else:
+        delattr(owner, attr)
+
+
+@contextlib.contextmanager
+def _replaced(owner, attr, value):
+    had = attr in vars(owner)
+    old = vars(owner).get(attr)
+    setattr(owner, attr, value)
+    try:
+        yield
+    finally:
+        _restore(owner, attr, had, old)
+
+
+@contextlib.contextmanager
+def forward_hooks_21():
+    import torch
+    from torch.utils.hooks import RemovableHandle
+
+    mod = _module_mod()
+    pre_hooks, post_hooks = mod._global_forward_pre_hooks, mod._global_forward_hooks
+    always_called = set()  # ids of post hooks registered with always_call=True
+
+    def register_module_forward_hook(hook, *, always_call=False):
+        handle = RemovableHandle(post_hooks)
+        post_hooks[handle.id] = hook
+        if always_call:
+            always_called.add(handle.id)
+        return handle
+
+    def _call_impl(self, *args, **kwargs):
+        if not (pre_hooks or post_hooks or self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        result = None
+        called = set()
+
+        def inner():
+            nonlocal result, args
+            for hook in (*pre_hooks.values(), *self._forward_pre_hooks.values()):
+                new_args = hook(self, args)
+                if new_args is not None:
+                    args = new_args if isinstance(new_args, tuple) else (new_args,)
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in (*post_hooks.items(), *self._forward_hooks.items()):
+                if hook_id in always_called:
+                    called.add(hook_id)
+                new_result = hook(self, args, result)
+                if new_result is not None:
+                    result = new_result
+            return result
+
+        try:
+            return inner()
+        except Exception:
+            for hook_id, hook in post_hooks.items():
+                if hook_id in always_called and hook_id not in called:
+                    try:
+                        hook(self, args, result)
+                    except Exception as e:
+                        warnings.warn(f"always_call forward hook raised: {e}")
+            raise
+
+    with _replaced(mod, "register_module_forward_hook", register_module_forward_hook), \
+            _replaced(torch.nn.Module, "__call__", _call_impl):
+        yield
+
+
+@contextlib.contextmanager
+def optimizer_hooks_20():
+    import torch
+    from torch.utils.hooks import RemovableHandle
+
+    mod = _optimizer_mod()
+    pre_hooks, post_hooks = collections.OrderedDict(), collections.OrderedDict()
+
+    def register(hooks):
+        def register_hook(hook):
+            handle = RemovableHandle(hooks)
+            hooks[handle.id] = hook
+            return handle
+        return register_hook
+
+    def profile_hook_step(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            self = args[0]
+            for pre_hook in tuple(pre_hooks.values()):
+                result = pre_hook(self, args, kwargs)
+                if result is not None:
+                    args, kwargs = result
+            out = func(*args, **kwargs)
+            for post_hook in tuple(post_hooks.values()):
+                post_hook(self, args, kwargs)
+            return out
+        wrapper.emulated_torch20 = True
+        return wrapper
+
+    wrapped = []  # (class, had its own step, that step), to undo
+    original_init = torch.optim.Optimizer.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        cls = type(self)  # 2.0 wraps self.__class__.step unless its step is already hooked
+        if not getattr(cls.step, "emulated_torch20", False):
+            wrapped.append((cls, "step" in vars(cls), vars(cls).get("step")))
+            cls.step = profile_hook_step(cls.step)
+
+    try:
+        with _replaced(mod, "register_optimizer_step_pre_hook", register(pre_hooks)), \
+                _replaced(mod, "register_optimizer_step_post_hook", register(post_hooks)), \
+                _replaced(torch.optim.Optimizer, "__init__", __init__):
+            yield
+    finally:
+        for cls, had, step in reversed(wrapped):
+            _restore(cls, "step", had, step)
