@@ -186,7 +186,8 @@ TEST(Straggler, LockstepRanksWaitInCommForTheSlowRank) {
 TEST(Straggler, LockstepNamesTheRankTheOthersWaitFor) {
   FakeRun run;
   run.Cpus(32).Steps(LockstepRanks(4, 2, 0.040));
-  const Finding* f = FindClass(run.Diagnose(), FindingClass::kStraggler);
+  const Verdict v = run.Diagnose();  // FindClass points into it
+  const Finding* f = FindClass(v, FindingClass::kStraggler);
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->reason.find("for rank 2"), std::string::npos) << f->reason;
 }
