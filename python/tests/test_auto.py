@@ -119,6 +119,19 @@ class FakeApi:
         return [e[2] for e in self.events if e[0] == "I" and e[1] == kind]
 
 
+def raise_from_forward(test):
+    """A module whose forward raises: the job's exception passes through and the forward_pass
+    phase closes (test.api is the FakeApi the hooks record into)."""
+
+    class Boom(nn.Module):
+        def forward(self, x):
+            raise ValueError("from the job")
+
+    with test.assertRaisesRegex(ValueError, "from the job"):
+        Boom()(torch.zeros(1))
+    test.assertEqual(test.api.names()[-2:], ["B:forward_pass", "E:forward_pass"])
+
+
 def tiny_run(epochs=2, seed=0, checkpoint=True, user_steps=None):
     """A complete little training job; returns (losses, final parameters)."""
     torch.manual_seed(seed)
@@ -251,14 +264,7 @@ class InProcessTest(InProcessBase):
 
     def test_job_exceptions_pass_through_and_close_the_phase(self):
         self.install()
-
-        class Boom(nn.Module):
-            def forward(self, x):
-                raise ValueError("from the job")
-
-        with self.assertRaisesRegex(ValueError, "from the job"):
-            Boom()(torch.zeros(1))
-        self.assertEqual(self.api.names()[-2:], ["B:forward_pass", "E:forward_pass"])
+        raise_from_forward(self)
         self.assertTrue(auto.installed())  # the job's error is not a hook error
 
     def test_no_grad_forward_is_eval_forward(self):

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 #include "phase/phase_reader.h"
 #include "phase/phase_writer.h"
 
@@ -23,28 +25,11 @@ namespace stallscope::phase {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A fresh directory under TMPDIR, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "phase_test.XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string phases() const { return path_ + "/phases"; }
-
- private:
-  std::string path_;
-};
+using stallscope::testing::TempDir;
 
 WriterOptions Options(const TempDir& dir, uint32_t capacity = 1024) {
   WriterOptions options;
-  options.phases_dir = dir.phases();
+  options.phases_dir = dir.Sub("phases");
   options.capacity = capacity;
   options.rank = 3;
   options.world_size = 8;
@@ -115,7 +100,7 @@ TEST(PhaseWriterTest, RoundTrip) {
   const uint16_t syncs = writer.NameId("host_syncs");
   EXPECT_EQ(writer.NameId("forward"), fwd);
   EXPECT_TRUE(writer.ring_path().empty()) << "created lazily, not by NameId";
-  EXPECT_FALSE(fs::exists(dir.phases()));
+  EXPECT_FALSE(fs::exists(dir.Sub("phases")));
 
   writer.Begin(fwd);
   clock.Advance(100);
@@ -126,7 +111,7 @@ TEST(PhaseWriterTest, RoundTrip) {
   ASSERT_TRUE(writer.Info("dataloader", R"({"num_workers":4})").ok());
 
   const std::string path = writer.ring_path();
-  EXPECT_EQ(path, fmt::format("{}/{}.ring", dir.phases(), getpid()));
+  EXPECT_EQ(path, fmt::format("{}/{}.ring", dir.Sub("phases"), getpid()));
   PhaseReader reader = OpenOrDie(path);
   EXPECT_EQ(reader.info().pid, getpid());
   EXPECT_EQ(reader.info().rank, 3);
@@ -157,7 +142,7 @@ TEST(PhaseWriterTest, RoundTrip) {
   EXPECT_EQ(reader.Name(200), "");
   EXPECT_TRUE(DrainAll(reader).empty()) << "cursor moved past everything";
 
-  EXPECT_EQ(writer.meta_path(), fmt::format("{}/{}.meta.jsonl", dir.phases(), getpid()));
+  EXPECT_EQ(writer.meta_path(), fmt::format("{}/{}.meta.jsonl", dir.Sub("phases"), getpid()));
   EXPECT_EQ(ReadFile(writer.meta_path()),
             fmt::format("{{\"ts_ns\":5100,\"pid\":{0},\"rank\":3,\"serial\":0,\"kind\":\"mark\","
                         "\"name\":\"eval_start\",\"data\":{{\"epoch\":3}}}}\n"
@@ -221,9 +206,9 @@ TEST(PhaseWriterTest, SecondRingOfTheSamePidGetsASuffix) {
   PhaseWriter second(Options(dir));
   first.Step();
   second.Step();
-  EXPECT_EQ(first.ring_path(), fmt::format("{}/{}.ring", dir.phases(), getpid()));
-  EXPECT_EQ(second.ring_path(), fmt::format("{}/{}.1.ring", dir.phases(), getpid()));
-  EXPECT_EQ(second.meta_path(), fmt::format("{}/{}.1.meta.jsonl", dir.phases(), getpid()));
+  EXPECT_EQ(first.ring_path(), fmt::format("{}/{}.ring", dir.Sub("phases"), getpid()));
+  EXPECT_EQ(second.ring_path(), fmt::format("{}/{}.1.ring", dir.Sub("phases"), getpid()));
+  EXPECT_EQ(second.meta_path(), fmt::format("{}/{}.1.meta.jsonl", dir.Sub("phases"), getpid()));
 }
 
 TEST(PhaseWriterTest, MultiThreadedWritersNoTornRecords) {
@@ -417,7 +402,7 @@ TEST(PhaseCrashTest, KilledWriterLeavesAReadableRing) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
-  PhaseReader reader = OpenOrDie(fmt::format("{}/{}.ring", dir.phases(), child));
+  PhaseReader reader = OpenOrDie(fmt::format("{}/{}.ring", dir.Sub("phases"), child));
   EXPECT_EQ(reader.info().pid, child);
   DrainStats stats;
   std::vector<PhaseRecord> records = reader.ReadAll(&stats);
@@ -437,7 +422,7 @@ TEST(PhaseCrashTest, ForkedChildGetsItsOwnRing) {
   if (child == 0) {
     writer.AfterForkInChild();
     for (int i = 0; i < 10; ++i) writer.Counter(id, i);
-    _exit(writer.ring_path() == fmt::format("{}/{}.ring", dir.phases(), getpid()) ? 0 : 2);
+    _exit(writer.ring_path() == fmt::format("{}/{}.ring", dir.Sub("phases"), getpid()) ? 0 : 2);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -447,7 +432,7 @@ TEST(PhaseCrashTest, ForkedChildGetsItsOwnRing) {
 
   PhaseReader parent = OpenOrDie(writer.ring_path());
   EXPECT_EQ(parent.ReadAll().size(), 2u) << "the child never wrote into the parent's ring";
-  PhaseReader forked = OpenOrDie(fmt::format("{}/{}.ring", dir.phases(), child));
+  PhaseReader forked = OpenOrDie(fmt::format("{}/{}.ring", dir.Sub("phases"), child));
   std::vector<PhaseRecord> records = forked.ReadAll();
   ASSERT_EQ(records.size(), 10u);
   EXPECT_EQ(forked.Name(records[0].phase_id), "load") << "ids survive the fork";
@@ -456,7 +441,7 @@ TEST(PhaseCrashTest, ForkedChildGetsItsOwnRing) {
 
 TEST(RingDirWatcherTest, FindsNewRingsAndReportsBadOnesOnce) {
   TempDir dir;
-  RingDirWatcher watcher(dir.phases());
+  RingDirWatcher watcher(dir.Sub("phases"));
   uint64_t seen = 0;
   auto count = [&](PhaseReader&, const PhaseRecord&) { ++seen; };
   RingDirWatcher::PollResult result = watcher.Poll(count);
@@ -467,8 +452,8 @@ TEST(RingDirWatcherTest, FindsNewRingsAndReportsBadOnesOnce) {
   a.Step();
   b.Step();
   b.Step();
-  WriteFile(dir.phases() + "/999.ring", "garbage");
-  WriteFile(dir.phases() + "/.123.ring.tmp", "in progress");
+  WriteFile(dir.Sub("phases") + "/999.ring", "garbage");
+  WriteFile(dir.Sub("phases") + "/.123.ring.tmp", "in progress");
   result = watcher.Poll(count);
   EXPECT_EQ(result.new_rings, 2u);
   ASSERT_EQ(result.new_errors.size(), 1u);

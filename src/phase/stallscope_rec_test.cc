@@ -15,29 +15,15 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 #include "phase/phase_reader.h"
 
 namespace stallscope::phase {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stallscope_rec_test.XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string phases() const { return path_ + "/phases"; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using stallscope::testing::TempDir;
 
 struct WriterDeleter {
   void operator()(stallscope_writer* w) const { stallscope_writer_free(w); }
@@ -73,7 +59,7 @@ TEST(StallscopeRec, VersionsMatchTheHeaderAndTheFormat) {
 
 TEST(StallscopeRec, RecordsReachTheRingInOrder) {
   TempDir dir;
-  WriterPtr w = NewWriter(dir.phases());
+  WriterPtr w = NewWriter(dir.Sub("phases"));
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(RingPath(w.get()), "") << "no file before the first event";
   const uint16_t fwd = Id(w.get(), "forward_pass");
@@ -110,7 +96,7 @@ TEST(StallscopeRec, RecordsReachTheRingInOrder) {
 
 TEST(StallscopeRec, MarkAndInfoWriteMetaLines) {
   TempDir dir;
-  WriterPtr w = NewWriter(dir.phases());
+  WriterPtr w = NewWriter(dir.Sub("phases"));
   char err[256] = "untouched";
   const std::string json = R"({"epoch":3})";
   ASSERT_EQ(
@@ -147,7 +133,7 @@ TEST(StallscopeRec, AWriterThatCannotCreateItsRingTurnsOffAndSaysWhy) {
 
 TEST(StallscopeRec, StringsOutAreCutToTheBufferAndReportTheirLength) {
   TempDir dir;
-  WriterPtr w = NewWriter(dir.phases());
+  WriterPtr w = NewWriter(dir.Sub("phases"));
   ASSERT_EQ(stallscope_writer_open(w.get()), 1);
   char small[8];
   const size_t full = stallscope_writer_ring_path(w.get(), small, sizeof small);
@@ -170,7 +156,7 @@ TEST(StallscopeRec, FromEnvNeedsADirectory) {
   auto reader = PhaseReader::Open(RingPath(w.get()));
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ(reader->info().rank, 5);
-  EXPECT_EQ(fs::path(RingPath(w.get())).parent_path(), fs::path(dir.phases()));
+  EXPECT_EQ(fs::path(RingPath(w.get())).parent_path(), fs::path(dir.Sub("phases")));
   const std::string other = dir.path() + "/other";
   WriterPtr explicit_dir(stallscope_writer_from_env(other.data(), other.size()));
   ASSERT_EQ(stallscope_writer_open(explicit_dir.get()), 1);
@@ -179,7 +165,7 @@ TEST(StallscopeRec, FromEnvNeedsADirectory) {
 
 TEST(StallscopeRec, ProfilerSumsWindows) {
   TempDir dir;
-  WriterPtr w = NewWriter(dir.phases());
+  WriterPtr w = NewWriter(dir.Sub("phases"));
   stallscope_profiler* p = stallscope_profiler_new(w.get());
   const uint16_t data = Id(w.get(), "data_loading");
   const uint16_t syncs = Id(w.get(), "syncs");
@@ -215,7 +201,7 @@ TEST(StallscopeRec, ProfilerSumsWindows) {
 
 TEST(StallscopeRec, AForkedChildWritesItsOwnRing) {
   TempDir dir;
-  WriterPtr w = NewWriter(dir.phases());
+  WriterPtr w = NewWriter(dir.Sub("phases"));
   const uint16_t id = Id(w.get(), "parent_and_child");
   stallscope_begin(w.get(), id);
   const std::string parent_ring = RingPath(w.get());
@@ -230,7 +216,7 @@ TEST(StallscopeRec, AForkedChildWritesItsOwnRing) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's ring is not the parent's";
   EXPECT_EQ(ReadAll(parent_ring).size(), 1u) << "the child wrote nothing into the parent's ring";
-  EXPECT_TRUE(fs::exists(dir.phases() + "/" + std::to_string(child) + ".ring"));
+  EXPECT_TRUE(fs::exists(dir.Sub("phases") + "/" + std::to_string(child) + ".ring"));
 }
 
 }  // namespace
