@@ -8,9 +8,9 @@ set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 pythons=(/usr/bin/python3)
-for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/python3; do
+while read -r p; do
   [ -x "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null && pythons+=("$p")
-done
+done < <(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/python3 2>/dev/null | sort -V)
 echo "| Python | backend | with phase('x') ns | with (cached object) ns | step() ns | count() ns |"
 echo "|---|---|---|---|---|---|"
 status=0

@@ -7,7 +7,7 @@
 Runs itself once per mode, each in a fresh interpreter: recording through each recorder backend
 this interpreter can load ("core": the compiled extension, only where it was built for this
 interpreter; "native": the C library through ctypes, everywhere), the no-op path (no run dir),
-and STALLSCOPE_PROFILE=1. Each case is the best of 7 repeats of N iterations, minus the cost of
+and STALLSCOPE_PROFILE=1. Each case is the best of 15 repeats of 100,000 iterations (the best, because this machine's noise only ever adds time), minus the cost of
 an empty loop (a plain call for the decorated function).
 
 Budgets (issue 9): a recording ``with stallscope.phase("x"):`` (enter + exit) <= 1 us on the path
@@ -24,8 +24,8 @@ import timeit
 
 FAST_BUDGET_NS = 1000.0
 FALLBACK_BUDGET_NS = 3000.0
-N = 200_000
-REPEAT = 7
+N = 100_000
+REPEAT = 15
 
 CASES = {
     "with ph (cached object)": "with ph:\n    pass",
