@@ -2,7 +2,8 @@
 """What `stallscope run` costs a training job, measured in CPU time (issue 9: target <= 1%).
 
     bench/run_overhead.py [--build build] [--pairs 4] [--python /usr/bin/python3]
-                          [--situation compute] [--steps 150]
+                          [--situation compute] [--steps 150] [-- MORE TRAIN.PY FLAGS]
+    bench/run_overhead.py --situation data_cpu --steps 60 -- --transform-reps 16
 
 Wall-clock comparisons cannot resolve 1% on a shared 2-core VM (identical bare runs of the
 compute example vary from 7 to 15 steps/s), so the estimate is built from CPU time, which
@@ -78,6 +79,8 @@ def main(argv):
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--situation", default="compute")
     p.add_argument("--steps", type=int, default=150)
+    p.add_argument("job_args", nargs="*", help="more examples/train.py flags (after --), e.g. "
+                   "-- --transform-reps 16 to fix the transform's cost across runs")
     args = p.parse_args(argv)
     stallscope = os.path.join(args.build, "stallscope")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STALLSCOPE_")}
@@ -85,6 +88,7 @@ def main(argv):
         job = [os.path.join(ROOT, "examples", "train.py"), "--situation", args.situation,
                "--steps", str(args.steps), "--print-every", "0",
                "--data-dir", os.path.join(tmp, "data"), "--out-dir", os.path.join(tmp, "out")]
+        job += args.job_args
         cost_ns, backend = record_cost_ns(args.build, args.python)
         print(f"{args.situation}, {args.steps} steps, {args.python}; one phase record "
               f"{cost_ns:.0f} ns ({backend})")
