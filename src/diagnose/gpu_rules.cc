@@ -359,10 +359,18 @@ std::optional<Finding> LockstepStraggler(const RunReport& r, const RuleContext& 
   std::string where = phase.empty()
                           ? std::string()
                           : fmt::format("; its {} takes +{} per step", phase, Secs(excess));
-  Finding f = Make(FindingClass::kStraggler, 0.8, share,
-                   fmt::format("the other ranks wait {} per step ({} of each step) in all-reduce "
-                               "for rank {}{}",
-                               Secs(lost_s), Pct(share), slow, where));
+  std::string who;
+  if (lost.size() == 1) {
+    for (const auto& [rank, w] : wait) {
+      if (rank != slow) who = fmt::format("rank {} waits", rank);
+    }
+  } else {
+    who = fmt::format("the other {} ranks wait", lost.size());
+  }
+  Finding f = Make(
+      FindingClass::kStraggler, 0.8, share,
+      fmt::format("{} {} per step{} ({} of each step) in all-reduce for rank {}{}", who,
+                  Secs(lost_s), lost.size() == 1 ? "" : " on average", Pct(share), slow, where));
   for (const auto& [rank, w] : wait) {
     f.evidence.push_back(Ev(fmt::format("rank {} comm_wait {} per step{}", rank, Secs(w),
                                         rank == slow ? " (the least: the others wait for it)" : ""),

@@ -162,7 +162,8 @@ TEST(Straggler, LockstepRanksWaitInCommForTheSlowRank) {
   Verdict v = run.Diagnose();
   ASSERT_EQ(ClassOf(v), "straggler") << AllRecs(v);
   const Finding& f = *v.principal;
-  EXPECT_NE(f.reason.find("wait 55.0 ms per step"), std::string::npos) << f.reason;
+  EXPECT_NE(f.reason.find("rank 0 waits 55.0 ms per step (59% of each step)"), std::string::npos)
+      << f.reason;
   EXPECT_NE(f.reason.find("for rank 1; its data_loading takes +55.0 ms per step"),
             std::string::npos)
       << f.reason;
@@ -189,6 +190,8 @@ TEST(Straggler, LockstepNamesTheRankTheOthersWaitFor) {
   const Verdict v = run.Diagnose();  // FindClass points into it
   const Finding* f = FindClass(v, FindingClass::kStraggler);
   ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->reason.find("the other 3 ranks wait 35.0 ms per step on average"), std::string::npos)
+      << f->reason;
   EXPECT_NE(f->reason.find("for rank 2"), std::string::npos) << f->reason;
 }
 
