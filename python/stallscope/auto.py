@@ -42,21 +42,14 @@ or while torch.compile traces. Host syncs are counted outside phases and inside 
 not inside data_loading, optimizer_step or checkpointing (torch's own bookkeeping there is not
 the loop's doing).
 
-DDP's all-reduce wait, "comm_wait". DistributedDataParallel all-reduces gradient buckets
-asynchronously while autograd still computes the remaining gradients; once the last gradient is
-computed, backward() only waits for the outstanding all-reduces and copies the averaged
-gradients back. So [last gradient ready, backward returns] is the exposed communication wait.
-When the outermost module call is a DDP model, a gradient hook on each of its parameters notes
-when a gradient is ready; a backward during which one was is recorded as backward_pass up to the
-last one and comm_wait from there until backward returns. With gloo on CPU that includes waiting
-for slower ranks. Caveat: on CUDA with NCCL, host time after the last gradient is kernel launch
-time, not device time, so comm_wait there is small and the real wait shows up at the next
-synchronization (CUDA events would measure it: not done here).
+DDP's all-reduce wait, "comm_wait": a backward during which a watched DDP gradient was ready is
+recorded as backward_pass up to the last one and comm_wait from there until backward returns
+(stallscope/_ddp.py says why that is the exposed all-reduce wait, and its caveat on NCCL).
 
 Not measured: a model compiled with `module.compile()` (torch >= 2.2) runs even its outermost
 hooks inside the compiled code, so under global forward hooks its forward is no phase
 (`torch.compile(model)` is: the wrapper's own call is eager); optimizer steps inside a compiled
-function; DDP's wait when the DDP model is not the outermost module called.
+function.
 """
 
 import functools
@@ -66,6 +59,7 @@ import threading
 import time
 import weakref
 
+from . import _ddp as _ddp_mod
 from . import _facts
 
 PHASE_DATA = "data_loading"
@@ -116,9 +110,7 @@ _get_worker_info = None
 _is_compiling = None
 _torch = None
 _fork_handler_registered = False
-_ddp_class = None  # torch's DistributedDataParallel while comm_wait is measured, else None
-_ddp_watched = None  # WeakSet of DDP models whose parameters carry our gradient hook
-_grad_ready_ns = 0  # monotonic time the last watched gradient was ready (any thread)
+_ddp = None  # _ddp.GradientWatch while comm_wait is measured, else None
 _mechanisms = {}  # phase -> how it is measured, as noted by the last successful install()
 
 
@@ -264,7 +256,7 @@ def _close_if_stale():
 
 def _forward_name(module):
     """The phase of an outermost module call (and the start of DDP's gradient watch)."""
-    if _ddp_class is not None and isinstance(module, _ddp_class):
+    if _ddp is not None and _ddp.is_ddp(module):
         _watch_ddp(module)
     return PHASE_FORWARD if _torch.is_grad_enabled() else PHASE_EVAL_FORWARD
 
@@ -446,7 +438,7 @@ def _wrap_backward(original):
     def backward(*args, **kwargs):
         if _quiet():
             return original(*args, **kwargs)
-        if not _ddp_watched:  # no DDP model seen: no gradient hooks, nothing to split
+        if _ddp is None or not _ddp.active:  # no DDP model seen: nothing to split
             return _in_phase(PHASE_BACKWARD, original, *args, **kwargs)
         return _ddp_backward(original, args, kwargs)
     return backward
@@ -454,26 +446,27 @@ def _wrap_backward(original):
 
 def _ddp_backward(original, args, kwargs):
     """backward_pass with explicit times: when a watched DDP gradient was ready during it, it
-    ends at the last one and comm_wait runs from there to the return (module docstring)."""
+    ends at the last one and comm_wait runs from there to the return (stallscope/_ddp.py)."""
+    watch = _ddp
     begin_ns = time.monotonic_ns()
     if not _record_at(("_begin_at", PHASE_BACKWARD, begin_ns)):
         return original(*args, **kwargs)
     _tls.active = PHASE_BACKWARD
+    returned = False
     try:
         result = original(*args, **kwargs)
-    except BaseException:
+        returned = True
+        return result
+    finally:
         _tls.active = None
-        _record_at(("_end_at", PHASE_BACKWARD, time.monotonic_ns()))
-        raise
-    end_ns = time.monotonic_ns()
-    _tls.active = None
-    ready_ns = _grad_ready_ns
-    if ready_ns > begin_ns:
-        _record_at(("_end_at", PHASE_BACKWARD, ready_ns), ("_begin_at", PHASE_COMM_WAIT, ready_ns),
-                   ("_end_at", PHASE_COMM_WAIT, end_ns))
-    else:  # this backward computed no gradient of a DDP model
-        _record_at(("_end_at", PHASE_BACKWARD, end_ns))
-    return result
+        end_ns = time.monotonic_ns()
+        ready_ns = watch.ready_ns
+        if returned and ready_ns > begin_ns:
+            _record_at(("_end_at", PHASE_BACKWARD, ready_ns),
+                       ("_begin_at", PHASE_COMM_WAIT, ready_ns),
+                       ("_end_at", PHASE_COMM_WAIT, end_ns))
+        else:  # it raised, or computed no gradient of a DDP model
+            _record_at(("_end_at", PHASE_BACKWARD, end_ns))
 
 
 def _record_at(*records):
@@ -489,37 +482,15 @@ def _record_at(*records):
         return False
 
 
-def _on_grad_ready(grad):
-    """Gradient hook on each parameter of a watched DDP model. Autograd calls it on its thread
-    for the device (not the job's thread on GPUs): hence a process global, not a thread-local.
-    Returns None: the gradient is unchanged."""
-    global _grad_ready_ns
-    _grad_ready_ns = time.monotonic_ns()
-
-
-# torch.utils.hooks.unserializable_hook: pickling a parameter that has it does not warn.
-_on_grad_ready.__torch_unserializable__ = True
-
-
 def _watch_ddp(ddp):
-    """Hooks the gradients of a DDP model's parameters, once per DDP object. On an error,
-    comm_wait is given up (one stderr line); every other phase goes on."""
-    global _ddp_class
-    if ddp in _ddp_watched:
-        return
-    _ddp_watched.add(ddp)
-    handles = []
+    """Hooks a DDP model's gradients; on an error comm_wait is given up (one stderr line) and
+    every other phase goes on."""
+    global _ddp
     try:
-        for param in ddp.module.parameters():
-            if param.requires_grad:
-                handles.append(param.register_hook(_on_grad_ready))
+        _undo.extend(_ddp.watch(ddp))
     except Exception as e:
-        for handle in handles:
-            handle.remove()
-        _ddp_class = None
+        _ddp = None
         _say(f"{PHASE_COMM_WAIT} not measured: {type(e).__name__}: {e}")
-        return
-    _undo.extend(handle.remove for handle in handles)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -679,7 +650,7 @@ def _install_host_syncs(torch, _global_hooks, _done):
 def _install_comm_wait(torch, _global_hooks, done):
     """comm_wait is cut out of the backward_pass patch; DDP models are found at their first
     outermost call. Returns "not measured" quietly where no DDP can run at all."""
-    global _ddp_class
+    global _ddp
     if done.get(PHASE_BACKWARD) != MECH_PATCH:
         return NOT_MEASURED + "backward_pass is not measured"
     distributed = getattr(torch, "distributed", None)
@@ -688,7 +659,7 @@ def _install_comm_wait(torch, _global_hooks, done):
     if not (callable(getattr(_api, "_begin_at", None))
             and callable(getattr(_api, "_end_at", None))):
         raise AttributeError("the stallscope API has no _begin_at/_end_at")
-    _ddp_class = torch.nn.parallel.DistributedDataParallel
+    _ddp = _ddp_mod.GradientWatch(torch.nn.parallel.DistributedDataParallel)
     return MECH_PATCH
 
 
@@ -784,13 +755,11 @@ def install(api=None, global_hooks=True):
 
 def _reset(api, torch):
     global _api, _torch, _tls, _user_marks_steps, _primary_optimizer, _process_info_sent
-    global _loaders, _get_worker_info, _is_compiling, _ddp_watched, _grad_ready_ns
+    global _loaders, _get_worker_info, _is_compiling
     _api, _torch = api, torch
     _tls = _ThreadState()  # phases left open by an earlier install are forgotten on all threads
     _user_marks_steps, _primary_optimizer, _process_info_sent = False, None, False
     _loaders = weakref.WeakKeyDictionary()
-    _ddp_watched = weakref.WeakSet()
-    _grad_ready_ns = 0
     _get_worker_info = torch.utils.data.get_worker_info
     # torch >= 2.3: torch.compiler.is_compiling; 2.0-2.2: torch._utils.is_compiling; 1.x: none.
     _is_compiling = (getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -813,9 +782,9 @@ def _register_fork_handler():
 
 def uninstall():
     """Removes every patch and hook handle (for tests; a job never needs it)."""
-    global _off, _api, _api_step, _ddp_class, _mechanisms
+    global _off, _api, _api_step, _ddp, _mechanisms
     _off = True
-    _ddp_class = None
+    _ddp = None
     _mechanisms = {}
     _undo_to(0)
     _api = None

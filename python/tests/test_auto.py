@@ -469,7 +469,10 @@ class InProcessTest(InProcessBase):
         self.assertIsNone(auto._forward_hook(model, (), None))
         self.assertIsNone(auto._optimizer_pre_hook(opt, (opt,), {}))
         self.assertIsNone(auto._optimizer_post_hook(opt, (opt,), {}))
-        self.assertIsNone(auto._on_grad_ready(torch.ones(1)))
+        from stallscope import _ddp
+        watch = _ddp.GradientWatch(torch.nn.parallel.DistributedDataParallel)
+        self.assertIsNone(watch.on_grad_ready(torch.ones(1)))
+        self.assertGreater(watch.ready_ns, 0)
 
 
 # A stand-in for the stallscope core, first on PYTHONPATH in subprocess tests: it writes each
