@@ -192,35 +192,6 @@ class PyProfiler {
   PhaseAggregator aggregator_;
 };
 
-/// Whole ring as Python data, for tests and tools: a dict with the header fields, "names",
-/// "records" (tuples of kind, phase_id, tid, ts_ns, arg), "read" and "lost".
-py::dict ReadRing(const std::string& path) {
-  Result<PhaseReader> opened = PhaseReader::Open(path);
-  if (!opened.ok()) throw py::value_error(opened.error().message);  // binding boundary
-  PhaseReader& reader = *opened;
-  DrainStats stats;
-  std::vector<PhaseRecord> records = reader.ReadAll(&stats);
-  py::list rows;
-  for (const PhaseRecord& r : records) {
-    rows.append(py::make_tuple(static_cast<int>(r.kind), r.phase_id, r.tid, r.ts_ns, r.arg));
-  }
-  py::dict out;
-  out["path"] = reader.info().path;
-  out["pid"] = reader.info().pid;
-  out["rank"] = reader.info().rank;
-  out["world_size"] = reader.info().world_size;
-  out["capacity"] = reader.info().capacity;
-  out["start_monotonic_ns"] = reader.info().start_monotonic_ns;
-  py::list names;
-  for (const std::string& name : reader.Names()) names.append(Utf8(name));
-  out["names"] = names;
-  out["records"] = rows;
-  out["read"] = stats.read;
-  out["lost"] = stats.lost();
-  out["dropped"] = reader.writer_dropped();
-  return out;
-}
-
 WriterPtr MakeWriter(std::string phases_dir, int32_t rank, int32_t world_size, uint32_t capacity) {
   WriterOptions options;
   options.phases_dir = std::move(phases_dir);
@@ -293,12 +264,6 @@ PYBIND11_MODULE(_core, m) {
       .def("take", &ph::PyProfiler::Take)
       .def("reset", &ph::PyProfiler::Reset);
 
-  m.def("read_ring", &ph::ReadRing, py::arg("path"), "Reads a whole ring file (post-mortem).");
-  m.attr("KIND_BEGIN") = static_cast<int>(ph::RecordKind::kBegin);
-  m.attr("KIND_END") = static_cast<int>(ph::RecordKind::kEnd);
-  m.attr("KIND_STEP") = static_cast<int>(ph::RecordKind::kStep);
-  m.attr("KIND_MARK") = static_cast<int>(ph::RecordKind::kMark);
-  m.attr("KIND_COUNTER") = static_cast<int>(ph::RecordKind::kCounter);
   m.attr("RING_VERSION") = ph::kRingVersion;
   m.attr("BACKEND") = "core";
 }

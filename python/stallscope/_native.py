@@ -1,7 +1,7 @@
 """The recorder through ctypes: libstallscope_rec.so (src/phase/stallscope_rec.h), a C library
 with no Python.h in it, so the same build records from every CPython >= 3.8 (and any Python with
-ctypes). Same interface as the optional compiled extension ``_core``: ``Writer``, ``Phase``,
-``Profiler``.
+ctypes). It offers what the package uses of the optional compiled extension ``_core``:
+``Writer``, ``Phase``, ``Profiler``.
 
 Cost: a ``with phase`` is two foreign calls and one Python frame (see ``Phase``). The record calls
 go through ``ctypes.PyDLL`` (the GIL is kept: releasing and re-taking it would cost more than the
@@ -140,13 +140,7 @@ class Writer:
         raw = _utf8(name if isinstance(name, str) else str(name))
         return _name_id(self._ptr, raw, len(raw))
 
-    def begin(self, id):  # noqa: A002 (the C API's name)
-        _begin(self._ptr, id)
-
-    def end(self, id):  # noqa: A002
-        _end(self._ptr, id)
-
-    def begin_at(self, id, ts_ns):  # noqa: A002
+    def begin_at(self, id, ts_ns):  # noqa: A002 (the C API's name)
         _begin_at(self._ptr, id, ts_ns)
 
     def end_at(self, id, ts_ns):  # noqa: A002
