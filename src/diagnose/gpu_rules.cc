@@ -399,12 +399,8 @@ std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const R
     if (s.count > 0 && s.mean_step_s > 0) ranks.push_back(&s);
   }
   if (ranks.size() < 2) return std::nullopt;
-  // Measured all-reduce waits on every rank: the lockstep view.
   auto per_step = PerStepByRank(r);
-  if (auto it = per_step.find(std::string(analysis::kCommWaitPhase));
-      it != per_step.end() && it->second.size() == ranks.size()) {
-    return LockstepStraggler(r, c, it->second);
-  }
+  if (c.lockstep) return LockstepStraggler(r, c, per_step[std::string(analysis::kCommWaitPhase)]);
   std::vector<double> means;
   for (const auto* s : ranks) means.push_back(s->mean_step_s);
   double median = Median(means);
