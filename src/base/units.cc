@@ -110,6 +110,14 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
+std::string Elide(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  if (max_bytes == 0) return std::string();
+  std::string out(text.substr(0, max_bytes - 1));
+  out += '~';
+  return out;
+}
+
 std::string FormatBytes(double bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
   int u = 0;

@@ -20,6 +20,10 @@ namespace stallscope {
 /// quotes, backslashes and invalid UTF-8 bytes (as \u00XX), so any process name stays valid JSON.
 void AppendJsonString(std::string& out, std::string_view text);
 
+/// `text` cut to at most `max_bytes` for a table column or a one-line message, its last kept
+/// byte replaced by '~' when it was cut ("/usr/bin/python3 exa~").
+[[nodiscard]] std::string Elide(std::string_view text, size_t max_bytes);
+
 /// Formats a byte count for people: "12.3 GB" (decimal units, one decimal).
 [[nodiscard]] std::string FormatBytes(double bytes);
 

@@ -31,6 +31,15 @@ TEST(ParseDurationNs, RejectsGarbage) {
   }
 }
 
+TEST(Elide, CutsWithATildeOnlyWhenTooLong) {
+  EXPECT_EQ(Elide("python3", 8), "python3");
+  EXPECT_EQ(Elide("python3", 7), "python3");
+  EXPECT_EQ(Elide("python3", 6), "pytho~");
+  EXPECT_EQ(Elide("python3", 1), "~");
+  EXPECT_EQ(Elide("python3", 0), "");
+  EXPECT_EQ(Elide("", 3), "");
+}
+
 TEST(FormatIsoUtc, KnownInstant) {
   EXPECT_EQ(FormatIsoUtc(0), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(FormatIsoUtc(1'700'000'000'123'456'789), "2023-11-14T22:13:20.123Z");

@@ -5,56 +5,39 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diagnose/json_fields.h"
+
 namespace stallscope::diagnose {
 namespace {
 
 using nlohmann::json;
 
 std::string Str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::optional<std::string> OptStr(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
-
-bool Bool(const json& j, const char* key, bool fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
-
-int32_t Int(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return 0;
-  const auto v = it->get<int64_t>();
-  return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int32_t>(v) : 0;
+  return JsonOpt<std::string>(j, key).value_or(std::string());
 }
 
 void ApplyStart(const json& j, PythonProcess& p) {
-  p.ppid = Int(j, "ppid");
+  p.ppid = JsonOpt<int32_t>(j, "ppid").value_or(0);
   p.version = Str(j, "python");
   p.implementation = Str(j, "implementation");
   p.executable = Str(j, "executable");
-  p.venv = Bool(j, "venv", false);
+  p.venv = JsonOpt<bool>(j, "venv").value_or(false);
   if (auto it = j.find("argv"); it != j.end() && it->is_array()) {
     for (const auto& a : *it) {
       if (a.is_string()) p.argv.push_back(a.get<std::string>());
     }
   }
-  p.shim = Bool(j, "shim", false);
-  p.recording = Bool(j, "recording", false);
-  p.auto_hooks = Bool(j, "auto", true);
-  p.backend = OptStr(j, "backend");
-  p.backend_error = OptStr(j, "backend_error");
+  p.shim = JsonOpt<bool>(j, "shim").value_or(false);
+  p.recording = JsonOpt<bool>(j, "recording").value_or(false);
+  p.auto_hooks = JsonOpt<bool>(j, "auto").value_or(true);
+  p.backend = JsonOpt<std::string>(j, "backend");
+  p.backend_error = JsonOpt<std::string>(j, "backend_error");
 }
 
 void ApplyHooks(const json& j, PythonProcess& p) {
   p.hooks_noted = true;
-  p.torch_version = OptStr(j, "torch");
-  p.hooks_error = OptStr(j, "error");
+  p.torch_version = JsonOpt<std::string>(j, "torch");
+  p.hooks_error = JsonOpt<std::string>(j, "error");
   p.mechanisms.clear();
   if (auto it = j.find("mechanisms"); it != j.end() && it->is_object()) {
     for (const auto& [phase, how] : it->items()) {
@@ -76,7 +59,7 @@ PythonNotes ReadPythonNotes(const std::string& run_dir) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, false);
-    const int32_t pid = j.is_object() ? Int(j, "pid") : 0;
+    const int32_t pid = j.is_object() ? JsonOpt<int32_t>(j, "pid").value_or(0) : 0;
     const std::string event = j.is_object() ? Str(j, "event") : std::string();
     if (pid <= 0 || (event != "start" && event != "hooks")) {
       ++notes.malformed_lines;

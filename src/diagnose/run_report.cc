@@ -9,19 +9,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/units.h"
+#include "diagnose/json_fields.h"
+
 namespace stallscope::diagnose {
 namespace {
-
-template <typename T>
-std::optional<T> Opt(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  if constexpr (std::is_same_v<T, bool>) {
-    if (!j[key].is_boolean()) return std::nullopt;
-  } else {
-    if (!j[key].is_number()) return std::nullopt;
-  }
-  return j[key].get<T>();
-}
 
 std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
   std::vector<LoaderInfo> out;
@@ -35,13 +27,13 @@ std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
       LoaderInfo l;
       l.pid = m.pid;
       l.rank = m.rank;
-      l.num_workers = Opt<int64_t>(j, "num_workers");
-      l.batch_size = Opt<int64_t>(j, "batch_size");
-      l.pin_memory = Opt<bool>(j, "pin_memory");
-      l.persistent_workers = Opt<bool>(j, "persistent_workers");
-      l.prefetch_factor = Opt<int64_t>(j, "prefetch_factor");
-      l.drop_last = Opt<bool>(j, "drop_last");
-      l.dataset_length = Opt<int64_t>(j, "dataset_len");
+      l.num_workers = JsonOpt<int64_t>(j, "num_workers");
+      l.batch_size = JsonOpt<int64_t>(j, "batch_size");
+      l.pin_memory = JsonOpt<bool>(j, "pin_memory");
+      l.persistent_workers = JsonOpt<bool>(j, "persistent_workers");
+      l.prefetch_factor = JsonOpt<int64_t>(j, "prefetch_factor");
+      l.drop_last = JsonOpt<bool>(j, "drop_last");
+      l.dataset_length = JsonOpt<int64_t>(j, "dataset_len");
       l.raw_json = m.data_json;
       by_loader[key] = out.size();
       out.push_back(std::move(l));
@@ -236,10 +228,7 @@ std::vector<Series> MachineSeries(const RunData& d) {
   return out;
 }
 
-std::string Quote(const std::string& cmdline) {
-  constexpr size_t kMax = 80;
-  return cmdline.size() <= kMax ? cmdline : cmdline.substr(0, kMax - 1) + "~";
-}
+constexpr size_t kCmdlineBytes = 80;  // a command line quoted in a one-line cause
 
 std::string Interpreter(const PythonProcess& p) {
   return fmt::format("Python {} ({})", p.version.empty() ? "?" : p.version,
@@ -256,7 +245,7 @@ std::vector<std::string> ExplainWithoutNotes(const RunReport& r) {
       return {fmt::format("the job's Python ran with -{} ({}), so stallscope's startup hook never "
                           "ran in it: pid {}: {}",
                           *flag, site ? "no site import" : "PYTHONPATH ignored", p.pid,
-                          Quote(p.cmdline)),
+                          Elide(p.cmdline, kCmdlineBytes)),
               "drop the flag, or `pip install` stallscope into that Python (README \"Install "
               "the Python package\") and `import stallscope` in the job: it then records on its "
               "own"};
@@ -266,14 +255,14 @@ std::vector<std::string> ExplainWithoutNotes(const RunReport& r) {
   if (python != nullptr) {
     return {fmt::format("Python ran (pid {}: {}) but stallscope's startup hook did not: "
                         "PYTHONPATH or STALLSCOPE_RUN_DIR did not reach it",
-                        python->pid, Quote(python->cmdline)),
+                        python->pid, Elide(python->cmdline, kCmdlineBytes)),
             "a launcher, sudo or a container that resets the environment drops them: pass "
             "both through (e.g. `env PYTHONPATH=... STALLSCOPE_RUN_DIR=...`)"};
   }
   return {
       fmt::format("no Python process was seen in the job ({}): there was nothing to time "
                   "from inside; the GPU and host samples above are all there is",
-                  Quote(fmt::format("{}", fmt::join(r.meta.command, " "))))};
+                  Elide(fmt::format("{}", fmt::join(r.meta.command, " ")), kCmdlineBytes))};
 }
 
 /// Why a run has no phases: the most specific cause first (README "When a job reports no

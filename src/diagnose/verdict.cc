@@ -6,15 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diagnose/json_fields.h"
+
 namespace stallscope::diagnose {
 namespace {
 
 constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/auto.py
-
-std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
-  return j[key].get<int64_t>();
-}
 
 std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
   std::vector<TorchProcess> out;
@@ -27,9 +24,9 @@ std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
     TorchProcess t;
     t.pid = m.pid;
     t.rank = m.rank;
-    t.intra_op_threads = JsonInt(j, "intra_op_threads");
-    t.cpu_count = JsonInt(j, "cpu_count");
-    t.cpu_affinity = JsonInt(j, "cpu_affinity");
+    t.intra_op_threads = JsonOpt<int64_t>(j, "intra_op_threads");
+    t.cpu_count = JsonOpt<int64_t>(j, "cpu_count");
+    t.cpu_affinity = JsonOpt<int64_t>(j, "cpu_affinity");
     if (j.contains("omp_num_threads_env") && j["omp_num_threads_env"].is_string()) {
       t.omp_num_threads_env = j["omp_num_threads_env"].get<std::string>();
     }

@@ -43,8 +43,7 @@ std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample
                   "UTIL", "MEMBW", "MEMORY", "POWER", "TEMP", "SM CLOCK", "THROTTLE");
   for (size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
-    std::string name = i < header.gpus.size() ? header.gpus[i].name : "?";
-    if (name.size() > 24) name = name.substr(0, 23) + "~";
+    const std::string name = Elide(i < header.gpus.size() ? header.gpus[i].name : "?", 24);
     if (g.lost) {
       out += fmt::format("{:>3}  {:<24} LOST: the GPU stopped answering\n", i, name);
       continue;

@@ -129,8 +129,7 @@ std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
       "\n{:>7}  {:<18} {:<26} {:>6} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9}\n", "PID", "ROLE",
       "COMMAND", "CPU%", "MAX%", "RUN", "SLEEP", "DISK", "THR", "READ", "WRITTEN");
   for (const auto& p : rows) {
-    std::string cmd = p.cmdline.empty() ? p.comm : p.cmdline;
-    if (cmd.size() > 26) cmd = cmd.substr(0, 25) + "~";
+    const std::string cmd = Elide(p.cmdline.empty() ? p.comm : p.cmdline, 26);
     out += fmt::format(
         "{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n",
         p.pid, p.role, cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
