@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "host/host.h"
+#include "temp_dir.h"
 
 namespace stallscope::host::testing {
 
@@ -21,26 +22,7 @@ inline std::filesystem::path DataPath(std::string_view rel) {
 }
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string templ = std::string(base != nullptr ? base : "/tmp") + "/stallscope_host_XXXXXX";
-    if (mkdtemp(templ.data()) != nullptr) path_ = templ;
-    EXPECT_FALSE(path_.empty()) << "mkdtemp failed for " << templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = stallscope::testing::TempDir;
 
 /// Copies the fixture tree tests/data/<rel> to `dest`, overwriting files already there (so a
 /// second call with a "*_next" fixture overlays the files that changed).

@@ -332,7 +332,7 @@ TEST(PhaseReaderTest, TruncatedMidRecordKeepsWholeRecords) {
   PhaseWriter writer(Options(dir));
   const uint16_t id = writer.NameId("c");
   for (int i = 0; i < 100; ++i) writer.Counter(id, i);
-  const std::string cut = dir.path() + "/cut.ring";
+  const std::string cut = dir.Sub("cut.ring");
   WriteFile(cut, ReadFile(writer.ring_path()).substr(0, kSlotsOffset + 50 * kSlotBytes + 7));
   PhaseReader reader = OpenOrDie(cut);
   EXPECT_EQ(reader.info().readable_slots, 50u);
@@ -370,7 +370,7 @@ TEST(PhaseReaderTest, BadFilesAreClearErrors) {
       {"capacity", bad_capacity, ErrorCode::kParse, "bad capacity"},
   };
   for (const Case& c : cases) {
-    const std::string path = dir.path() + "/" + c.name + ".ring";
+    const std::string path = dir.Sub(std::string(c.name) + ".ring");
     WriteFile(path, c.bytes);
     Result<PhaseReader> reader = PhaseReader::Open(path);
     ASSERT_FALSE(reader.ok()) << c.name;
@@ -379,7 +379,7 @@ TEST(PhaseReaderTest, BadFilesAreClearErrors) {
     EXPECT_NE(reader.error().message.find(c.message_part), std::string::npos)
         << reader.error().message;
   }
-  Result<PhaseReader> missing = PhaseReader::Open(dir.path() + "/missing.ring");
+  Result<PhaseReader> missing = PhaseReader::Open(dir.Sub("missing.ring"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
 }

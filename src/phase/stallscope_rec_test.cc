@@ -117,7 +117,7 @@ TEST(StallscopeRec, MarkAndInfoWriteMetaLines) {
 
 TEST(StallscopeRec, AWriterThatCannotCreateItsRingTurnsOffAndSaysWhy) {
   TempDir dir;
-  const std::string file = dir.path() + "/a_file";
+  const std::string file = dir.Sub("a_file");
   std::ofstream(file) << "x";
   const std::string bad = file + "/phases";  // a directory under a regular file
   WriterPtr w = NewWriter(bad);
@@ -157,7 +157,7 @@ TEST(StallscopeRec, FromEnvNeedsADirectory) {
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ(reader->info().rank, 5);
   EXPECT_EQ(fs::path(RingPath(w.get())).parent_path(), fs::path(dir.Sub("phases")));
-  const std::string other = dir.path() + "/other";
+  const std::string other = dir.Sub("other");
   WriterPtr explicit_dir(stallscope_writer_from_env(other.data(), other.size()));
   ASSERT_EQ(stallscope_writer_open(explicit_dir.get()), 1);
   EXPECT_EQ(fs::path(RingPath(explicit_dir.get())).parent_path(), fs::path(other));

@@ -23,11 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Output = stallscope::testing::ProcessOutput;
 
 using stallscope::testing::Slurp;
 
@@ -75,13 +71,9 @@ class E2e : public ::testing::Test {
     }
     std::vector<std::string> argv = {STALLSCOPE_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::string out_path = (dir_ / "stdout").string(), err_path = (dir_ / "stderr").string();
-    last_pid_ = stallscope::testing::Spawn(argv, env, out_path, err_path);
-    Output o;
-    o.exit_code = stallscope::testing::WaitExit(last_pid_, timeout_s);
-    o.out = Slurp(out_path);
-    o.err = Slurp(err_path);
-    return o;
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    last_pid_ = stallscope::testing::Spawn(argv, env, out.string(), err.string());
+    return stallscope::testing::CollectOutput(last_pid_, out, err, timeout_s);
   }
 
   fs::path dir_;

@@ -62,10 +62,7 @@ std::vector<std::string> LocalPythons() {
   return found;
 }
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = stallscope::testing::ProcessOutput;
 
 class PythonE2e : public ::testing::Test {
  protected:
@@ -87,13 +84,7 @@ class PythonE2e : public ::testing::Test {
               double timeout_s = 240) {
     auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_", "PYTHONPATH="});
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    Result r;
-    r.exit_code =
-        stallscope::testing::WaitExit(stallscope::testing::Spawn(argv, env, out, err), timeout_s);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
+    return stallscope::testing::RunProcess(argv, env, dir_, timeout_s);
   }
 
   /// `stallscope run --quiet --out DIR -i 100ms -- CMD...`.
@@ -173,16 +164,17 @@ TEST_P(AnyPython, RecordsExplicitMarkersAndLeavesTheOutputAlone) {
   EXPECT_TRUE(r["job"]["no_phases"].empty());
 }
 
+/// "/root/.pyenv/versions/3.12.1/bin/python3" → "pyenv_3_12_1"; Debian's → "system".
+std::string InterpreterName(const ::testing::TestParamInfo<std::string>& param) {
+  if (param.param == kSystemPython) return "system";
+  std::string v = fs::path(param.param).parent_path().parent_path().filename();
+  std::replace(v.begin(), v.end(), '.', '_');
+  std::replace(v.begin(), v.end(), '-', '_');
+  return "pyenv_" + v;
+}
+
 INSTANTIATE_TEST_SUITE_P(LocalInterpreters, AnyPython, ::testing::ValuesIn(LocalPythons()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           // "/root/.pyenv/versions/3.12.1/bin/python3" → "pyenv_3_12_1"
-                           std::string p = info.param;
-                           if (p == kSystemPython) return std::string("system");
-                           std::string v = fs::path(p).parent_path().parent_path().filename();
-                           std::replace(v.begin(), v.end(), '.', '_');
-                           std::replace(v.begin(), v.end(), '-', '_');
-                           return "pyenv_" + v;
-                         });
+                         InterpreterName);
 
 // ---------------------------------------------------------------------------------------------
 // A run without phases says why

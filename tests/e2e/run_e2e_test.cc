@@ -38,10 +38,7 @@ bool HaveTorch() {
   return have;
 }
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = stallscope::testing::ProcessOutput;
 
 class RunE2e : public ::testing::Test {
  protected:
@@ -78,11 +75,7 @@ class RunE2e : public ::testing::Test {
   }
 
   Result Wait(pid_t pid, double timeout_s = 240) {
-    Result r;
-    r.exit_code = stallscope::testing::WaitExit(pid, timeout_s);
-    r.out = Slurp(out_);
-    r.err = Slurp(err_);
-    return r;
+    return stallscope::testing::CollectOutput(pid, out_, err_, timeout_s);
   }
 
   Result Run(const std::vector<std::string>& args) { return Wait(Start(args)); }

@@ -20,11 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using stallscope::testing::Slurp;
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Output = stallscope::testing::ProcessOutput;
 
 fs::path SharedTraces() {
   if (const char* e = std::getenv("STALLSCOPE_SHARED_DIR")) return fs::path(e) / "traces" / "hta";
@@ -50,14 +46,8 @@ class TraceE2e : public ::testing::Test {
 
   Output Run(std::vector<std::string> args, double timeout_s = 120) {
     args.insert(args.begin(), STALLSCOPE_BIN);
-    std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    pid_t pid =
-        stallscope::testing::Spawn(args, stallscope::testing::EnvironmentWithout({}), out, err);
-    Output o;
-    o.exit_code = stallscope::testing::WaitExit(pid, timeout_s);
-    o.out = Slurp(out);
-    o.err = Slurp(err);
-    return o;
+    return stallscope::testing::RunProcess(args, stallscope::testing::EnvironmentWithout({}), dir_,
+                                           timeout_s);
   }
 
   nlohmann::json Json(std::vector<std::string> args) {

@@ -86,4 +86,30 @@ inline int WaitExit(pid_t pid, double timeout_s) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/// What a finished process left.
+struct ProcessOutput {
+  int exit_code = -1;  ///< 128+N when killed by signal N
+  std::string out;
+  std::string err;
+};
+
+/// Waits for `pid` (as WaitExit) and reads back the files its stdout and stderr went to.
+inline ProcessOutput CollectOutput(pid_t pid, const std::filesystem::path& out_path,
+                                   const std::filesystem::path& err_path, double timeout_s) {
+  ProcessOutput o;
+  o.exit_code = WaitExit(pid, timeout_s);
+  o.out = Slurp(out_path);
+  o.err = Slurp(err_path);
+  return o;
+}
+
+/// Runs argv (argv[0] a path) with `env` to the end, stdout and stderr through `dir`/stdout and
+/// `dir`/stderr.
+inline ProcessOutput RunProcess(const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env,
+                                const std::filesystem::path& dir, double timeout_s) {
+  const std::filesystem::path out = dir / "stdout", err = dir / "stderr";
+  return CollectOutput(Spawn(argv, env, out.string(), err.string()), out, err, timeout_s);
+}
+
 }  // namespace stallscope::testing

@@ -28,12 +28,12 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 
-  const std::string& path() const { return path_; }
-  /// A path inside the directory (nothing is created).
-  std::string Sub(std::string_view name) const { return path_ + "/" + std::string(name); }
+  const std::filesystem::path& path() const { return path_; }
+  /// A path inside the directory, as a string (nothing is created).
+  std::string Sub(std::string_view name) const { return (path_ / name).string(); }
 
  private:
-  std::string path_;
+  std::filesystem::path path_;
 };
 
 }  // namespace stallscope::testing
