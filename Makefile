@@ -3,6 +3,7 @@
 
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
+BUILD_DIST  ?= build-dist
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PY          := /usr/bin/python3
@@ -14,7 +15,8 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan wheel demo test test-unit test-asan format-check bench overhead trace-bench format clean
+.PHONY: all deps build build-asan wheel dist demo test test-unit test-asan test-dist gpu-check \
+  format-check bench overhead trace-bench format clean
 
 all: build
 
@@ -36,6 +38,17 @@ build: deps $(BUILD)/build.ninja
 wheel: build
 	$(PY) python/make_wheel.py --package $(BUILD)/python/stallscope --out $(BUILD)/dist --force
 
+# The relocatable bundle (README "Bundle"): a Release build with the C++ runtime, fmt and zlib
+# linked in, then tools/make_dist.sh → $(BUILD_DIST)/stallscope-<version>-linux-<machine>.tar.gz
+$(BUILD_DIST)/build.ninja:
+	cmake -S . -B $(BUILD_DIST) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTALLSCOPE_DIST=ON \
+	  -DSTALLSCOPE_BUILD_TESTS=OFF -DSTALLSCOPE_BUILD_BENCH=OFF \
+	  -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON $(CMAKE_FLAGS)
+
+dist: deps $(BUILD_DIST)/build.ninja
+	cmake --build $(BUILD_DIST) -j $(JOBS) --target stallscope stallscope_python
+	tools/make_dist.sh $(BUILD_DIST)
+
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=ON \
 	  -DSTALLSCOPE_BUILD_PYTHON=OFF -DSTALLSCOPE_BUILD_BENCH=OFF $(CMAKE_FLAGS)
@@ -56,17 +69,28 @@ demo: build
 
 # The whole suite: optimized build, then the ASan+UBSan build (C++ tests; the Python
 # extension cannot load a sanitized runtime into Debian's python3).
-test: format-check test-unit test-asan
+test: format-check test-unit test-dist test-asan
 
 format-check: deps
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
 test-unit: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE dist
+
+# The bundle unpacked and run as on another machine (tests/e2e/dist_e2e_test.cc).
+test-dist: build dist
+	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$(abspath $(wildcard $(BUILD_DIST)/stallscope-*.tar.gz))" \
+	  ctest --output-on-failure -L dist
 
 test-asan: build-asan
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE python
+
+# On a machine with an NVIDIA GPU and a CUDA PyTorch (README "GPU check"); needs no build tools
+# there (the bundle has the same as bin/stallscope-gpu-check). Here: "no NVIDIA GPU", exit 3.
+# GPU_CHECK_FLAGS: --stallscope PATH, --python PATH, --out DIR, --quick.
+gpu-check:
+	python3 tools/gpu_check.py $(GPU_CHECK_FLAGS)
 
 bench: build
 	./$(BUILD)/src/gpu/gpu_bench || true
@@ -83,4 +107,4 @@ format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_DIST)

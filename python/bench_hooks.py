@@ -11,6 +11,13 @@ directory through the package's real recorder) and uninstalled, in alternating r
 steps, many times; the best round of each kind is compared, so a noisy moment costs one round,
 not the result. Prints the cost per step, per module call, and the number of phase records per
 step. Needs torch.
+
+GPU timing (issue 10: target <= 3 us per phase boundary): `--device cuda` runs the model on the
+GPU and adds a third kind of round, hooks with GPU timing off (STALLSCOPE_GPU_TIME=0); the
+difference to hooks with it on, over the 6 timed boundaries of a step (forward, backward,
+optimizer: begin and end), is its cost per boundary, CUDA's event record and query included.
+`--fake-cuda` does the same on a machine without CUDA, with torch.cuda's events replaced by
+no-op Python objects: the bookkeeping alone, a lower bound.
 """
 
 import argparse
@@ -25,6 +32,9 @@ def main(argv):
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--steps", type=int, default=200, help="steps per round")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--device", default="cpu", help="cpu or cuda")
+    gpu.add_argument("--fake-cuda", action="store_true", help="no-op CUDA events (no GPU needed)")
     args = p.parse_args(argv)
     run_dir = tempfile.mkdtemp(prefix="stallscope-bench-hooks-")
     os.environ["STALLSCOPE_RUN_DIR"] = run_dir
@@ -37,8 +47,15 @@ def main(argv):
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.fake_cuda:
+        sys.path.insert(0, os.path.join(here, "tests"))
+        import fake_cuda
+        fake_cuda.install(torch, gpu_ms=0.001)
     model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.layers)])
-    x = torch.randn(4, 8)
+    model = model.to(args.device)
+    x = torch.randn(4, 8, device=args.device)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    gpu_rounds = args.fake_cuda or args.device.startswith("cuda")
 
     def round_ns():
         # A new optimizer each round: on torch < 2.0 the hooks wrap an optimizer class's step
@@ -50,17 +67,21 @@ def main(argv):
             opt.zero_grad()
             loss.backward()
             opt.step()
+        sync()
         return (time.perf_counter_ns() - t0) / args.steps
 
-    best = {"hooks": float("inf"), "bare": float("inf")}
+    modes = ("hooks", "bare") + (("hooks_no_gpu_time",) if gpu_rounds else ())
+    best = {mode: float("inf") for mode in modes}
     round_ns()  # warm-up
     for _ in range(args.rounds):
-        for mode in ("hooks", "bare"):
-            if mode == "hooks":
+        for mode in modes:
+            auto.uninstall()
+            if mode != "bare":
+                os.environ["STALLSCOPE_GPU_TIME"] = "0" if mode == "hooks_no_gpu_time" else "1"
                 auto.install(stallscope)
-            else:
-                auto.uninstall()
             best[mode] = min(best[mode], round_ns())
+    os.environ["STALLSCOPE_GPU_TIME"] = "1"
+    auto.uninstall()
     auto.install(stallscope)
     mechanisms = auto.mechanisms()
     auto.uninstall()
@@ -79,6 +100,12 @@ def main(argv):
           f"{best['hooks'] / 1e3:.1f} us: +{extra / 1e3:.2f} us per step "
           f"({extra / best['bare'] * 100:.1f}% of this deliberately tiny step), "
           f"{writer_records:.1f} phase records per step, {calls} module calls per forward")
+    if gpu_rounds:
+        per_boundary = (best["hooks"] - best["hooks_no_gpu_time"]) / 6
+        print(f"GPU timing ({mechanisms.get('gpu_time')}"
+              f"{', fake no-op events' if args.fake_cuda else ''}): +{per_boundary / 1e3:.2f} us "
+              f"per phase boundary (hooks without it {best['hooks_no_gpu_time'] / 1e3:.1f} us "
+              f"per step; target <= 3 us)")
     return 0
 
 

@@ -254,6 +254,9 @@ if _writer is None:
 
     _end_at = _begin_at
 
+    def _gpu_span(name, begin_ts_ns, gpu_ns):
+        return None
+
 else:
 
     def _begin_at(name, ts_ns):
@@ -261,6 +264,11 @@ else:
 
     def _end_at(name, ts_ns):
         _writer.end_at(_ids[name], int(ts_ns))
+
+    def _gpu_span(name, begin_ts_ns, gpu_ns):
+        """The GPU time of an instance of phase `name` that began on the host at begin_ts_ns
+        (stallscope._cuda resolves CUDA events after the fact)."""
+        _writer.gpu_span(_ids[name], int(begin_ts_ns), int(gpu_ns))
 
 
 def enabled():

@@ -224,6 +224,8 @@ void BindWriter(py::module_& m) {
       .def("end_at", [](PhaseWriter& w, uint16_t id, int64_t ts) { w.EndAt(id, ts); })
       .def("step", &PhaseWriter::Step, "Marks the end of a training step; returns the count.")
       .def("counter", &PhaseWriter::Counter, py::arg("id"), py::arg("delta") = 1)
+      .def("gpu_span", &PhaseWriter::GpuSpan, py::arg("id"), py::arg("begin_ts_ns"),
+           py::arg("gpu_ns"))
       .def(
           "mark",
           [](PhaseWriter& w, uint16_t id, const std::string& data_json) {

@@ -17,7 +17,7 @@ import os
 
 BACKEND = "native"
 LIBRARY = "libstallscope_rec.so"
-ABI_VERSION = 1  # STALLSCOPE_REC_ABI_VERSION in stallscope_rec.h
+ABI_VERSION = 2  # STALLSCOPE_REC_ABI_VERSION in stallscope_rec.h
 
 _DEFAULT_CAPACITY = 0  # the library's default (64 Ki records)
 _ERR_BYTES = 1024
@@ -68,6 +68,8 @@ _step = _declare(_fast, "stallscope_step", ctypes.c_int64)
 _counter = _declare(_fast, "stallscope_counter", None, [_P, ctypes.c_uint16, ctypes.c_int64])
 _begin_at = _declare(_fast, "stallscope_begin_at", None, [_P, ctypes.c_uint16, ctypes.c_int64])
 _end_at = _declare(_fast, "stallscope_end_at", None, [_P, ctypes.c_uint16, ctypes.c_int64])
+_gpu_span = _declare(
+    _fast, "stallscope_gpu_span", None, [_P, ctypes.c_uint16, ctypes.c_int64, ctypes.c_int64])
 _name_id = _declare(_fast, "stallscope_name_id", ctypes.c_uint16, [_P, ctypes.c_char_p, _S])
 _from_env = _declare(_fast, "stallscope_writer_from_env", _P, [ctypes.c_char_p, _S])
 _new = _declare(
@@ -145,6 +147,9 @@ class Writer:
 
     def end_at(self, id, ts_ns):  # noqa: A002
         _end_at(self._ptr, id, ts_ns)
+
+    def gpu_span(self, id, begin_ts_ns, gpu_ns):  # noqa: A002
+        _gpu_span(self._ptr, id, begin_ts_ns, gpu_ns)
 
     def step(self):
         """Marks the end of a training step; returns the process's step count."""

@@ -11,7 +11,11 @@
   Optimizer.step (every subclass)             -> phase "optimizer_step", then a step boundary
                                                 unless the job marks steps itself
   torch.save                                  -> phase "checkpointing"
-  Tensor.item / .cpu / .tolist / .numpy       -> counter "host_sync.<method>"
+  Tensor.item/.cpu/.tolist/.numpy, blocking   -> counter "host_sync.<kind>", info "sync_site"
+  .to/.cuda copies, torch.cuda.synchronize,      per call site (stallscope/_syncs.py)
+  torch.cuda.empty_cache
+  forward/eval_forward/backward/optimizer     -> their GPU time from CUDA events, once the job
+                                                uses CUDA (stallscope/_cuda.py)
   first recorded event of the process         -> info "torch" (version, threads, rank, ...)
 
 How: torch's public global hooks where this torch has them, else a patch of the method. Probed
@@ -59,8 +63,10 @@ import threading
 import time
 import weakref
 
+from . import _cuda as _cuda_mod
 from . import _ddp as _ddp_mod
 from . import _facts
+from . import _syncs as _syncs_mod
 
 PHASE_DATA = "data_loading"
 PHASE_FORWARD = "forward_pass"
@@ -70,8 +76,7 @@ PHASE_COMM_WAIT = "comm_wait"
 PHASE_OPTIMIZER = "optimizer_step"
 PHASE_CHECKPOINT = "checkpointing"
 HOST_SYNCS = "host_syncs"  # key in the "hooks" note for the host_sync.* counters
-HOST_SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
-HOST_SYNC_PREFIX = "host_sync."
+GPU_TIME = "gpu_time"  # key in the "hooks" note for the CUDA-event GPU times
 
 # How a phase is measured, as the "hooks" note says it (src/diagnose/python_notes.h).
 MECH_GLOBAL = "global hook"
@@ -92,6 +97,7 @@ class _ThreadState(threading.local):
     owner = None  # the module / optimizer whose pre hook opened it
     depth = 0  # open calls of `owner` (a module re-entered, a step inside a step)
     frame = None  # the frame that called the pre hook; off the stack = the call is over
+    gpu = None  # the open phase's GpuTimer token
 
 
 _tls = _ThreadState()
@@ -111,6 +117,9 @@ _is_compiling = None
 _torch = None
 _fork_handler_registered = False
 _ddp = None  # _ddp.GradientWatch while comm_wait is measured, else None
+_gpu = None  # _cuda.GpuTimer while GPU times are measured, else None
+_syncs = None  # _syncs.SyncCounter while host syncs are counted, else None
+_exit_handler_registered = False
 _mechanisms = {}  # phase -> how it is measured, as noted by the last successful install()
 
 
@@ -155,6 +164,8 @@ def _enter(name):
             _send_process_info()
         cm = _api.phase(name)
         cm.__enter__()
+        if _gpu is not None and name in _cuda_mod.TIMED_PHASES:
+            _tls.gpu = _gpu.begin(name)
         return cm
     except Exception as e:
         report_error(f"phase({name!r})", e)
@@ -162,6 +173,10 @@ def _enter(name):
 
 
 def _exit(cm, name, exc_info):
+    token = _tls.gpu
+    if token is not None:
+        _tls.gpu = None
+        _gpu.end(token)
     try:
         cm.__exit__(*exc_info)  # its return value is ignored: we never swallow the job's error
     except Exception as e:
@@ -386,6 +401,8 @@ def _optimizer_post_hook(optimizer, args, kwargs):
 
 
 def _end_step(optimizer):
+    if _gpu is not None:
+        _gpu.poll()
     if not _off and not _user_marks_steps and _is_primary(optimizer):
         try:
             _api_step()
@@ -452,6 +469,7 @@ def _ddp_backward(original, args, kwargs):
     if not _record_at(("_begin_at", PHASE_BACKWARD, begin_ns)):
         return original(*args, **kwargs)
     _tls.active = PHASE_BACKWARD
+    token = _gpu.begin(PHASE_BACKWARD) if _gpu is not None else None
     returned = False
     try:
         result = original(*args, **kwargs)
@@ -459,6 +477,8 @@ def _ddp_backward(original, args, kwargs):
         return result
     finally:
         _tls.active = None
+        if token is not None:
+            _gpu.end(token)
         end_ns = time.monotonic_ns()
         ready_ns = watch.ready_ns
         if returned and ready_ns > begin_ns:
@@ -521,21 +541,18 @@ def _wrap_phase(name):
     return make
 
 
-def _wrap_host_sync(method):
-    counter = HOST_SYNC_PREFIX + method
+def _may_count_sync():
+    return not _off and _tls.active not in _NO_SYNC_COUNT_IN and _get_worker_info() is None
 
-    def make(original):
-        @functools.wraps(original)
-        def wrapper(self, *args, **kwargs):
-            if (not _off and _tls.active not in _NO_SYNC_COUNT_IN
-                    and _get_worker_info() is None):
-                try:
-                    _api.count(counter, 1)
-                except Exception as e:
-                    report_error("count()", e)
-            return original(self, *args, **kwargs)
-        return wrapper
-    return make
+
+def _sync_hit(kind):
+    """Counts a host sync of `kind` whose wrapper (_syncs.counting/copying) the job called."""
+    if _off:
+        return
+    try:
+        _syncs.hit(kind, 2)
+    except Exception as e:
+        report_error("count()", e)
 
 
 def _wrap_loader_iter(original):
@@ -642,9 +659,21 @@ def _install_checkpointing(torch, _global_hooks, _done):
 
 
 def _install_host_syncs(torch, _global_hooks, _done):
-    for method in HOST_SYNC_METHODS:
-        _patch(torch.Tensor, method, _wrap_host_sync(method))
+    global _syncs
+    _syncs = _syncs_mod.SyncCounter(torch, _api.count, _api.info, _may_count_sync)
+    _syncs_mod.patch_all(torch, _patch, _sync_hit,
+                         lambda: _is_compiling is not None and _is_compiling())
     return MECH_PATCH
+
+
+def _install_gpu_time(torch, _global_hooks, _done):
+    """CUDA events at the compute phases' boundaries, active once the job uses CUDA."""
+    global _gpu
+    why_not = _cuda_mod.why_not(torch, _api)
+    if why_not:
+        return NOT_MEASURED + why_not
+    _gpu = _cuda_mod.GpuTimer(torch.cuda, _api._gpu_span, _api.count, _say)
+    return "cuda events"
 
 
 def _install_comm_wait(torch, _global_hooks, done):
@@ -671,6 +700,7 @@ _INSTALLERS = (
     (PHASE_DATA, _install_data_loading),
     (PHASE_CHECKPOINT, _install_checkpointing),
     (HOST_SYNCS, _install_host_syncs),
+    (GPU_TIME, _install_gpu_time),
     (PHASE_COMM_WAIT, _install_comm_wait),
 )
 
@@ -740,6 +770,7 @@ def install(api=None, global_hooks=True):
         _api_step = _raw_step(api)
         _mechanisms = _install_phases(torch, global_hooks)
         _register_fork_handler()
+        _register_exit_handler()
         _off = False
     except Exception as e:
         try:
@@ -771,6 +802,29 @@ def _after_fork_in_child():
     # forked inside data_loading inherits that thread state and stays quiet.)
     global _process_info_sent
     _process_info_sent = False
+    for part in (_gpu, _syncs):
+        if part is not None:
+            part.after_fork_in_child()
+
+
+def _at_exit():
+    """GPU spans that completed, the rest counted; each sync site's count. Never raises."""
+    for part in (_gpu, _syncs):
+        try:
+            if part is not None and not _off:
+                part.finish()
+        except Exception:
+            pass
+
+
+def _register_exit_handler():
+    # Registered after torch's own handlers, so it runs before them (atexit is LIFO): CUDA is
+    # still up.
+    global _exit_handler_registered
+    if not _exit_handler_registered:
+        import atexit
+        atexit.register(_at_exit)
+        _exit_handler_registered = True
 
 
 def _register_fork_handler():
@@ -782,9 +836,9 @@ def _register_fork_handler():
 
 def uninstall():
     """Removes every patch and hook handle (for tests; a job never needs it)."""
-    global _off, _api, _api_step, _ddp, _mechanisms
+    global _off, _api, _api_step, _ddp, _mechanisms, _gpu, _syncs
     _off = True
-    _ddp = None
+    _ddp = _gpu = _syncs = None
     _mechanisms = {}
     _undo_to(0)
     _api = None

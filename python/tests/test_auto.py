@@ -55,7 +55,10 @@ else:
 needs_gloo = unittest.skipUnless(HAS_GLOO, "needs torch.distributed with gloo")
 # The phase keys of the "hooks" note, in its order.
 PHASE_KEYS = ["forward_pass", "optimizer_step", "backward_pass", "data_loading", "checkpointing",
-              "host_syncs", "comm_wait"]
+              "host_syncs", "gpu_time", "comm_wait"]
+# How gpu_time installs on this torch.
+GPU_TIME_MECHANISM = ("cuda events" if torch is not None and torch.version.cuda is not None
+                      else "not measured: this torch is built without CUDA")
 
 
 class FakeApi:
@@ -92,6 +95,9 @@ class FakeApi:
     def _end_at(self, name, ts_ns):
         self.events.append(("E", name, ts_ns))
         self._maybe_fail("exit")
+
+    def _gpu_span(self, name, begin_ts_ns, gpu_ns):
+        self.events.append(("G", name, begin_ts_ns, gpu_ns))
 
     def step(self):
         self._maybe_fail("step")
@@ -390,6 +396,7 @@ class InProcessTest(InProcessBase):
     def test_patches_forced_everywhere(self):
         self.install(global_hooks=False)
         expected = {k: "patch" for k in PHASE_KEYS}
+        expected["gpu_time"] = GPU_TIME_MECHANISM
         if not HAS_DIST:  # no DDP possible
             expected["comm_wait"] = "not measured: this torch has no torch.distributed"
         self.assertEqual(auto.mechanisms(), expected)

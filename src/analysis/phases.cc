@@ -103,11 +103,19 @@ struct CounterHit {
   int32_t name = 0;
 };
 
+/// A kGpuSpan record: the GPU time of the phase instance that began on the host at ts_ns.
+struct GpuSpan {
+  int64_t ts_ns = 0;
+  int64_t gpu_ns = 0;
+  int32_t name = 0;
+};
+
 /// One process's events, paired.
 struct ProcessScan {
   std::vector<Interval> intervals;  ///< sorted by (begin, end, name)
   std::vector<int64_t> step_ts_ns;  ///< ascending
   std::vector<CounterHit> counters;
+  std::vector<GpuSpan> gpu_spans;
   int64_t first_ts_ns = 0;
   int64_t last_ts_ns = 0;
   int64_t unmatched_begins = 0;
@@ -171,6 +179,12 @@ std::vector<Scanner::Open>& Scanner::StackOf(uint32_t tid) {
 }
 
 void Scanner::Consume(const LoggedEvent& e) {
+  if (e.kind == RecordKind::kGpuSpan) {
+    // Not an event in time: written when the span resolved, stamped with the instance's begin,
+    // so it does not move the process's first/last event. A negative time is garbage.
+    if (e.arg >= 0) scan_.gpu_spans.push_back({e.ts_ns, e.arg, Resolve(e.phase_id)});
+    return;
+  }
   if (!any_) scan_.first_ts_ns = e.ts_ns;
   any_ = true;
   scan_.last_ts_ns = e.ts_ns;
@@ -478,6 +492,36 @@ void AddScanTotals(const ProcessScan& scan, const NameTable& names, PhaseAnalysi
   unknown_kinds += scan.unknown_kinds;
 }
 
+/// Attaches the GPU times of the phase instances that began inside [span_begin, span_end] to
+/// the stats of their phase (a span whose phase has no host stats there is dropped: its
+/// instance began before the first or after the last step).
+void AddGpuTimes(const std::vector<GpuSpan>& spans, int64_t span_begin, int64_t span_end,
+                 const NameTable& names, std::vector<PhaseStats>& stats) {
+  if (spans.empty()) return;
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < stats.size(); ++i) index.emplace(stats[i].name, i);
+  std::vector<int64_t> total_ns(stats.size(), 0);
+  for (const GpuSpan& g : spans) {
+    if (g.ts_ns < span_begin || g.ts_ns > span_end) continue;
+    auto it = index.find(names.Name(g.name));
+    if (it == index.end()) continue;
+    std::optional<GpuPhaseTime>& t = stats[it->second].gpu;
+    if (!t) t.emplace();
+    ++t->count;
+    total_ns[it->second] += g.gpu_ns;
+    t->max_s = std::max(t->max_s, ToSeconds(g.gpu_ns));
+  }
+  const int64_t window_ns = span_end - span_begin;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    std::optional<GpuPhaseTime>& t = stats[i].gpu;
+    if (!t) continue;
+    t->total_s = ToSeconds(total_ns[i]);
+    t->mean_s = t->total_s / static_cast<double>(t->count);
+    t->share =
+        window_ns > 0 ? static_cast<double>(total_ns[i]) / static_cast<double>(window_ns) : 0.0;
+  }
+}
+
 /// Steps, per-step phases, phase stats and "other" of one rank's main process.
 void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t world_ranks,
                  const NameTable& names, PhaseAnalysis& out) {
@@ -507,6 +551,7 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
   std::vector<PhaseStats> stats =
       StatsInSpan(scan.intervals, bounds.front(), bounds.back(), names, rank, &outside_ns);
   out.outside_steps_s += ToSeconds(outside_ns);
+  AddGpuTimes(scan.gpu_spans, bounds.front(), bounds.back(), names, stats);
   stats.push_back(OtherStats(other_ns, rank, bounds.back() - bounds.front()));
   out.phases.insert(out.phases.end(), std::make_move_iterator(stats.begin()),
                     std::make_move_iterator(stats.end()));

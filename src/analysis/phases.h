@@ -24,6 +24,18 @@ inline constexpr std::string_view kCommWaitPhase = "comm_wait";
 /// periodic-side-work detector all ask this one question.
 [[nodiscard]] bool IsComputePhase(std::string_view name);
 
+/// GPU-side time of a phase: CUDA events recorded on the current stream at each instance's
+/// begin and end (python/stallscope/_cuda.py). Under CUDA's asynchrony forward_pass and
+/// backward_pass return once their kernels are queued, so their host time is short and the
+/// GPU's work shows up here instead (and as host time in whatever synchronizes next).
+struct GpuPhaseTime {
+  int64_t count = 0;  ///< instances with a GPU time (≤ the phase's count: the last may be pending)
+  double total_s = 0;
+  double mean_s = 0;
+  double max_s = 0;
+  double share = 0;  ///< total / the same denominator as PhaseStats::share
+};
+
 /// Seed 003 timing statistics of one phase on one rank, over the steps of the run.
 /// All durations in seconds. `share` is total / (sum of step times of that rank), 0..1.
 struct PhaseStats {
@@ -39,6 +51,7 @@ struct PhaseStats {
   double p50_s = 0;
   double p95_s = 0;
   double p99_s = 0;
+  std::optional<GpuPhaseTime> gpu;  ///< empty: no GPU time recorded for this phase
 };
 
 /// One step of one rank: its window and the time each phase took inside it.

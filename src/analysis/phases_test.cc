@@ -54,6 +54,11 @@ class LogBuilder {
     return Add(RecordKind::kCounter, Id(name), ms, delta);
   }
   LogBuilder& Raw(RecordKind kind, uint16_t id, double ms) { return Add(kind, id, ms, 0); }
+  /// A resolved CUDA-event span of `name`'s instance that began at begin_ms, written late.
+  LogBuilder& Gpu(const std::string& name, double begin_ms, double gpu_ms) {
+    return Add(RecordKind::kGpuSpan, Id(name), begin_ms,
+               static_cast<int64_t>(gpu_ms * static_cast<double>(kMs)));
+  }
   phase::EventLog Build() const { return log_; }
 
  private:
@@ -161,6 +166,44 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
   EXPECT_EQ(a.unmatched_ends, 0);
   EXPECT_TRUE(a.warnings.empty());
   EXPECT_TRUE(a.other_processes.empty());
+}
+
+// CUDA's asynchrony: forward/backward return after queueing (2 ms on the host) while the GPU
+// works 30 and 50 ms; the host waits in "other" (a .item()). Spans are written a step late.
+TEST(AnalyzePhases, GpuSpansAttachToTheirPhaseNotToTheTimeline) {
+  LogBuilder b;
+  b.Proc(100);
+  for (int k = 0; k < 3; ++k) {
+    double t = 100.0 * k;
+    b.Phase("forward_pass", t, t + 2).Phase("backward_pass", t + 2, t + 4);
+    if (k > 0) b.Gpu("forward_pass", t - 100, 30).Gpu("backward_pass", t - 98, 50);
+    b.Step(t + 100);
+  }
+  b.Gpu("forward_pass", 200, 30);  // the last step's backward never resolved
+  b.Gpu("forward_pass", 900, 30);  // began after the last step: not in the steps' window
+  PhaseAnalysis a = AnalyzePhases(b.Build());
+  ASSERT_EQ(a.ranks.size(), 1u);
+  EXPECT_EQ(a.ranks[0].count, 3);
+  EXPECT_NEAR(a.ranks[0].duration_s, 0.3, kEps) << "spans do not stretch the timeline";
+  const PhaseStats* fwd = Find(a, "forward_pass");
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_NEAR(fwd->share, 0.02, kEps) << "host time unchanged";
+  ASSERT_TRUE(fwd->gpu.has_value());
+  EXPECT_EQ(fwd->gpu->count, 3);
+  EXPECT_NEAR(fwd->gpu->total_s, 0.09, kEps);
+  EXPECT_NEAR(fwd->gpu->mean_s, 0.03, kEps);
+  EXPECT_NEAR(fwd->gpu->max_s, 0.03, kEps);
+  EXPECT_NEAR(fwd->gpu->share, 0.3, kEps);
+  const PhaseStats* bwd = Find(a, "backward_pass");
+  ASSERT_NE(bwd, nullptr);
+  ASSERT_TRUE(bwd->gpu.has_value());
+  EXPECT_EQ(bwd->gpu->count, 2);
+  EXPECT_NEAR(bwd->gpu->share, 1.0 / 3, kEps);
+  const PhaseStats* other = Find(a, "other");
+  ASSERT_NE(other, nullptr);
+  EXPECT_FALSE(other->gpu.has_value());
+  EXPECT_NEAR(other->share, 0.96, kEps);
+  EXPECT_TRUE(a.warnings.empty());
 }
 
 TEST(AnalyzePhases, GapIsOther) {

@@ -118,6 +118,26 @@ std::string Elide(std::string_view text, size_t max_bytes) {
   return out;
 }
 
+std::string EscapeControl(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += fmt::format("\\x{:02x}", u);
+    }
+  }
+  return out;
+}
+
 std::string FormatBytes(double bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
   int u = 0;
@@ -136,6 +156,14 @@ std::string FormatDurationNs(int64_t ns) {
   auto total = static_cast<int64_t>(s);
   if (total < 3600) return fmt::format("{}m{:02}s", total / 60, total % 60);
   return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
 }
 
 }  // namespace stallscope

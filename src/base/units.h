@@ -24,6 +24,14 @@ void AppendJsonString(std::string& out, std::string_view text);
 /// byte replaced by '~' when it was cut ("/usr/bin/python3 exa~").
 [[nodiscard]] std::string Elide(std::string_view text, size_t max_bytes);
 
+/// `text` for a terminal: control characters and DEL written as escapes ("\\n", "\\t",
+/// "\\x1b"), so a string from the environment or another program cannot move the cursor,
+/// recolour the terminal or forge a line of the report. Other bytes (UTF-8) pass through.
+[[nodiscard]] std::string EscapeControl(std::string_view text);
+
+/// `s` without leading blanks (space, tab) and trailing blanks and newlines.
+[[nodiscard]] std::string_view Trim(std::string_view s);
+
 /// Formats a byte count for people: "12.3 GB" (decimal units, one decimal).
 [[nodiscard]] std::string FormatBytes(double bytes);
 

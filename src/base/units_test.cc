@@ -31,6 +31,13 @@ TEST(ParseDurationNs, RejectsGarbage) {
   }
 }
 
+TEST(Trim, BlanksAtBothEndsAndTrailingNewlines) {
+  EXPECT_EQ(Trim("  0,1\t\n"), "0,1");
+  EXPECT_EQ(Trim("\n x"), "\n x") << "a leading newline is content";
+  EXPECT_EQ(Trim(" \t "), "");
+  EXPECT_EQ(Trim(""), "");
+}
+
 TEST(Elide, CutsWithATildeOnlyWhenTooLong) {
   EXPECT_EQ(Elide("python3", 8), "python3");
   EXPECT_EQ(Elide("python3", 7), "python3");
@@ -38,6 +45,14 @@ TEST(Elide, CutsWithATildeOnlyWhenTooLong) {
   EXPECT_EQ(Elide("python3", 1), "~");
   EXPECT_EQ(Elide("python3", 0), "");
   EXPECT_EQ(Elide("", 3), "");
+}
+
+TEST(EscapeControl, Table) {
+  EXPECT_EQ(EscapeControl("plain text, ünïcode"), "plain text, ünïcode");
+  EXPECT_EQ(EscapeControl("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+  EXPECT_EQ(EscapeControl("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
+  EXPECT_EQ(EscapeControl(std::string("nul\0del\x7f", 8)), "nul\\x00del\\x7f");
+  EXPECT_EQ(EscapeControl(""), "");
 }
 
 TEST(FormatIsoUtc, KnownInstant) {

@@ -113,10 +113,52 @@ int Run(int argc, char** argv) {
       "Write traces with torch.profiler.profile(schedule=..., on_trace_ready=\n"
       "  torch.profiler.tensorboard_trace_handler(DIR)) and call prof.step() every iteration.\n");
 
+  DoctorOptions doc;
+  int64_t doctor_workers = 0;
+  auto* doctor_cmd =
+      app.add_subcommand("doctor", "Check the machine and the job's environment before a long run");
+  doctor_cmd->add_flag("--json", doc.json, "JSON output (README \"doctor --json\")");
+  auto* workers_opt =
+      doctor_cmd
+          ->add_option("--workers", doctor_workers,
+                       "DataLoader workers the job will use (judges /dev/shm, CPUs, threads)")
+          ->check(CLI::NonNegativeNumber);
+  doctor_cmd->add_option("--data", doc.data,
+                         "Training data directory: read throughput and IOPS (reads only)");
+  doctor_cmd->add_option("--data-time", doc.data_time, "Time bound of the --data test")
+      ->default_val("3s");
+  doctor_cmd->add_option("--checkpoint-dir", doc.checkpoint_dir, "Where checkpoints are saved")
+      ->default_val(".");
+  doctor_cmd
+      ->add_option("--python", doc.python,
+                   "The job's Python, asked about torch and CUDA (default: python3 on PATH)")
+      ->default_val("python3");
+  doctor_cmd->add_flag("--no-python", doc.no_python, "Do not run Python");
+  AddSamplingFlags(doctor_cmd, doc.sampling);
+  doctor_cmd->add_option("--sys-root", doc.sys_root, "Root of sysfs (for tests)")
+      ->default_val("/sys")
+      ->group("");
+  doctor_cmd->add_option("--cgroup-root", doc.cgroup_root, "cgroup v2 mount (for tests)")
+      ->default_val("/sys/fs/cgroup")
+      ->group("");
+  doctor_cmd->add_option("--shm-path", doc.shm_path, "/dev/shm (for tests)")
+      ->default_val("/dev/shm")
+      ->group("");
+  doctor_cmd->footer(
+      "Each check is OK, WARN, FAIL or SKIP, with the fix. Exit status: 0 when no check FAILs,\n"
+      "1 when one does, 2 on bad flags. Run it in the job's environment (venv, container).\n"
+      "Examples:\n  stallscope doctor\n  stallscope doctor --workers 8 --data /data/train "
+      "--checkpoint-dir /ckpt\n  stallscope doctor --python ~/venvs/train/bin/python --json\n");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    return code != 0 && doctor_cmd->parsed() ? 2 : code;  // doctor: 2 on bad flags (README)
+  }
+  if (doctor_cmd->parsed()) {
+    if (workers_opt->count() > 0) doc.workers = doctor_workers;
+    return RunDoctor(doc);
   }
   if (record->parsed()) return RunRecord(rec);
   if (top_cmd->parsed()) return RunTop(top);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,5 +74,21 @@ struct TraceOptions {
 /// `stallscope trace PATH...`: 0 on success, 1 when a file cannot be read or is not a trace, 2 on
 /// bad flags.
 int RunTrace(const TraceOptions& options);
+
+struct DoctorOptions {
+  SamplingOptions sampling;  ///< --nvml-lib, --proc-root
+  std::string sys_root = "/sys";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string shm_path = "/dev/shm";
+  bool json = false;
+  std::string data;                  ///< --data DIR: read test of the training data
+  std::string data_time = "3s";      ///< --data-time: its time bound
+  std::string checkpoint_dir = ".";  ///< --checkpoint-dir
+  std::string python = "python3";    ///< --python: the job's interpreter
+  bool no_python = false;            ///< --no-python: do not run it
+  std::optional<int64_t> workers;    ///< --workers: the DataLoader workers the job will use
+};
+/// `stallscope doctor`: 0 when no check FAILs, 1 when one does, 2 on bad flags.
+int RunDoctor(const DoctorOptions& options);
 
 }  // namespace stallscope::cli

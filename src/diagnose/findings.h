@@ -61,6 +61,11 @@ struct Finding {
 struct Verdict {
   std::optional<Finding> principal;
   std::vector<Finding> secondary;
+  /// Which clock a run's compute phases' shares came from: "gpu" (CUDA events: the job used
+  /// CUDA and most instances resolved) or "host"; "" for a trace (its kernels are GPU time).
+  /// `compute_time_note` says what GPU time changed.
+  std::string compute_time;
+  std::string compute_time_note;
 };
 
 }  // namespace stallscope::diagnose

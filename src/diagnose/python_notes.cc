@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "diagnose/json_fields.h"
+#include "base/json_fields.h"
 
 namespace stallscope::diagnose {
 namespace {

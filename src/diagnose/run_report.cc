@@ -9,8 +9,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json_fields.h"
 #include "base/units.h"
-#include "diagnose/json_fields.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -48,6 +48,45 @@ std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
       }
     }
   }
+  return out;
+}
+
+std::vector<SyncSite> SyncSites(const phase::EventLog& events) {
+  std::vector<SyncSite> out;
+  std::map<std::tuple<int32_t, std::string, std::string, int64_t>, size_t> index;
+  auto key = [](int32_t pid, const nlohmann::json& j) {
+    return std::make_tuple(pid, JsonOpt<std::string>(j, "kind").value_or(""),
+                           JsonOpt<std::string>(j, "file").value_or(""),
+                           JsonOpt<int64_t>(j, "line").value_or(0));
+  };
+  for (const auto& m : events.meta) {
+    if (m.kind != "info" || (m.name != "sync_site" && m.name != "sync_sites")) continue;
+    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    if (m.name == "sync_site") {
+      SyncSite s;
+      s.pid = m.pid;
+      s.rank = m.rank;
+      s.kind = JsonOpt<std::string>(j, "kind").value_or("");
+      s.file = JsonOpt<std::string>(j, "file").value_or("");
+      s.line = JsonOpt<int64_t>(j, "line").value_or(0);
+      s.function = JsonOpt<std::string>(j, "function").value_or("");
+      s.user_file = JsonOpt<std::string>(j, "user_file").value_or("");
+      s.user_line = JsonOpt<int64_t>(j, "user_line").value_or(0);
+      if (s.kind.empty() || s.file.empty()) continue;
+      index.try_emplace(key(m.pid, j), out.size());
+      out.push_back(std::move(s));
+    } else if (j.contains("sites") && j["sites"].is_array()) {
+      for (const auto& site : j["sites"]) {
+        if (!site.is_object()) continue;
+        auto it = index.find(key(m.pid, site));
+        if (it != index.end()) out[it->second].count = JsonOpt<int64_t>(site, "count");
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SyncSite& a, const SyncSite& b) {
+    return a.count.value_or(-1) > b.count.value_or(-1);
+  });
   return out;
 }
 
@@ -357,6 +396,13 @@ Result<RunData> LoadRun(const std::string& dir) {
   return d;
 }
 
+std::string SyncSiteText(const SyncSite& s) {
+  std::string where = fmt::format("{}:{}", s.file, s.line);
+  if (!s.user_file.empty()) where += fmt::format(" via {}:{}", s.user_file, s.user_line);
+  return s.count ? fmt::format("{} ({}, {}×)", where, s.kind, *s.count)
+                 : fmt::format("{} ({})", where, s.kind);
+}
+
 RunReport BuildRunReport(const RunData& d) {
   RunReport r;
   r.meta = d.meta;
@@ -370,6 +416,7 @@ RunReport BuildRunReport(const RunData& d) {
   r.phases = analysis::AnalyzePhases(d.events);
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
   r.loaders = Loaders(d.events);
+  r.sync_sites = SyncSites(d.events);
   r.processes = Processes(d, r.phases, r.loaders);
   r.machine = analysis::Summarize(d.recording);
   r.series = MachineSeries(d);

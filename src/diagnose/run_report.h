@@ -66,6 +66,23 @@ struct LoaderInfo {
   std::string raw_json;
 };
 
+/// A call site of host synchronisations in the job's code, as the hooks noted it (info
+/// "sync_site" when first seen, "sync_sites" with the counts at exit; python/stallscope/_syncs.py).
+struct SyncSite {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::string kind;  ///< "item", "synchronize", "copy_h2d", ... (python/stallscope/_syncs.py)
+  std::string file;
+  int64_t line = 0;
+  std::string function;
+  std::string user_file;  ///< when `file` is in an installed library: the job's own frame
+  int64_t user_line = 0;
+  std::optional<int64_t> count;  ///< calls counted; empty when the process did not exit normally
+};
+
+/// "train.py:560 (item, 20×)", or "lightning/.../module.py:40 via train.py:88 (item)".
+[[nodiscard]] std::string SyncSiteText(const SyncSite& s);
+
 /// A series point aligned on the phase clock: seconds since the job started.
 struct SeriesPoint {
   double t_s = 0;
@@ -100,6 +117,7 @@ struct RunReport {
   analysis::PhaseAnalysis phases;
   std::vector<ProcessRow> processes;
   std::vector<LoaderInfo> loaders;
+  std::vector<SyncSite> sync_sites;    ///< most calls first (unknown counts last)
   analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the run
   std::vector<Series> series;
   std::vector<PythonProcess> python;  ///< the job's Python interpreters, as they noted themselves

@@ -58,6 +58,9 @@ struct ThresholdSet {
                      "gpu_bound is named only when nothing else costs this much"};
   Threshold oscillation_ratio{"oscillation_ratio", 0.5, "std/mean of step time",
                               "seed 003: variation > 0.5 is an oscillation"};
+  Threshold gpu_time_coverage{"gpu_time_coverage", 0.80, "fraction of a phase's instances",
+                              "stallscope: a compute phase's share uses its CUDA-event GPU time "
+                              "when at least this many of its instances have one"};
   // --- CPU threads ----------------------------------------------------------------------------
   Threshold oversub_threads_per_cpu{"oversub_threads_per_cpu", 2.0,
                                     "runnable (or intra-op) threads per allowed CPU",
@@ -122,7 +125,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 38> kThresholdTable{{
+inline constexpr std::array<Threshold, 39> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -138,6 +141,7 @@ inline constexpr std::array<Threshold, 38> kThresholdTable{{
     kThresholds.periodic_share,
     kThresholds.min_cost,
     kThresholds.oscillation_ratio,
+    kThresholds.gpu_time_coverage,
     kThresholds.oversub_threads_per_cpu,
     kThresholds.oversub_nvcsw_per_cpu,
     kThresholds.cpu_compute_share,

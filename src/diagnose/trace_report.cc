@@ -220,6 +220,7 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   for (const auto& rs : report.phases.ranks) run.wall_s += rs.duration_s;
   run.phases = report.phases;
   report.verdict = Diagnose(data, run);
+  report.verdict.compute_time.clear();  // a trace's compute phases are its kernels: GPU time
   report.ranks = std::move(ranks);
   return report;
 }

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "diagnose/json_fields.h"
+#include "base/json_fields.h"
+#include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -77,6 +79,69 @@ void HostFacts(const RunData& data, RuleContext& c) {
   c.allowed_cpus = std::max<int64_t>(1, allowed);
 }
 
+/// GPU seconds of a compute phase on one rank, extrapolated from the instances that have one to
+/// all of them; nullopt when fewer than gpu_time_coverage of them do.
+std::optional<double> GpuShareOf(const analysis::PhaseStats& p) {
+  if (!p.gpu || p.gpu->count <= 0 || p.count <= 0) return std::nullopt;
+  auto have = static_cast<double>(p.gpu->count), all = static_cast<double>(p.count);
+  if (have < kThresholds.gpu_time_coverage.value * all) return std::nullopt;
+  return p.gpu->share * std::max(1.0, all / have);
+}
+
+/// CUDA's asynchrony (python/stallscope/_cuda.py): forward and backward return once their
+/// kernels are queued, so their host share is launch time, and the GPU's work is host time
+/// wherever the job synchronises next: "other" (an .item(), a blocking copy), or data_loading
+/// while the GPU still runs the previous step. Where a compute phase has GPU times, its share
+/// becomes max(host, GPU), and what it gains comes out of "other", then data_loading, then the
+/// other non-compute phases, largest first. Pooled over ranks as the host shares are.
+void UseGpuTimes(const RunReport& report, double duration_s, RuleContext& c) {
+  std::map<std::string, double> gpu_share;  // compute phase → GPU share
+  std::map<std::string, int64_t> ranks_with;
+  for (const auto& p : report.phases.phases) {
+    if (!analysis::IsComputePhase(p.name)) continue;
+    std::optional<double> share = GpuShareOf(p);
+    if (!share) continue;
+    ++ranks_with[p.name];
+    double& s = gpu_share.try_emplace(p.name, c.lockstep ? 1.0 : 0.0).first->second;
+    if (c.lockstep) {
+      s = std::min(s, *share);
+    } else if (duration_s > 0) {
+      for (const auto& r : report.phases.ranks) {
+        if (r.rank == p.rank) s += *share * r.duration_s / duration_s;
+      }
+    }
+  }
+  for (const auto& [name, s] : c.phase_share) {
+    if (analysis::IsComputePhase(name)) c.host_compute_share += s;
+  }
+  double gained = 0;
+  for (const auto& [name, share] : gpu_share) {
+    if (ranks_with[name] < c.ranks) continue;  // a rank without GPU times: host time for all
+    c.compute_on_gpu = true;
+    double& s = c.phase_share[name];
+    if (share > s) {
+      gained += share - s;
+      s = share;
+    }
+  }
+  std::vector<std::pair<std::string, double>> donors;  // "other", data_loading, then largest
+  for (const auto& [name, s] : c.phase_share) {
+    if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
+  }
+  auto order = [](const std::string& n) {
+    return n == "other" ? 0 : n == rule_util::kData ? 1 : 2;
+  };
+  std::stable_sort(donors.begin(), donors.end(), [&](const auto& a, const auto& b) {
+    return order(a.first) != order(b.first) ? order(a.first) < order(b.first) : a.second > b.second;
+  });
+  for (const auto& [name, s] : donors) {
+    double take = std::min(s, gained - c.gpu_moved_share);
+    if (take <= 0) break;
+    c.phase_share[name] -= take;
+    c.gpu_moved_share += take;
+  }
+}
+
 /// Step and phase facts pooled over ranks.
 void StepFacts(const RunReport& report, RuleContext& c) {
   double duration_s = 0;
@@ -115,6 +180,7 @@ void StepFacts(const RunReport& report, RuleContext& c) {
   } else if (duration_s > 0) {
     for (const auto& p : report.phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
   }
+  UseGpuTimes(report, duration_s, c);
   if (c.steps > 0) {
     // Sum counts as integers, divide once: ten steps of 1/10 must make exactly 1 per step.
     std::map<std::string, int64_t> totals;
@@ -305,6 +371,7 @@ RuleContext BuildRuleContext(const RunData& data, const RunReport& report) {
   for (const auto& l : report.loaders) {
     if (!c.loader || l.rank < c.loader->rank) c.loader = l;
   }
+  for (const auto& s : report.sync_sites) c.sync_sites.push_back(SyncSiteText(s));
   return c;
 }
 
@@ -351,7 +418,20 @@ Verdict Diagnose(const RunData& data, const RunReport& report) {
   if (!context.has_gpu && data_or_sync) {
     std::erase_if(findings, [](const Finding& f) { return f.cls == FindingClass::kGpuBound; });
   }
-  return RankFindings(std::move(findings));
+  Verdict v = RankFindings(std::move(findings));
+  v.compute_time = "host";
+  if (context.compute_on_gpu) {
+    v.compute_time = "gpu";
+    double compute = 0;
+    for (const auto& [name, s] : context.phase_share) {
+      if (analysis::IsComputePhase(name)) compute += s;
+    }
+    v.compute_time_note = fmt::format(
+        "compute phases take {:.0f}% of step time on the GPU (CUDA events) against {:.0f}% on "
+        "the host; {:.0f}% of step time elsewhere was the host waiting for the GPU",
+        compute * 100, context.host_compute_share * 100, context.gpu_moved_share * 100);
+  }
+  return v;
 }
 
 }  // namespace stallscope::diagnose

@@ -60,6 +60,13 @@ struct RuleContext {
   /// one rank does beyond the others is the straggler rule's, not a job-wide cost.
   std::map<std::string, double> phase_share;
   bool lockstep = false;  ///< every rank with steps has a comm_wait phase
+  /// The compute phases' shares in phase_share are GPU time (CUDA events) where it exceeds the
+  /// host time; what they took from other phases' shares is in gpu_moved_share.
+  bool compute_on_gpu = false;
+  double host_compute_share = 0;  ///< the compute phases' host share before that
+  double gpu_moved_share = 0;
+  /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)".
+  std::vector<std::string> sync_sites;
   double host_syncs_per_step = 0;
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 

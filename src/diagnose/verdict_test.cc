@@ -264,6 +264,120 @@ TEST(HostSync, PerStepLoggingOutsidePhases) {
   EXPECT_TRUE(HasRec(f, "host_sync.numpy 20.0/step, host_sync.item 2.0/step"));
 }
 
+TEST(HostSync, TheFixNamesTheCallSites) {
+  FakeRun run;
+  run.Cpus(2)
+      .Steps({MakeRank(0, FakeRun::kMainPid, Steady(50, {{"forward_pass", 0.03}, {"other", 0.03}}),
+                       {{"host_sync.item", 1}, {"host_sync.copy_h2d", 2}})})
+      .Main(99, 0.95);
+  SyncSite item{FakeRun::kMainPid, 0, "item", "train.py", 560, "main", "", 0, 50};
+  SyncSite copy{FakeRun::kMainPid, 0, "copy_h2d", "train.py", 543, "main", "", 0, 100};
+  run.report().sync_sites = {copy, item};
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "host_sync_or_logging");
+  EXPECT_TRUE(HasRec(*v.principal, "at train.py:543 (copy_h2d, 100×), train.py:560 (item, 50×)"))
+      << AllRecs(v);
+  EXPECT_TRUE(
+      HasRec(*v.principal, "DataLoader(pin_memory=True) and .to(device, non_blocking=True)"))
+      << AllRecs(v);
+  ExpectCheapestFirst(*v.principal);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA asynchrony: GPU times of the compute phases
+// ---------------------------------------------------------------------------------------------
+
+/// A GPU-bound CUDA job as the host sees it: forward/backward/optimizer return after queueing
+/// (6 ms of 100), and the host waits for the GPU at the loss's .item() and the next batch's
+/// blocking copy: 89 ms of "other" with 3 syncs per step.
+FakeRun AsyncCudaRun() {
+  FakeRun run;
+  run.Cpus(8)
+      .Gpus({{.util_pct = 98}})
+      .Steps({MakeRank(0, FakeRun::kMainPid,
+                       Steady(50, {{"data_loading", 0.005},
+                                   {"forward_pass", 0.002},
+                                   {"backward_pass", 0.003},
+                                   {"optimizer_step", 0.001},
+                                   {"other", 0.089}}),
+                       {{"host_sync.item", 1}, {"host_sync.copy_h2d", 2}})})
+      .Main(99, 0.95);
+  return run;
+}
+
+TEST(GpuTimes, HostTimesAloneBlameTheSyncs) {
+  FakeRun run = AsyncCudaRun();
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(ClassOf(v), "host_sync_or_logging");
+  EXPECT_EQ(v.compute_time, "host");
+  EXPECT_EQ(v.compute_time_note, "");
+}
+
+TEST(GpuTimes, GpuTimesShowTheGpuIsTheLimit) {
+  FakeRun run = AsyncCudaRun();
+  run.GpuTime("forward_pass", 0.03)
+      .GpuTime("backward_pass", 0.055)
+      .GpuTime("optimizer_step", 0.005);
+  RuleContext c = run.Context();
+  EXPECT_TRUE(c.compute_on_gpu);
+  EXPECT_NEAR(c.host_compute_share, 0.06, 1e-9);
+  EXPECT_NEAR(c.Share("forward_pass"), 0.30, 1e-9);
+  EXPECT_NEAR(c.Share("backward_pass"), 0.55, 1e-9);
+  EXPECT_NEAR(c.Share("other"), 0.05, 1e-9) << "84 of its 89 ms were the GPU working";
+  EXPECT_NEAR(c.Share("data_loading"), 0.05, 1e-9) << "other covered the gain: untouched";
+  EXPECT_NEAR(c.gpu_moved_share, 0.84, 1e-9);
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_EQ(v.compute_time, "gpu");
+  EXPECT_NE(v.compute_time_note.find("90% of step time on the GPU"), std::string::npos)
+      << v.compute_time_note;
+  EXPECT_NE(v.compute_time_note.find("against 6% on the host"), std::string::npos);
+}
+
+TEST(GpuTimes, TheGainComesOutOfOtherThenDataLoading) {
+  FakeRun run;
+  run.Cpus(8)
+      .Steps(
+          {MakeRank(0, FakeRun::kMainPid,
+                    Steady(20, {{"data_loading", 0.04}, {"forward_pass", 0.01}, {"other", 0.05}}))})
+      .GpuTime("forward_pass", 0.08);
+  RuleContext c = run.Context();
+  EXPECT_NEAR(c.Share("forward_pass"), 0.8, 1e-9);
+  EXPECT_NEAR(c.Share("other"), 0.0, 1e-9);
+  EXPECT_NEAR(c.Share("data_loading"), 0.2, 1e-9);
+  EXPECT_NEAR(c.gpu_moved_share, 0.7, 1e-9);
+}
+
+TEST(GpuTimes, ShorterGpuTimeKeepsTheHostTime) {
+  // Launch-bound: the host takes longer to queue than the GPU to run.
+  FakeRun run;
+  run.Cpus(8)
+      .Steps(
+          {MakeRank(0, FakeRun::kMainPid, Steady(20, {{"forward_pass", 0.05}, {"other", 0.05}}))})
+      .GpuTime("forward_pass", 0.01);
+  RuleContext c = run.Context();
+  EXPECT_TRUE(c.compute_on_gpu);
+  EXPECT_NEAR(c.Share("forward_pass"), 0.5, 1e-9);
+  EXPECT_NEAR(c.Share("other"), 0.5, 1e-9);
+}
+
+TEST(GpuTimes, TooFewResolvedInstancesKeepHostTime) {
+  FakeRun run = AsyncCudaRun();
+  run.GpuTime("forward_pass", 0.03, 0.5).GpuTime("backward_pass", 0.055, 0.5);
+  RuleContext c = run.Context();
+  EXPECT_FALSE(c.compute_on_gpu);
+  EXPECT_NEAR(c.Share("other"), 0.89, 1e-9);
+  EXPECT_EQ(run.Diagnose().compute_time, "host");
+}
+
+TEST(GpuTimes, MostlyResolvedInstancesAreExtrapolated) {
+  FakeRun run = AsyncCudaRun();
+  run.GpuTime("forward_pass", 0.03, 0.9);
+  RuleContext c = run.Context();
+  EXPECT_TRUE(c.compute_on_gpu);
+  EXPECT_NEAR(c.Share("forward_pass"), 0.30, 1e-6) << "45 of 50 instances, scaled to 50";
+}
+
 // ---------------------------------------------------------------------------------------------
 // periodic_side_work
 // ---------------------------------------------------------------------------------------------

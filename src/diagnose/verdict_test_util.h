@@ -198,6 +198,21 @@ class FakeRun {
     return *this;
   }
 
+  /// GPU time (CUDA events) of phase `name` on every rank: `per_instance_s` each, for the
+  /// first `covered` of its instances (the rest still pending at exit).
+  FakeRun& GpuTime(const std::string& name, double per_instance_s, double covered = 1.0) {
+    for (auto& p : report_.phases.phases) {
+      if (p.name != name) continue;
+      analysis::GpuPhaseTime g;
+      g.count = std::llround(static_cast<double>(p.count) * covered);
+      g.total_s = per_instance_s * static_cast<double>(g.count);
+      g.mean_s = g.max_s = per_instance_s;
+      g.share = p.share > 0 ? g.total_s * p.share / p.total_s : 0;
+      p.gpu = g;
+    }
+    return *this;
+  }
+
   RunData& data() { return data_; }
   RunReport& report() { return report_; }
 

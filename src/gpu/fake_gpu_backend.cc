@@ -11,7 +11,8 @@ FakeGpuBackend::FakeGpuBackend(std::vector<GpuStatic> gpus, SampleFn fn, std::st
     : gpus_(std::move(gpus)),
       fn_(std::move(fn)),
       driver_version_(std::move(driver_version)),
-      calls_(gpus_.size(), 0) {}
+      calls_(gpus_.size(), 0),
+      health_(gpus_.size()) {}
 
 FakeGpuBackend FakeGpuBackend::Scripted(std::vector<GpuStatic> gpus,
                                         std::vector<std::vector<GpuSample>> script) {

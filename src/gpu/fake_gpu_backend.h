@@ -3,6 +3,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_backend.h"
@@ -32,7 +33,13 @@ class FakeGpuBackend final : public GpuBackend {
   const GpuStatic& Static(size_t i) const override { return gpus_[i]; }
   void Sample(size_t i, GpuSample& out) override;
   std::string DriverVersion() const override { return driver_version_; }
+  std::optional<int32_t> CudaDriverVersion() const override { return cuda_driver_version_; }
+  GpuHealth Health(size_t i) override { return health_[i]; }
   std::string_view Name() const override { return "fake"; }
+
+  /// What Health(i) answers (default: nothing known).
+  void SetHealth(size_t i, GpuHealth health) { health_[i] = std::move(health); }
+  void SetCudaDriverVersion(std::optional<int32_t> version) { cuda_driver_version_ = version; }
 
   /// How many times Sample(i, ...) has been called.
   size_t SampleCalls(size_t i) const { return calls_[i]; }
@@ -42,6 +49,8 @@ class FakeGpuBackend final : public GpuBackend {
   SampleFn fn_;
   std::string driver_version_;
   std::vector<size_t> calls_;
+  std::vector<GpuHealth> health_;
+  std::optional<int32_t> cuda_driver_version_ = 12040;
 };
 
 }  // namespace stallscope::gpu

@@ -118,6 +118,28 @@ struct GpuSample {
   void Clear();
 };
 
+/// Health facts of one GPU that `stallscope doctor` asks once, outside the sampling path (each
+/// is a call or two per GPU that no sample needs). Absent = not supported by the GPU or driver.
+struct GpuHealth {
+  /// The GPU's own maximum PCIe generation; GpuStatic::pcie_gen_max is the link's (the lower of
+  /// the GPU's and the slot's), so a smaller value there means the slot or platform limits it.
+  std::optional<uint32_t> pcie_gen_gpu_max;
+  std::optional<uint32_t> power_limit_default_mw;     ///< the board's default power limit
+  std::optional<uint64_t> ecc_aggregate_corrected;    ///< over the GPU's lifetime
+  std::optional<uint64_t> ecc_aggregate_uncorrected;  ///< over the GPU's lifetime
+  /// Retired pages (pre-Ampere): for multiple single-bit errors, and for double-bit errors.
+  std::optional<uint32_t> retired_pages_sbe;
+  std::optional<uint32_t> retired_pages_dbe;
+  std::optional<bool> retired_pages_pending;  ///< retirement waiting for a GPU reset
+  /// Remapped rows (Ampere and later).
+  std::optional<uint32_t> remapped_rows_correctable;
+  std::optional<uint32_t> remapped_rows_uncorrectable;
+  std::optional<bool> remap_pending;  ///< a remapping waiting for a GPU reset
+  std::optional<bool> remap_failed;   ///< a remapping failed: the GPU needs service
+  /// CPUs close to the GPU (nvmlDeviceGetCpuAffinity), ascending; empty when unknown.
+  std::vector<uint32_t> ideal_cpus;
+};
+
 /// A source of GPU readings. Implementations: NVML (dlopen), and fakes for tests.
 /// Not thread-safe: one sampling thread owns it.
 class GpuBackend {
@@ -132,6 +154,12 @@ class GpuBackend {
   virtual void Sample(size_t i, GpuSample& out) = 0;
   /// Driver version ("550.54.15") or empty; NVML version likewise.
   virtual std::string DriverVersion() const = 0;
+  /// The newest CUDA version the driver supports, as 1000 x major + 10 x minor (12040 = 12.4);
+  /// empty when unknown.
+  virtual std::optional<int32_t> CudaDriverVersion() const { return std::nullopt; }
+  /// Health facts of GPU `i` (< DeviceCount()), queried now (a few driver calls: not for the
+  /// sampling loop). The default knows nothing.
+  virtual GpuHealth Health(size_t /*i*/) { return {}; }
   /// Human name of the backend ("nvml", "none", "fake").
   virtual std::string_view Name() const = 0;
 };

@@ -209,6 +209,14 @@ typedef enum nvmlEnableState_enum {
   NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
+/// nvmlPageRetirementCause_t (nvmlDeviceGetRetiredPages; pre-Ampere GPUs retire pages, Ampere and
+/// later remap rows instead).
+typedef enum nvmlPageRetirementCause_enum {
+  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+  NVML_PAGE_RETIREMENT_CAUSE_COUNT
+} nvmlPageRetirementCause_t;
+
 /// MIG modes returned by nvmlDeviceGetMigMode (nvml.h: NVML_DEVICE_MIG_DISABLE/ENABLE).
 inline constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0;
 inline constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
@@ -222,6 +230,7 @@ static_assert(sizeof(nvmlValue_t) == 8 && sizeof(nvmlSample_t) == 16);
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16 && sizeof(nvmlProcessInfo_t) == 24);
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
 static_assert(sizeof(nvmlReturn_t) == 4 && sizeof(nvmlValueType_t) == 4);
+static_assert(sizeof(nvmlPageRetirementCause_t) == 4 && sizeof(nvmlEnableState_t) == 4);
 
 // Function types of the entry points we call (nvml.h, CUDA 12.x). The backend holds pointers to
 // them (dlsym); the fake library static_asserts that its definitions have exactly these types.
@@ -231,6 +240,9 @@ using InitFn = nvmlReturn_t();  ///< nvmlInit_v2, nvmlInit
 using ShutdownFn = nvmlReturn_t();
 using ErrorStringFn = const char*(nvmlReturn_t result);
 using SystemGetDriverVersionFn = nvmlReturn_t(char* version, unsigned int length);
+/// nvmlSystemGetCudaDriverVersion_v2, base: the newest CUDA the driver supports, as
+/// 1000 x major + 10 x minor (12040 = CUDA 12.4).
+using SystemGetCudaDriverVersionFn = nvmlReturn_t(int* cuda_driver_version);
 using DeviceGetCountFn = nvmlReturn_t(unsigned int* device_count);  ///< _v2, base
 using DeviceGetHandleByIndexFn = nvmlReturn_t(unsigned int index,
                                               nvmlDevice_t* device);  ///< _v2, base
@@ -246,8 +258,10 @@ using DeviceGetSamplesFn = nvmlReturn_t(nvmlDevice_t device, nvmlSamplingType_t 
                                         unsigned long long last_seen_time_stamp,
                                         nvmlValueType_t* sample_val_type,
                                         unsigned int* sample_count, nvmlSample_t* samples);
-/// GetPowerUsage (mW), GetEnforcedPowerLimit, GetPowerManagementLimit (mW),
-/// GetCurrPcieLinkGeneration/Width, GetMaxPcieLinkGeneration/Width.
+/// GetPowerUsage (mW), GetEnforcedPowerLimit, GetPowerManagementLimit,
+/// GetPowerManagementDefaultLimit (mW), GetCurrPcieLinkGeneration/Width,
+/// GetMaxPcieLinkGeneration/Width (the link's maximum: the lower of the GPU's and the slot's),
+/// GetGpuMaxPcieLinkGeneration (the GPU's own maximum).
 using DeviceGetUintFn = nvmlReturn_t(nvmlDevice_t device, unsigned int* value);
 /// GetTotalEnergyConsumption (mJ), GetCurrentClocksEventReasons, GetCurrentClocksThrottleReasons.
 using DeviceGetUllFn = nvmlReturn_t(nvmlDevice_t device, unsigned long long* value);
@@ -262,6 +276,22 @@ using DeviceGetTotalEccErrorsFn = nvmlReturn_t(nvmlDevice_t device,
                                                nvmlMemoryErrorType_t error_type,
                                                nvmlEccCounterType_t counter_type,
                                                unsigned long long* ecc_counts);
+/// pageCount in: the size of `addresses` (0: only count); out: the pages retired for `cause`.
+using DeviceGetRetiredPagesFn = nvmlReturn_t(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                             unsigned int* page_count,
+                                             unsigned long long* addresses);
+/// nvmlDeviceGetRetiredPagesPendingStatus: a retirement that takes effect at the next reset.
+using DeviceGetRetiredPagesPendingStatusFn = nvmlReturn_t(nvmlDevice_t device,
+                                                          nvmlEnableState_t* is_pending);
+/// nvmlDeviceGetRemappedRows (Ampere and later): rows remapped for correctable and uncorrectable
+/// errors, a remapping pending until the next reset, and whether a remapping failed.
+using DeviceGetRemappedRowsFn = nvmlReturn_t(nvmlDevice_t device, unsigned int* corr_rows,
+                                             unsigned int* unc_rows, unsigned int* is_pending,
+                                             unsigned int* failure_occurred);
+/// nvmlDeviceGetCpuAffinity: the CPUs close to the GPU, as a bitmask of `cpu_set_size` words
+/// (CPU c is bit c % 64 of word c / 64 on LP64).
+using DeviceGetCpuAffinityFn = nvmlReturn_t(nvmlDevice_t device, unsigned int cpu_set_size,
+                                            unsigned long* cpu_set);
 using DeviceGetProcessUtilizationFn = nvmlReturn_t(nvmlDevice_t device,
                                                    nvmlProcessUtilizationSample_t* utilization,
                                                    unsigned int* process_samples_count,

@@ -127,6 +127,8 @@ nv::nvmlReturn_t NvmlBackend::Versioned<Fn, N>::Call(Args... args) {
 NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library)
     : library_(std::move(library)), api_(library_->api()) {
   init_.candidates = {api_.init_v2, api_.init};
+  get_cuda_version_.candidates = {api_.system_get_cuda_driver_version_v2,
+                                  api_.system_get_cuda_driver_version};
   get_count_.candidates = {api_.get_count_v2, api_.get_count};
   get_handle_.candidates = {api_.get_handle_by_index_v2, api_.get_handle_by_index};
   get_pci_.candidates = {api_.get_pci_info_v3, api_.get_pci_info_v2};
@@ -170,6 +172,10 @@ Status NvmlBackend::Init() {
   if (CallIf(api_.system_get_driver_version, version, static_cast<unsigned int>(sizeof version)) ==
       nv::NVML_SUCCESS) {
     driver_version_ = FromBuffer(version, sizeof version);
+  }
+  int cuda_version = 0;
+  if (get_cuda_version_.Call(&cuda_version) == nv::NVML_SUCCESS && cuda_version > 0) {
+    cuda_driver_version_ = cuda_version;
   }
   return OkStatus();
 }
@@ -251,6 +257,66 @@ void NvmlBackend::ReadStatic(Gpu& gpu) {
   if (ok(CallIf(api_.get_mig_mode, h, &mig_current, &mig_pending))) {
     info.mig_mode =
         mig_current == nv::NVML_DEVICE_MIG_ENABLE ? MigMode::kEnabled : MigMode::kDisabled;
+  }
+}
+
+GpuHealth NvmlBackend::Health(size_t i) {
+  GpuHealth out;
+  if (i >= gpus_.size() || gpus_[i].lost) return out;
+  const Gpu& gpu = gpus_[i];
+  const nv::nvmlDevice_t h = gpu.handle;
+  unsigned int v = 0;
+  if (CallIf(api_.get_gpu_max_pcie_link_generation, h, &v) == nv::NVML_SUCCESS) {
+    out.pcie_gen_gpu_max = v;
+  }
+  if (CallIf(api_.get_power_management_default_limit, h, &v) == nv::NVML_SUCCESS) {
+    out.power_limit_default_mw = v;
+  }
+  ReadMemoryHealth(gpu, out);
+  // 16 words = 1024 CPUs (LP64), the kernel's default NR_CPUS on x86-64 distributions.
+  std::array<unsigned long, 16> mask{};
+  if (CallIf(api_.get_cpu_affinity, h, static_cast<unsigned int>(mask.size()), mask.data()) ==
+      nv::NVML_SUCCESS) {
+    constexpr uint32_t kBits = sizeof(unsigned long) * 8;
+    for (uint32_t cpu = 0; cpu < mask.size() * kBits; ++cpu) {
+      if (((mask[cpu / kBits] >> (cpu % kBits)) & 1UL) != 0) out.ideal_cpus.push_back(cpu);
+    }
+  }
+  return out;
+}
+
+void NvmlBackend::ReadMemoryHealth(const Gpu& gpu, GpuHealth& out) const {
+  const nv::nvmlDevice_t h = gpu.handle;
+  unsigned long long count = 0;
+  if (CallIf(api_.get_total_ecc_errors, h, nv::NVML_MEMORY_ERROR_TYPE_CORRECTED,
+             nv::NVML_AGGREGATE_ECC, &count) == nv::NVML_SUCCESS) {
+    out.ecc_aggregate_corrected = count;
+  }
+  if (CallIf(api_.get_total_ecc_errors, h, nv::NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+             nv::NVML_AGGREGATE_ECC, &count) == nv::NVML_SUCCESS) {
+    out.ecc_aggregate_uncorrected = count;
+  }
+  // pageCount 0 asks for the count only; NVML answers INSUFFICIENT_SIZE (with the count) when
+  // there are pages, SUCCESS when there are none (NVML API reference, nvmlDeviceGetRetiredPages).
+  auto retired = [&](nv::nvmlPageRetirementCause_t cause) -> std::optional<uint32_t> {
+    unsigned int pages = 0;
+    const nv::nvmlReturn_t rc =
+        CallIf(api_.get_retired_pages, h, cause, &pages, static_cast<unsigned long long*>(nullptr));
+    if (rc != nv::NVML_SUCCESS && rc != nv::NVML_ERROR_INSUFFICIENT_SIZE) return std::nullopt;
+    return pages;
+  };
+  out.retired_pages_sbe = retired(nv::NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS);
+  out.retired_pages_dbe = retired(nv::NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR);
+  nv::nvmlEnableState_t pending = nv::NVML_FEATURE_DISABLED;
+  if (CallIf(api_.get_retired_pages_pending_status, h, &pending) == nv::NVML_SUCCESS) {
+    out.retired_pages_pending = pending == nv::NVML_FEATURE_ENABLED;
+  }
+  unsigned int corr = 0, unc = 0, remap_pending = 0, failed = 0;
+  if (CallIf(api_.get_remapped_rows, h, &corr, &unc, &remap_pending, &failed) == nv::NVML_SUCCESS) {
+    out.remapped_rows_correctable = corr;
+    out.remapped_rows_uncorrectable = unc;
+    out.remap_pending = remap_pending != 0;
+    out.remap_failed = failed != 0;
   }
 }
 

@@ -59,6 +59,10 @@ class NvmlBackend final : public GpuBackend {
   const GpuStatic& Static(size_t i) const override { return gpus_[i].info; }
   void Sample(size_t i, GpuSample& out) override;
   std::string DriverVersion() const override { return driver_version_; }
+  std::optional<int32_t> CudaDriverVersion() const override { return cuda_driver_version_; }
+  /// ECC history, retired pages / remapped rows, default power limit, the GPU's own PCIe maximum
+  /// and its CPU affinity; each absent when unsupported. A lost GPU gives nothing.
+  GpuHealth Health(size_t i) override;
   std::string_view Name() const override { return "nvml"; }
 
   /// Whether GPU `i` answered `metric` when probed (and has not stopped supporting it since).
@@ -97,6 +101,7 @@ class NvmlBackend final : public GpuBackend {
   const char* ErrorString(nvml::nvmlReturn_t rc) const;
 
   void ReadStatic(Gpu& gpu);
+  void ReadMemoryHealth(const Gpu& gpu, GpuHealth& out) const;
   void ReadAll(Gpu& gpu, GpuSample& out);
   void ReadCore(Gpu& gpu, GpuSample& out);
   void ReadPowerAndThermal(Gpu& gpu, GpuSample& out);
@@ -119,6 +124,7 @@ class NvmlBackend final : public GpuBackend {
   std::unique_ptr<NvmlLibrary> library_;  // declared first: closed last
   const NvmlApi& api_;
   Versioned<nvml::InitFn, 2> init_;
+  Versioned<nvml::SystemGetCudaDriverVersionFn, 2> get_cuda_version_;
   Versioned<nvml::DeviceGetCountFn, 2> get_count_;
   Versioned<nvml::DeviceGetHandleByIndexFn, 2> get_handle_;
   Versioned<nvml::DeviceGetPciInfoFn, 2> get_pci_;
@@ -128,6 +134,7 @@ class NvmlBackend final : public GpuBackend {
   Versioned<nvml::DeviceGetRunningProcessesFn, 2> get_graphics_;
   bool initialized_ = false;
   std::string driver_version_;
+  std::optional<int32_t> cuda_driver_version_;
   std::vector<Gpu> gpus_;
 
   // Buffers reused by every Sample() (shared by all GPUs: one sampling thread).

@@ -291,6 +291,76 @@ TEST_F(NvmlBackendTest, MigEnabled) {
   EXPECT_EQ(s.util_gpu_pct, 100U);
 }
 
+TEST_F(NvmlBackendTest, HealthOfUnhealthyGpus) {
+  auto backend = Open("unhealthy.json");
+  ASSERT_TRUE(backend);
+  ASSERT_EQ(backend->DeviceCount(), 5U);
+  EXPECT_EQ(backend->CudaDriverVersion(), 12020);
+
+  const GpuHealth pcie = backend->Health(0);
+  EXPECT_EQ(pcie.power_limit_default_mw, 400'000U);
+  EXPECT_EQ(backend->Static(0).power_limit_mw, 300'000U);
+  EXPECT_EQ(pcie.pcie_gen_gpu_max, 4U);  // absent in the scenario: the link's maximum
+  EXPECT_EQ(pcie.ideal_cpus, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(pcie.retired_pages_sbe);  // Ampere: rows are remapped instead
+  EXPECT_EQ(pcie.remapped_rows_correctable, 0U);
+  EXPECT_EQ(pcie.remap_pending, false);
+
+  const GpuHealth ecc = backend->Health(1);
+  EXPECT_EQ(ecc.ecc_aggregate_corrected, 120U);
+  EXPECT_EQ(ecc.ecc_aggregate_uncorrected, 5U);
+  EXPECT_EQ(ecc.remapped_rows_correctable, 1U);
+  EXPECT_EQ(ecc.remapped_rows_uncorrectable, 2U);
+  EXPECT_EQ(ecc.remap_pending, true);
+  EXPECT_EQ(ecc.remap_failed, false);
+  GpuSample s;
+  backend->Sample(1, s);
+  EXPECT_EQ(s.ecc_volatile_uncorrected, 3U);
+
+  EXPECT_EQ(backend->Health(2).ideal_cpus.front(), 8U);
+  EXPECT_EQ(backend->Static(2).persistence_mode, false);
+
+  const GpuHealth volta = backend->Health(4);
+  EXPECT_EQ(volta.retired_pages_sbe, 2U);
+  EXPECT_EQ(volta.retired_pages_dbe, 1U);
+  EXPECT_EQ(volta.retired_pages_pending, true);
+  EXPECT_FALSE(volta.remapped_rows_correctable);
+  EXPECT_TRUE(volta.ideal_cpus.empty());  // no cpu_affinity in the scenario: NOT_SUPPORTED
+}
+
+/// Writes `json` to a scratch scenario file and returns its path.
+std::string WriteScenario(std::string_view name, std::string_view json) {
+  const std::string path = ::testing::TempDir() + "/" + std::string(name);
+  std::ofstream(path) << json;
+  return path;
+}
+
+TEST_F(NvmlBackendTest, HealthOfALostGpuIsEmpty) {
+  setenv(kScenarioEnv,
+         WriteScenario("nvml_lost_at_open.json",
+                       R"({"gpus": [{"lost_at_s": 0}, {"power_default_limit_w": 650}]})")
+             .c_str(),
+         1);
+  Result<std::unique_ptr<GpuBackend>> opened = OpenNvml({.library_path = STALLSCOPE_FAKE_NVML});
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  GpuBackend& backend = **opened;
+  ASSERT_EQ(backend.DeviceCount(), 2U);
+  EXPECT_FALSE(backend.Health(0).power_limit_default_mw);
+  EXPECT_EQ(backend.Health(1).power_limit_default_mw, 650'000U);
+  EXPECT_FALSE(backend.Health(2).power_limit_default_mw);  // out of range
+}
+
+TEST_F(NvmlBackendTest, InitFailureVersionMismatch) {
+  setenv(kScenarioEnv,
+         WriteScenario("nvml_version_mismatch.json", R"({"init_error": "lib_rm_version_mismatch"})")
+             .c_str(),
+         1);
+  Result<std::unique_ptr<GpuBackend>> backend = OpenNvml({.library_path = STALLSCOPE_FAKE_NVML});
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.error().code, ErrorCode::kUnsupported);
+  EXPECT_EQ(backend.error().message, "nvmlInit failed: Driver/library version mismatch (18)");
+}
+
 /// The old-driver expectations shared by the two fallback paths.
 void ExpectOldDriverSample(GpuBackend& backend, uint64_t reason) {
   ASSERT_EQ(backend.DeviceCount(), 1U);
@@ -311,6 +381,14 @@ TEST_F(NvmlBackendTest, OldDriverWithoutVersionedSymbols) {
   auto backend = Open("old_driver.json", STALLSCOPE_FAKE_NVML_LEGACY);
   ASSERT_TRUE(backend);
   EXPECT_EQ(backend->DriverVersion(), "418.87.01");
+  EXPECT_EQ(backend->CudaDriverVersion(), 10010);  // the unversioned entry point
+  const GpuHealth health = backend->Health(0);
+  EXPECT_EQ(health.retired_pages_sbe, 1U);
+  EXPECT_EQ(health.retired_pages_dbe, 0U);
+  EXPECT_EQ(health.retired_pages_pending, false);
+  EXPECT_FALSE(health.remapped_rows_correctable);  // no nvmlDeviceGetRemappedRows before 450
+  EXPECT_FALSE(health.pcie_gen_gpu_max);           // nor nvmlDeviceGetGpuMaxPcieLinkGeneration
+  EXPECT_EQ(health.power_limit_default_mw, 300'000U);
   EXPECT_EQ(backend->Static(0).mig_mode, MigMode::kUnsupported);  // no nvmlDeviceGetMigMode
   EXPECT_EQ(backend->Static(0).name, "Tesla V100-SXM2-16GB");
   ExpectOldDriverSample(*backend, kClockEventSwPowerCap);

@@ -74,6 +74,8 @@ void NvmlLibrary::Resolve() {
   Sym(h, "nvmlShutdown", a.shutdown);
   Sym(h, "nvmlErrorString", a.error_string);
   Sym(h, "nvmlSystemGetDriverVersion", a.system_get_driver_version);
+  Sym(h, "nvmlSystemGetCudaDriverVersion_v2", a.system_get_cuda_driver_version_v2);
+  Sym(h, "nvmlSystemGetCudaDriverVersion", a.system_get_cuda_driver_version);
   Sym(h, "nvmlDeviceGetCount_v2", a.get_count_v2);
   Sym(h, "nvmlDeviceGetCount", a.get_count);
   Sym(h, "nvmlDeviceGetHandleByIndex_v2", a.get_handle_by_index_v2);
@@ -89,6 +91,7 @@ void NvmlLibrary::Resolve() {
   Sym(h, "nvmlDeviceGetPowerUsage", a.get_power_usage);
   Sym(h, "nvmlDeviceGetEnforcedPowerLimit", a.get_enforced_power_limit);
   Sym(h, "nvmlDeviceGetPowerManagementLimit", a.get_power_management_limit);
+  Sym(h, "nvmlDeviceGetPowerManagementDefaultLimit", a.get_power_management_default_limit);
   Sym(h, "nvmlDeviceGetTotalEnergyConsumption", a.get_total_energy_consumption);
   Sym(h, "nvmlDeviceGetTemperature", a.get_temperature);
   Sym(h, "nvmlDeviceGetClockInfo", a.get_clock_info);
@@ -101,8 +104,13 @@ void NvmlLibrary::Resolve() {
   Sym(h, "nvmlDeviceGetCurrPcieLinkWidth", a.get_curr_pcie_link_width);
   Sym(h, "nvmlDeviceGetMaxPcieLinkGeneration", a.get_max_pcie_link_generation);
   Sym(h, "nvmlDeviceGetMaxPcieLinkWidth", a.get_max_pcie_link_width);
+  Sym(h, "nvmlDeviceGetGpuMaxPcieLinkGeneration", a.get_gpu_max_pcie_link_generation);
   Sym(h, "nvmlDeviceGetPersistenceMode", a.get_persistence_mode);
   Sym(h, "nvmlDeviceGetTotalEccErrors", a.get_total_ecc_errors);
+  Sym(h, "nvmlDeviceGetRetiredPages", a.get_retired_pages);
+  Sym(h, "nvmlDeviceGetRetiredPagesPendingStatus", a.get_retired_pages_pending_status);
+  Sym(h, "nvmlDeviceGetRemappedRows", a.get_remapped_rows);
+  Sym(h, "nvmlDeviceGetCpuAffinity", a.get_cpu_affinity);
   Sym(h, "nvmlDeviceGetProcessUtilization", a.get_process_utilization);
   Sym(h, "nvmlDeviceGetMigMode", a.get_mig_mode);
   Sym(h, "nvmlDeviceGetComputeRunningProcesses_v3", a.get_compute_processes_v3);

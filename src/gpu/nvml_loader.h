@@ -19,6 +19,8 @@ struct NvmlApi {
   nvml::ShutdownFn* shutdown = nullptr;
   nvml::ErrorStringFn* error_string = nullptr;
   nvml::SystemGetDriverVersionFn* system_get_driver_version = nullptr;
+  nvml::SystemGetCudaDriverVersionFn* system_get_cuda_driver_version_v2 = nullptr;
+  nvml::SystemGetCudaDriverVersionFn* system_get_cuda_driver_version = nullptr;
   nvml::DeviceGetCountFn* get_count_v2 = nullptr;
   nvml::DeviceGetCountFn* get_count = nullptr;
   nvml::DeviceGetHandleByIndexFn* get_handle_by_index_v2 = nullptr;
@@ -34,6 +36,7 @@ struct NvmlApi {
   nvml::DeviceGetUintFn* get_power_usage = nullptr;
   nvml::DeviceGetUintFn* get_enforced_power_limit = nullptr;
   nvml::DeviceGetUintFn* get_power_management_limit = nullptr;
+  nvml::DeviceGetUintFn* get_power_management_default_limit = nullptr;
   nvml::DeviceGetUllFn* get_total_energy_consumption = nullptr;
   nvml::DeviceGetTemperatureFn* get_temperature = nullptr;
   nvml::DeviceGetClockFn* get_clock_info = nullptr;
@@ -45,8 +48,13 @@ struct NvmlApi {
   nvml::DeviceGetUintFn* get_curr_pcie_link_width = nullptr;
   nvml::DeviceGetUintFn* get_max_pcie_link_generation = nullptr;
   nvml::DeviceGetUintFn* get_max_pcie_link_width = nullptr;
+  nvml::DeviceGetUintFn* get_gpu_max_pcie_link_generation = nullptr;
   nvml::DeviceGetPersistenceModeFn* get_persistence_mode = nullptr;
   nvml::DeviceGetTotalEccErrorsFn* get_total_ecc_errors = nullptr;
+  nvml::DeviceGetRetiredPagesFn* get_retired_pages = nullptr;
+  nvml::DeviceGetRetiredPagesPendingStatusFn* get_retired_pages_pending_status = nullptr;
+  nvml::DeviceGetRemappedRowsFn* get_remapped_rows = nullptr;
+  nvml::DeviceGetCpuAffinityFn* get_cpu_affinity = nullptr;
   nvml::DeviceGetProcessUtilizationFn* get_process_utilization = nullptr;
   nvml::DeviceGetMigModeFn* get_mig_mode = nullptr;
   nvml::DeviceGetRunningProcessesFn* get_compute_processes_v3 = nullptr;

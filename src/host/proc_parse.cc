@@ -235,6 +235,33 @@ std::optional<std::string_view> ParseCgroupV2Path(std::string_view text) {
   return std::nullopt;
 }
 
+bool ParseCpuList(std::string_view text, std::vector<uint32_t>& out) {
+  out.clear();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(pos, end - pos);
+    const size_t dash = item.find('-');
+    auto first = ParseWhole<uint32_t>(item.substr(0, dash));
+    auto last =
+        dash == std::string_view::npos ? first : ParseWhole<uint32_t>(item.substr(dash + 1));
+    if (!first || !last || *last < *first || *last >= kMaxCpuListCpus ||
+        out.size() + (*last - *first) >= kMaxCpuListCpus) {
+      out.clear();
+      return false;
+    }
+    for (uint32_t cpu = *first; cpu <= *last; ++cpu) out.push_back(cpu);
+    pos = end + 1;
+    if (end + 1 == text.size()) {  // a trailing comma
+      out.clear();
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<PidStat> ParsePidStat(std::string_view text) {
   // "PID (COMM) S ...": a blank before '(' and COMM up to the last ')'.
   const size_t open = text.find('(');

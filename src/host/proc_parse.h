@@ -102,6 +102,14 @@ std::optional<MemoryMax> ParseMemoryMax(std::string_view text);
 /// cgroup-v1-only hosts.
 std::optional<std::string_view> ParseCgroupV2Path(std::string_view text);
 
+/// Parses a kernel CPU list ("0-3,8,10-11\n": Cpus_allowed_list of /proc/PID/status, sysfs
+/// cpulist files; Documentation/admin-guide/cgroup-v2.rst "cpuset.cpus") into `out` (cleared
+/// first), ascending as written. An empty list is valid. False when malformed, when a range
+/// runs backwards, or past kMaxCpuListCpus CPUs (a hostile "0-4294967295").
+bool ParseCpuList(std::string_view text, std::vector<uint32_t>& out);
+/// The most CPUs ParseCpuList accepts (Linux's NR_CPUS is at most 8192).
+inline constexpr uint32_t kMaxCpuListCpus = 8192;
+
 /// The fields of /proc/PID/stat (proc(5)) that we use.
 struct PidStat {
   int32_t pid = 0;

@@ -296,6 +296,41 @@ TEST(ParseCgroupV2Path, Table) {
   for (const Case& c : cases) EXPECT_EQ(ParseCgroupV2Path(c.text), c.want) << c.text;
 }
 
+TEST(ParseCpuList, Table) {
+  struct Case {
+    std::string_view text;
+    bool ok;
+    std::vector<uint32_t> want = {};
+  };
+  const Case cases[] = {
+      {"0-3\n", true, {0, 1, 2, 3}},
+      {"0-1,8,10-11", true, {0, 1, 8, 10, 11}},
+      {"5", true, {5}},
+      {"\n", true, {}},  // an empty cpuset
+      {"", true, {}},
+      {"3-1", false},
+      {"1,,2", false},
+      {"1,", false},
+      {"-1", false},
+      {"a-b", false},
+      {"0-4294967295", false},  // hostile: would be 4 billion entries
+      {"0-8191", true},
+      {"0-8191,0", false},  // over the cap in total
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    std::vector<uint32_t> out = {99};
+    EXPECT_EQ(ParseCpuList(c.text, out), c.ok);
+    if (!c.ok) {
+      EXPECT_TRUE(out.empty());
+    } else if (c.text == "0-8191") {
+      EXPECT_EQ(out.size(), 8192U);
+    } else {
+      EXPECT_EQ(out, c.want);
+    }
+  }
+}
+
 // /proc/PID/task/TID/children: "pid pid " with a trailing blank, empty for no children.
 TEST(AppendPidList, Table) {
   struct Case {

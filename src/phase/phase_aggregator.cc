@@ -31,6 +31,7 @@ void PhaseAggregator::Add(const PhaseRecord& record) {
       break;
     }
     case RecordKind::kMark:
+    case RecordKind::kGpuSpan:  // GPU times are the run report's (analysis/phases.h), not profiles'
     case RecordKind::kInvalid:
       break;
   }

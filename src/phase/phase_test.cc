@@ -92,6 +92,23 @@ TEST(WriterOptionsTest, FromEnv) {
   }
 }
 
+TEST(PhaseWriterTest, GpuSpanCarriesTheHostBeginAndTheGpuTime) {
+  TempDir dir;
+  FakeClock clock(9'000);
+  PhaseWriter writer(Options(dir), &clock);
+  const uint16_t fwd = writer.NameId("forward_pass");
+  writer.GpuSpan(fwd, 1'234, 56'789);
+  PhaseReader reader = OpenOrDie(writer.ring_path());
+  DrainStats stats;
+  std::vector<PhaseRecord> records = DrainAll(reader, &stats);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(stats.lost(), 0u);
+  EXPECT_EQ(records[0].kind, RecordKind::kGpuSpan);
+  EXPECT_EQ(records[0].phase_id, fwd);
+  EXPECT_EQ(records[0].ts_ns, 1'234) << "the instance's host begin, not the clock";
+  EXPECT_EQ(records[0].arg, 56'789);
+}
+
 TEST(PhaseWriterTest, RoundTrip) {
   TempDir dir;
   FakeClock clock(5'000);

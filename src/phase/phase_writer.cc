@@ -207,6 +207,12 @@ void PhaseWriter::WriteStamped(RecordKind kind, uint16_t id, int64_t ts_ns) {
   if (Ring* ring = RingFor(kind, id)) WriteAt(*ring, ts_ns, kind, id, 0, 0);
 }
 
+void PhaseWriter::GpuSpan(uint16_t id, int64_t begin_ts_ns, int64_t gpu_ns) {
+  if (Ring* ring = RingFor(RecordKind::kGpuSpan, id)) {
+    WriteAt(*ring, begin_ts_ns, RecordKind::kGpuSpan, id, gpu_ns, 0);
+  }
+}
+
 void PhaseWriter::WriteAt(Ring& ring, int64_t ts_ns, RecordKind kind, uint16_t id, int64_t arg,
                           uint8_t flags) {
   const uint32_t tid = CurrentTid(ring.pid);

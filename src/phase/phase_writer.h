@@ -73,6 +73,9 @@ class PhaseWriter {
   void EndAt(uint16_t id, int64_t ts_ns) { WriteStamped(RecordKind::kEnd, id, ts_ns); }
   /// Records the end of a training step; returns the process's step count (1-based).
   int64_t Step();
+  /// Records the GPU time `gpu_ns` of an instance of phase `id` that began on the host at
+  /// `begin_ts_ns` (CUDA events resolved after the fact; python/stallscope/_cuda.py).
+  void GpuSpan(uint16_t id, int64_t begin_ts_ns, int64_t gpu_ns);
   /// Records that counter `id` grew by `delta`.
   void Counter(uint16_t id, int64_t delta) { Write(RecordKind::kCounter, id, delta, 0); }
 

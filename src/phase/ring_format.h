@@ -22,10 +22,13 @@ enum class RecordKind : uint8_t {
   kStep = 3,     ///< A training step ended; `arg` is the step count of the process (1-based).
   kMark = 4,     ///< A point event; `arg` is the serial of its line in `<stem>.meta.jsonl`.
   kCounter = 5,  ///< A counter (e.g. host syncs) grew by `arg`.
+  /// GPU-side time of one instance of phase `phase_id`, resolved later from CUDA events: `ts_ns`
+  /// is the host time the instance began (its kBegin's ts), `arg` the GPU time in ns.
+  kGpuSpan = 6,
 };
 
 /// Largest valid RecordKind value.
-inline constexpr uint8_t kMaxRecordKind = 5;
+inline constexpr uint8_t kMaxRecordKind = 6;
 
 inline constexpr char kRingMagic[8] = {'S', 'T', 'L', 'S', 'R', 'I', 'N', 'G'};
 inline constexpr uint32_t kRingVersion = 1;

@@ -114,6 +114,10 @@ void stallscope_counter(stallscope_writer* w, uint16_t id, int64_t delta) {
   w->writer.Counter(id, delta);
 }
 
+void stallscope_gpu_span(stallscope_writer* w, uint16_t id, int64_t begin_ts_ns, int64_t gpu_ns) {
+  w->writer.GpuSpan(id, begin_ts_ns, gpu_ns);
+}
+
 int stallscope_mark(stallscope_writer* w, uint16_t id, const char* json, size_t json_len, char* err,
                     size_t err_cap) {
   try {

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or a struct below changes; the Python side refuses a mismatch. */
-#define STALLSCOPE_REC_ABI_VERSION 1
+#define STALLSCOPE_REC_ABI_VERSION 2
 
 typedef struct stallscope_writer stallscope_writer;
 typedef struct stallscope_profiler stallscope_profiler;
@@ -84,6 +84,9 @@ STALLSCOPE_REC_API void stallscope_end_at(stallscope_writer* w, uint16_t id, int
 /* Marks the end of a training step; returns the process's step count (1-based). */
 STALLSCOPE_REC_API int64_t stallscope_step(stallscope_writer* w);
 STALLSCOPE_REC_API void stallscope_counter(stallscope_writer* w, uint16_t id, int64_t delta);
+/* The GPU time (ns) of an instance of phase `id` that began on the host at begin_ts_ns. */
+STALLSCOPE_REC_API void stallscope_gpu_span(stallscope_writer* w, uint16_t id, int64_t begin_ts_ns,
+                                            int64_t gpu_ns);
 
 /* A mark record plus a meta line with `json` (a JSON value; empty = {}). Returns 0, or -1 with
  * the reason copied into err (when err_cap > 0). */

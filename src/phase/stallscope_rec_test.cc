@@ -72,6 +72,7 @@ TEST(StallscopeRec, RecordsReachTheRingInOrder) {
   stallscope_counter(w.get(), syncs, 3);
   EXPECT_EQ(stallscope_step(w.get()), 1);
   EXPECT_EQ(stallscope_step(w.get()), 2);
+  stallscope_gpu_span(w.get(), fwd, 1000, 4567);
 
   auto reader = PhaseReader::Open(RingPath(w.get()));
   ASSERT_TRUE(reader.ok()) << reader.error().message;
@@ -79,7 +80,7 @@ TEST(StallscopeRec, RecordsReachTheRingInOrder) {
   EXPECT_EQ(reader->info().world_size, 4);
   EXPECT_EQ(reader->info().pid, getpid());
   std::vector<PhaseRecord> r = reader->ReadAll();
-  ASSERT_EQ(r.size(), 7u);
+  ASSERT_EQ(r.size(), 8u);
   EXPECT_EQ(r[0].kind, RecordKind::kBegin);
   EXPECT_EQ(reader->Name(r[0].phase_id), "forward_pass");
   EXPECT_EQ(r[1].kind, RecordKind::kEnd);
@@ -92,6 +93,9 @@ TEST(StallscopeRec, RecordsReachTheRingInOrder) {
   EXPECT_EQ(reader->Name(r[4].phase_id), "host_sync.item");
   EXPECT_EQ(r[6].kind, RecordKind::kStep);
   EXPECT_EQ(r[6].arg, 2);
+  EXPECT_EQ(r[7].kind, RecordKind::kGpuSpan);
+  EXPECT_EQ(r[7].ts_ns, 1000);
+  EXPECT_EQ(r[7].arg, 4567);
 }
 
 TEST(StallscopeRec, MarkAndInfoWriteMetaLines) {

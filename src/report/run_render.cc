@@ -12,6 +12,9 @@
 namespace stallscope::report {
 namespace {
 
+/// Host-sync call sites shown in the text report (all of them are in the JSON).
+constexpr size_t kSyncSitesShown = 5;
+
 std::string Seconds(double s) {
   if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
   if (s < 1.0) return fmt::format("{:.1f} ms", s * 1e3);
@@ -190,18 +193,32 @@ void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
       .Field("max_s", p.max_s, 6)
       .Field("p50_s", p.p50_s, 6)
       .Field("p95_s", p.p95_s, 6)
-      .Field("p99_s", p.p99_s, 6)
-      .EndObject();
+      .Field("p99_s", p.p99_s, 6);
+  if (p.gpu) {
+    w.Key("gpu")
+        .BeginObject()
+        .Field("count", p.gpu->count)
+        .Field("total_s", p.gpu->total_s, 6)
+        .Field("share", p.gpu->share, 4)
+        .Field("mean_s", p.gpu->mean_s, 6)
+        .Field("max_s", p.gpu->max_s, 6)
+        .EndObject();
+  }
+  w.EndObject();
 }
 
 }  // namespace
 
 std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> steps_per_s) {
+  std::string note =
+      v.compute_time_note.empty() ? "" : fmt::format("         ({})\n", v.compute_time_note);
   if (!v.principal)
     return "VERDICT  none: no bottleneck named (no steps measured, or nothing above its threshold "
-           "and the GPU not busy enough to call it GPU-bound)\n";
+           "and the GPU not busy enough to call it GPU-bound)\n" +
+           note;
   const diagnose::Finding& f = *v.principal;
   std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
+  out += note;
   if (f.predicted_steps_per_s && steps_per_s) {
     out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n",
                        *f.predicted_steps_per_s, *steps_per_s);
@@ -254,22 +271,35 @@ void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& v) {
   }
   w.Key("secondary").BeginArray();
   for (const auto& f : v.secondary) WriteFindingJson(w, f);
-  w.EndArray().EndObject();
+  w.EndArray().Key("compute_time");
+  if (v.compute_time.empty()) {
+    w.Null();
+  } else {
+    w.String(v.compute_time);
+  }
+  w.Field("compute_time_note", v.compute_time_note).EndObject();
 }
 
 std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
   std::string out;
   int32_t current_rank = -1;
+  // GPU columns (CUDA events) only when the job recorded GPU times.
+  bool gpu = std::any_of(phases.phases.begin(), phases.phases.end(),
+                         [](const analysis::PhaseStats& p) { return p.gpu.has_value(); });
   for (const auto& p : phases.phases) {
     if (p.rank != current_rank) {
       current_rank = p.rank;
-      out +=
-          fmt::format("\nPhases (rank {})      {:>6} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-                      p.rank, "count", "total", "share", "mean", "p50", "p95", "p99", "max");
+      out += fmt::format("\nPhases (rank {})      {:>6} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                         p.rank, "count", "total", "share", "mean", "p50", "p95", "p99", "max");
+      out += gpu ? fmt::format("  {:>9} {:>6}\n", "gpu mean", "gpu") : "\n";
     }
-    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}\n", p.name,
+    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}", p.name,
                        p.count, Seconds(p.total_s), p.share * 100, Seconds(p.mean_s),
                        Seconds(p.p50_s), Seconds(p.p95_s), Seconds(p.p99_s), Seconds(p.max_s));
+    if (p.gpu) {
+      out += fmt::format("  {:>9} {:>5.1f}%", Seconds(p.gpu->mean_s), p.gpu->share * 100);
+    }
+    out += '\n';
   }
   return out;
 }
@@ -290,6 +320,10 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
         syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
     }
     out += "Counters  " + syncs + "\n";
+  }
+  for (size_t i = 0; i < r.sync_sites.size() && i < kSyncSitesShown; ++i) {
+    out += fmt::format("{}{}\n", i == 0 ? "Syncs at  " : "          ",
+                       diagnose::SyncSiteText(r.sync_sites[i]));
   }
   if (r.phases.outside_steps_s > 0.0005)
     out +=
@@ -356,6 +390,19 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   w.Key("counters").BeginObject();
   for (const auto& [name, n] : r.phases.counters_total) w.Field(name, n);
   w.EndObject();
+  w.Key("sync_sites").BeginArray();
+  for (const auto& s : r.sync_sites) {
+    w.BeginObject()
+        .Field("pid", s.pid)
+        .Field("rank", s.rank)
+        .Field("kind", s.kind)
+        .Field("file", s.file)
+        .Field("line", s.line)
+        .Field("function", s.function);
+    if (!s.user_file.empty()) w.Field("user_file", s.user_file).Field("user_line", s.user_line);
+    w.Field("count", s.count).EndObject();
+  }
+  w.EndArray();
   w.Key("dataloaders").BeginArray();
   for (const auto& l : r.loaders) {
     w.BeginObject()

@@ -239,6 +239,57 @@ TEST_F(RunE2e, PeriodicSideWorkAndHostSyncsAreMeasured) {
   EXPECT_EQ(Principal(lj), "host_sync_or_logging") << lj["verdict"].dump(1);
 }
 
+// CUDA's asynchrony through the whole pipeline (hooks → ring → events.bin → report → verdict)
+// on a machine without a GPU: the job replaces torch.cuda's events with ones that report 2 ms
+// per phase, then reinstalls the hooks, as a CUDA job's would install at import.
+TEST_F(RunE2e, GpuSpansOfAFakeCudaReachTheReportAndTheVerdict) {
+  const fs::path job = dir_ / "fake_cuda_job.py";
+  std::ofstream(job) << "import sys\nsys.path.insert(0, '" STALLSCOPE_SOURCE_DIR "/python/tests')\n"
+                     << R"(import time
+import torch
+import fake_cuda
+from stallscope import auto
+
+fake_cuda.install(torch, gpu_ms=2.0)
+auto.uninstall()
+assert auto.install()
+model = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(30):
+    loss = model(torch.randn(32, 64)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.01)
+    loss.item()  # the sync site
+)";
+  auto r = Run({"run", "--out", RunDir(), "-i", "200ms", "--", kPython, job.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = Report();
+  for (const char* phase : {"forward_pass", "backward_pass", "optimizer_step"}) {
+    SCOPED_TRACE(phase);
+    const json* found = nullptr;
+    for (const auto& p : j["phases"]) {
+      if (p["name"] == phase) found = &p;
+    }
+    ASSERT_NE(found, nullptr) << j["phases"].dump(1);
+    ASSERT_TRUE(found->contains("gpu")) << found->dump();
+    EXPECT_EQ((*found)["gpu"]["count"], (*found)["count"]) << "every instance resolved";
+    EXPECT_NEAR((*found)["gpu"]["mean_s"].get<double>(), 0.002, 1e-9);
+  }
+  EXPECT_EQ(j["verdict"]["compute_time"], "gpu") << j["verdict"].dump(1);
+  ASSERT_FALSE(j["sync_sites"].empty()) << j.dump(1);
+  const auto& site = j["sync_sites"][0];
+  EXPECT_EQ(site["kind"], "item");
+  EXPECT_EQ(site["file"], job.string());
+  EXPECT_EQ(site["line"], 19);
+  EXPECT_EQ(site["count"], 30);
+  auto text = Slurp(fs::path(RunDir()) / "report.txt");
+  EXPECT_NE(text.find("gpu mean"), std::string::npos) << text;
+  EXPECT_NE(text.find("Syncs at  " + job.string() + ":19 (item, 30×)"), std::string::npos) << text;
+  EXPECT_NE(text.find("on the GPU (CUDA events)"), std::string::npos) << text;
+}
+
 TEST_F(RunE2e, ExitCodeAndCrashStillGetAReport) {
   auto r = Train({"--steps", "5", "--exit-code", "3"});
   EXPECT_EQ(r.exit_code, 3) << r.err;

@@ -21,159 +21,25 @@
 #include <utility>
 #include <vector>
 
+#include "fake_state.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/nvml_abi.h"
 #include "scenario.h"
 
-// Only the NVML entry points leave the library (the rest is hidden by -fvisibility=hidden and
-// the exports.map version script).
-#define FAKE_NVML_API extern "C" __attribute__((visibility("default")))
-
-namespace stallscope::gpu::nvml {
-/// What an nvmlDevice_t points at in the fake.
-struct nvmlDevice_st {  // NOLINT(readability-identifier-naming): NVML's name
-  uint32_t index;
-};
-}  // namespace stallscope::gpu::nvml
-
 namespace stallscope::fake_nvml {
-
-namespace nv = gpu::nvml;
-using nv::nvmlReturn_t;
-
-namespace {
-
-constexpr const char* kScenarioEnv = "STALLSCOPE_FAKE_NVML_SCENARIO";
-constexpr const char* kCallLogEnv = "STALLSCOPE_FAKE_NVML_CALL_LOG";
-// The real driver records a GPU-utilization sample about every 1/6 s and keeps ~100 of them
-// (observed on Ampere/Hopper; see the nvmlDeviceGetSamples notes in the NVML API reference).
-constexpr double kDriverSamplePeriodS = 1.0 / 6.0;
-constexpr unsigned int kDriverSampleBuffer = 100;
-
-int64_t ClockNs(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-/// Everything the fake knows. A C ABI leaves no choice but one instance per process (the house
-/// rule against globals cannot apply to a fake driver); every entry point locks `mu`.
-struct State {
-  std::mutex mu;
-  int refcount = 0;  // NVML reference-counts nvmlInit/nvmlShutdown
-  Scenario scenario;
-  int64_t start_mono_ns = 0;
-  int64_t start_wall_us = 0;
-  std::vector<nv::nvmlDevice_st> handles;
-  struct CallCount {
-    const char* name;  // an entry point's __func__: one address per function
-    uint64_t count;
-  };
-  std::array<CallCount, 96> calls{};
-  size_t call_kinds = 0;
-
-  void Reset(Scenario next) {
-    scenario = std::move(next);
-    start_mono_ns = ClockNs(CLOCK_MONOTONIC);
-    start_wall_us = ClockNs(CLOCK_REALTIME) / 1000;
-    handles.clear();
-    for (uint32_t i = 0; i < scenario.gpus.size(); ++i) handles.push_back({i});
-    call_kinds = 0;
-  }
-
-  /// Scenario seconds since nvmlInit.
-  double Now() const {
-    if (scenario.frozen_at_s) return *scenario.frozen_at_s;
-    return static_cast<double>(ClockNs(CLOCK_MONOTONIC) - start_mono_ns) * 1e-9 *
-           scenario.time_scale;
-  }
-
-  /// Driver timestamp (µs since the Unix epoch) of scenario time `t`.
-  unsigned long long WallUs(double t) const {
-    return static_cast<unsigned long long>(start_wall_us + std::llround(t * 1e6));
-  }
-
-  void Count(const char* fn) {
-    for (size_t i = 0; i < call_kinds; ++i) {
-      if (calls[i].name == fn) {
-        ++calls[i].count;
-        return;
-      }
-    }
-    if (call_kinds < calls.size()) calls[call_kinds++] = {fn, 1};
-  }
-
-  bool Missing(const char* fn) const {
-    return !scenario.missing_symbols.empty() &&
-           scenario.missing_symbols.find(std::string_view(fn)) != scenario.missing_symbols.end();
-  }
-
-  const Gpu* Lookup(nv::nvmlDevice_t device) const {
-    if (handles.empty() || device == nullptr) return nullptr;
-    const std::less<const nv::nvmlDevice_st*> less;
-    if (less(device, handles.data()) || !less(device, handles.data() + handles.size())) {
-      return nullptr;
-    }
-    return &scenario.gpus[device->index];
-  }
-
-  /// Writes {"nvmlX": calls, ...} to $STALLSCOPE_FAKE_NVML_CALL_LOG, for tests that check which
-  /// entry points a client stopped calling.
-  void WriteCallLog() const {
-    const char* path = std::getenv(kCallLogEnv);
-    if (path == nullptr || *path == '\0') return;
-    FILE* f = std::fopen(path, "w");
-    if (f == nullptr) return;
-    std::fputc('{', f);
-    for (size_t i = 0; i < call_kinds; ++i) {
-      std::fprintf(f, "%s\"%s\": %llu", i == 0 ? "" : ", ", calls[i].name,
-                   static_cast<unsigned long long>(calls[i].count));
-    }
-    std::fputs("}\n", f);
-    std::fclose(f);
-  }
-};
 
 State& TheState() {
   static State state;
   return state;
 }
 
-/// One GPU call's view: the GPU, its scenario and the time.
-struct Ctx {
-  const State& state;
-  const Gpu& gpu;
-  double t;
-};
+namespace {
 
-/// Common path of every per-GPU entry point: bookkeeping, then the scenario's failure modes in
-/// the order a driver would hit them (lost, failing, unsupported), then `body`.
-template <typename Body>
-nvmlReturn_t OnGpu(const char* fn, nv::nvmlDevice_t device, uint32_t feature, Body body) {
-  State& s = TheState();
-  const std::lock_guard lock(s.mu);
-  s.Count(fn);
-  if (s.refcount == 0) return nv::NVML_ERROR_UNINITIALIZED;
-  if (s.Missing(fn)) return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
-  const Gpu* gpu = s.Lookup(device);
-  if (gpu == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
-  const double t = s.Now();
-  if (gpu->lost_at_s && t >= *gpu->lost_at_s) return nv::NVML_ERROR_GPU_IS_LOST;
-  if (gpu->fail_from_s && t >= *gpu->fail_from_s) return nv::NVML_ERROR_UNKNOWN;
-  if ((gpu->not_supported & feature) != 0) return nv::NVML_ERROR_NOT_SUPPORTED;
-  return body(Ctx{s, *gpu, t});
-}
-
-/// Entry points that need nvmlInit but no GPU.
-template <typename Body>
-nvmlReturn_t OnSystem(const char* fn, Body body) {
-  State& s = TheState();
-  const std::lock_guard lock(s.mu);
-  s.Count(fn);
-  if (s.refcount == 0) return nv::NVML_ERROR_UNINITIALIZED;
-  if (s.Missing(fn)) return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
-  return body(s);
-}
+constexpr const char* kScenarioEnv = "STALLSCOPE_FAKE_NVML_SCENARIO";
+// The real driver records a GPU-utilization sample about every 1/6 s and keeps ~100 of them
+// (observed on Ampere/Hopper; see the nvmlDeviceGetSamples notes in the NVML API reference).
+constexpr double kDriverSamplePeriodS = 1.0 / 6.0;
+constexpr unsigned int kDriverSampleBuffer = 100;
 
 nvmlReturn_t CopyString(std::string_view text, char* out, unsigned int length) {
   if (out == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
@@ -301,6 +167,7 @@ nvmlReturn_t Init(const char* fn) {
   if (scenario->missing_symbols.count(std::string_view(fn)) != 0) {
     return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
   }
+  if (scenario->init_error) return static_cast<nvmlReturn_t>(*scenario->init_error);
   s.Reset(std::move(scenario).value());
   s.Count(fn);
   s.refcount = 1;
@@ -413,6 +280,8 @@ FAKE_NVML_API const char* nvmlErrorString(nvmlReturn_t result) {
       return "Function Not Found";
     case nv::NVML_ERROR_GPU_IS_LOST:
       return "GPU is lost";
+    case nv::NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "Driver/library version mismatch";
     default:
       return "Unknown Error";
   }
@@ -618,8 +487,14 @@ FAKE_NVML_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nv::nvmlDevice_t device,
         counter_type >= nv::NVML_ECC_COUNTER_TYPE_COUNT) {
       return nv::NVML_ERROR_INVALID_ARGUMENT;
     }
-    *count = error_type == nv::NVML_MEMORY_ERROR_TYPE_CORRECTED ? c.gpu.ecc_corrected
-                                                                : c.gpu.ecc_uncorrected;
+    const Gpu& g = c.gpu;
+    const bool corrected = error_type == nv::NVML_MEMORY_ERROR_TYPE_CORRECTED;
+    if (counter_type == nv::NVML_AGGREGATE_ECC) {
+      *count = corrected ? g.ecc_aggregate_corrected.value_or(g.ecc_corrected)
+                         : g.ecc_aggregate_uncorrected.value_or(g.ecc_uncorrected);
+    } else {
+      *count = corrected ? g.ecc_corrected : g.ecc_uncorrected;
+    }
     return nv::NVML_SUCCESS;
   });
 }

@@ -20,7 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<std::string_view, Feature>, 16> kFeatureNames{{
+constexpr std::array<std::pair<std::string_view, Feature>, 18> kFeatureNames{{
     {"memory", kFeatureMemory},
     {"utilization", kFeatureUtilization},
     {"samples", kFeatureSamples},
@@ -37,6 +37,15 @@ constexpr std::array<std::pair<std::string_view, Feature>, 16> kFeatureNames{{
     {"ecc", kFeatureEcc},
     {"processes", kFeatureProcesses},
     {"process_util", kFeatureProcessUtil},
+    {"retired_pages", kFeatureRetiredPages},
+    {"remapped_rows", kFeatureRemappedRows},
+}};
+
+/// nvmlInit failures a scenario can ask for, with their nvmlReturn_t values (nvml.h).
+constexpr std::array<std::pair<std::string_view, int>, 3> kInitErrors{{
+    {"driver_not_loaded", 9},
+    {"no_permission", 4},
+    {"lib_rm_version_mismatch", 18},
 }};
 
 /// Typed, non-throwing field access over nlohmann::json that remembers the first error with the
@@ -233,13 +242,43 @@ void ParseFeatures(Reader& r, const json& list, const std::string& path, Gpu& gp
 }
 
 void ParsePcie(Reader& r, const json& obj, const std::string& path, Pcie& p) {
-  r.Keys(obj, path, {"gen", "width", "gen_max", "width_max", "tx_kbps", "rx_kbps"});
+  r.Keys(obj, path, {"gen", "width", "gen_max", "width_max", "gen_gpu_max", "tx_kbps", "rx_kbps"});
+  r.Get(obj, path, "gen_gpu_max", p.gen_gpu_max);
   r.Get(obj, path, "gen", p.gen);
   r.Get(obj, path, "width", p.width);
   r.Get(obj, path, "gen_max", p.gen_max);
   r.Get(obj, path, "width_max", p.width_max);
   r.Get(obj, path, "tx_kbps", p.tx_kbps);
   r.Get(obj, path, "rx_kbps", p.rx_kbps);
+}
+
+/// "retired_pages", "remapped_rows" and "cpu_affinity": the health facts doctor reads.
+void ParseHealth(Reader& r, const json& obj, const std::string& at, Gpu& g) {
+  if (const json* pages = r.Object(obj, at, "retired_pages")) {
+    const std::string path = at + ".retired_pages";
+    r.Keys(*pages, path, {"single_bit", "double_bit", "pending"});
+    r.Get(*pages, path, "single_bit", g.retired_pages.single_bit);
+    r.Get(*pages, path, "double_bit", g.retired_pages.double_bit);
+    r.Get(*pages, path, "pending", g.retired_pages.pending);
+  }
+  if (const json* rows = r.Object(obj, at, "remapped_rows")) {
+    const std::string path = at + ".remapped_rows";
+    r.Keys(*rows, path, {"correctable", "uncorrectable", "pending", "failure"});
+    r.Get(*rows, path, "correctable", g.remapped_rows.correctable);
+    r.Get(*rows, path, "uncorrectable", g.remapped_rows.uncorrectable);
+    r.Get(*rows, path, "pending", g.remapped_rows.pending);
+    r.Get(*rows, path, "failure", g.remapped_rows.failure);
+  }
+  if (r.Find(obj, "cpu_affinity") != nullptr) {
+    std::vector<uint32_t>& cpus = g.cpu_affinity.emplace();
+    for (const json& cpu : r.Array(obj, at, "cpu_affinity")) {
+      if (!cpu.is_number_unsigned() || cpu.get<uint64_t>() >= 1024) {
+        r.Fail(at + ".cpu_affinity", "expected CPU numbers below 1024");
+        return;
+      }
+      cpus.push_back(cpu.get<uint32_t>());
+    }
+  }
 }
 
 void ParseGpuScalars(Reader& r, const json& obj, const std::string& at, Gpu& g) {
@@ -249,6 +288,7 @@ void ParseGpuScalars(Reader& r, const json& obj, const std::string& at, Gpu& g) 
   r.Get(obj, at, "memory_total_mib", g.memory_total_mib);
   r.Get(obj, at, "memory_used_mib", g.memory_used_mib);
   r.Get(obj, at, "power_limit_w", g.power_limit_w);
+  r.Get(obj, at, "power_default_limit_w", g.power_default_limit_w);
   r.Get(obj, at, "power_w_at_full", g.power_w_at_full);
   r.Get(obj, at, "power_w_idle", g.power_w_idle);
   r.Get(obj, at, "temperature_c_idle", g.temperature_c_idle);
@@ -261,9 +301,12 @@ void ParseGpuScalars(Reader& r, const json& obj, const std::string& at, Gpu& g) 
   r.Get(obj, at, "lost_at_s", g.lost_at_s);
   r.Get(obj, at, "fail_from_s", g.fail_from_s);
   if (const json* ecc = r.Object(obj, at, "ecc")) {
-    r.Keys(*ecc, at + ".ecc", {"corrected", "uncorrected"});
+    r.Keys(*ecc, at + ".ecc",
+           {"corrected", "uncorrected", "aggregate_corrected", "aggregate_uncorrected"});
     r.Get(*ecc, at + ".ecc", "corrected", g.ecc_corrected);
     r.Get(*ecc, at + ".ecc", "uncorrected", g.ecc_uncorrected);
+    r.Get(*ecc, at + ".ecc", "aggregate_corrected", g.ecc_aggregate_corrected);
+    r.Get(*ecc, at + ".ecc", "aggregate_uncorrected", g.ecc_aggregate_uncorrected);
   }
   std::string mig = "disabled";
   r.Get(obj, at, "mig", mig);
@@ -291,6 +334,7 @@ void ParseGpu(Reader& r, const json& obj, size_t index, Gpu& g) {
           "memory_total_mib",
           "memory_used_mib",
           "power_limit_w",
+          "power_default_limit_w",
           "power_w_at_full",
           "power_w_idle",
           "temperature_c_idle",
@@ -301,6 +345,9 @@ void ParseGpu(Reader& r, const json& obj, size_t index, Gpu& g) {
           "mem_clock_max_mhz",
           "persistence",
           "ecc",
+          "retired_pages",
+          "remapped_rows",
+          "cpu_affinity",
           "pcie",
           "mig",
           "not_supported",
@@ -313,6 +360,7 @@ void ParseGpu(Reader& r, const json& obj, size_t index, Gpu& g) {
   g.uuid = fmt::format("GPU-fa4e0000-0000-0000-0000-{:012x}", index);
   g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x17 + index);
   ParseGpuScalars(r, obj, at, g);
+  ParseHealth(r, obj, at, g);
   if (const json* pcie = r.Object(obj, at, "pcie")) ParsePcie(r, *pcie, at + ".pcie", g.pcie);
   if (const json* pattern = r.Object(obj, at, "pattern")) {
     ParsePattern(r, *pattern, at + ".pattern", g.pattern);
@@ -331,8 +379,26 @@ Result<Scenario> ParseScenario(std::string_view json_text) {
   if (!root.is_object()) return Error{ErrorCode::kParse, "top level: expected an object"};
   Reader r;
   Scenario s;
-  r.Keys(root, "", {"driver_version", "time_scale", "frozen_at_s", "missing_symbols", "gpus"});
+  r.Keys(root, "",
+         {"driver_version", "cuda_driver_version", "init_error", "time_scale", "frozen_at_s",
+          "missing_symbols", "gpus"});
   r.Get(root, "", "driver_version", s.driver_version);
+  uint32_t cuda_version = static_cast<uint32_t>(s.cuda_driver_version);
+  r.Get(root, "", "cuda_driver_version", cuda_version);
+  s.cuda_driver_version = static_cast<int32_t>(std::min<uint32_t>(cuda_version, 1'000'000));
+  std::string init_error;
+  r.Get(root, "", "init_error", init_error);
+  if (!init_error.empty()) {
+    const auto it = std::find_if(kInitErrors.begin(), kInitErrors.end(),
+                                 [&](const auto& e) { return e.first == init_error; });
+    if (it == kInitErrors.end()) {
+      r.Fail("init_error", fmt::format("unknown '{}' (driver_not_loaded, no_permission, "
+                                       "lib_rm_version_mismatch)",
+                                       init_error));
+    } else {
+      s.init_error = it->second;
+    }
+  }
   r.Get(root, "", "time_scale", s.time_scale);
   r.Get(root, "", "frozen_at_s", s.frozen_at_s);
   if (s.time_scale <= 0) r.Fail("time_scale", "expected a number > 0");

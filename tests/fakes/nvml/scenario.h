@@ -32,6 +32,8 @@ enum Feature : uint32_t {
   kFeatureEcc = 1U << 13,             ///< "ecc"
   kFeatureProcesses = 1U << 14,       ///< "processes" (compute and graphics lists)
   kFeatureProcessUtil = 1U << 15,     ///< "process_util"
+  kFeatureRetiredPages = 1U << 16,    ///< "retired_pages" (Ampere and later: not supported)
+  kFeatureRemappedRows = 1U << 17,    ///< "remapped_rows" (before Ampere: not supported)
 };
 
 enum class PatternKind { kSteady, kSawtooth, kDips };
@@ -72,6 +74,22 @@ struct Pcie {
   uint32_t width_max = 16;
   uint32_t tx_kbps = 1000;
   uint32_t rx_kbps = 2000;
+  std::optional<uint32_t> gen_gpu_max;  ///< the GPU's own maximum; absent → gen_max
+};
+
+/// Pages retired after ECC errors (pre-Ampere GPUs).
+struct RetiredPages {
+  uint32_t single_bit = 0;  ///< for multiple single-bit errors
+  uint32_t double_bit = 0;
+  bool pending = false;  ///< waiting for a GPU reset
+};
+
+/// Rows remapped after ECC errors (Ampere and later).
+struct RemappedRows {
+  uint32_t correctable = 0;
+  uint32_t uncorrectable = 0;
+  bool pending = false;  ///< waiting for a GPU reset
+  bool failure = false;  ///< a remapping failed
 };
 
 struct Gpu {
@@ -90,8 +108,14 @@ struct Gpu {
   uint32_t sm_clock_idle_mhz = 345;
   uint32_t mem_clock_max_mhz = 2619;
   bool persistence = true;
-  uint64_t ecc_corrected = 0;
-  uint64_t ecc_uncorrected = 0;
+  uint64_t ecc_corrected = 0;                         ///< volatile (since the driver loaded)
+  uint64_t ecc_uncorrected = 0;                       ///< volatile
+  std::optional<uint64_t> ecc_aggregate_corrected;    ///< lifetime; absent → the volatile count
+  std::optional<uint64_t> ecc_aggregate_uncorrected;  ///< lifetime; absent → the volatile count
+  std::optional<double> power_default_limit_w;        ///< absent → power_limit_w
+  RetiredPages retired_pages;
+  RemappedRows remapped_rows;
+  std::optional<std::vector<uint32_t>> cpu_affinity;  ///< absent → NOT_SUPPORTED
   Pcie pcie;
   Mig mig = Mig::kDisabled;
   uint32_t not_supported = 0;         ///< Feature mask
@@ -104,6 +128,10 @@ struct Gpu {
 
 struct Scenario {
   std::string driver_version = "550.54.15";
+  int32_t cuda_driver_version = 12040;  ///< nvmlSystemGetCudaDriverVersion: 12.4, as 550 drivers
+  /// When set, nvmlInit fails with this return code ("driver_not_loaded" = 9,
+  /// "no_permission" = 4, "lib_rm_version_mismatch" = 18).
+  std::optional<int> init_error;
   double time_scale = 1.0;                             ///< scenario seconds per real second
   std::optional<double> frozen_at_s;                   ///< when set, time stands still at this t
   std::set<std::string, std::less<>> missing_symbols;  ///< answer FUNCTION_NOT_FOUND

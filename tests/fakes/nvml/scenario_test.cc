@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace stallscope::fake_nvml {
 namespace {
@@ -48,6 +49,34 @@ TEST(ScenarioTest, FullGpu) {
   EXPECT_FALSE(g.processes[0].mem_util);
 }
 
+TEST(ScenarioTest, HealthKeys) {
+  Result<Scenario> s = ParseScenario(R"({
+    "cuda_driver_version": 12020, "init_error": "lib_rm_version_mismatch",
+    "gpus": [{"power_default_limit_w": 400, "pcie": {"gen_gpu_max": 5},
+              "ecc": {"aggregate_uncorrected": 5},
+              "retired_pages": {"single_bit": 2, "double_bit": 1, "pending": true},
+              "remapped_rows": {"correctable": 1, "uncorrectable": 2, "pending": true,
+                                "failure": true},
+              "cpu_affinity": [0, 1, 63, 64],
+              "not_supported": ["retired_pages", "remapped_rows"]}, {}]})");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->cuda_driver_version, 12020);
+  EXPECT_EQ(s->init_error, 18);
+  const Gpu& g = s->gpus[0];
+  EXPECT_EQ(g.power_default_limit_w, 400.0);
+  EXPECT_EQ(g.pcie.gen_gpu_max, 5U);
+  EXPECT_EQ(g.ecc_aggregate_uncorrected, 5U);
+  EXPECT_FALSE(g.ecc_aggregate_corrected);
+  EXPECT_EQ(g.retired_pages.double_bit, 1U);
+  EXPECT_TRUE(g.retired_pages.pending);
+  EXPECT_EQ(g.remapped_rows.uncorrectable, 2U);
+  EXPECT_TRUE(g.remapped_rows.failure);
+  EXPECT_EQ(g.cpu_affinity, (std::vector<uint32_t>{0, 1, 63, 64}));
+  EXPECT_EQ(g.not_supported, kFeatureRetiredPages | kFeatureRemappedRows);
+  EXPECT_FALSE(s->gpus[1].cpu_affinity);
+  EXPECT_EQ(s->gpus[1].remapped_rows.correctable, 0U);
+}
+
 TEST(ScenarioTest, MalformedAndHostileInput) {
   struct Case {
     const char* json;
@@ -77,6 +106,16 @@ TEST(ScenarioTest, MalformedAndHostileInput) {
       {R"({"gpus": [{"pattern": {"util_high": 101}}]})", "gpus[0].pattern: utilization above 100"},
       {R"({"gpus": [{"throttle": [{"reasons": ["too_hot"]}]}]})",
        "gpus[0].throttle[0].reasons: unknown reason \"too_hot\""},
+      {R"({"init_error": "flaky"})",
+       "init_error: unknown 'flaky' (driver_not_loaded, no_permission, lib_rm_version_mismatch)"},
+      {R"({"gpus": [{"cpu_affinity": [-1]}]})",
+       "gpus[0].cpu_affinity: expected CPU numbers below 1024"},
+      {R"({"gpus": [{"cpu_affinity": [4096]}]})",
+       "gpus[0].cpu_affinity: expected CPU numbers below 1024"},
+      {R"({"gpus": [{"retired_pages": {"pending": 1}}]})",
+       "gpus[0].retired_pages.pending: expected true or false"},
+      {R"({"gpus": [{"remapped_rows": {"rows": 1}}]})",
+       "gpus[0].remapped_rows: unknown key 'rows'"},
       {R"({"gpus": [{"processes": [{"pid": "1"}]}]})",
        "gpus[0].processes[0].pid: expected a number"},
       {R"({"time_scale": 0, "gpus": []})", "time_scale: expected a number > 0"},

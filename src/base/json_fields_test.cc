@@ -1,8 +1,8 @@
-#include "diagnose/json_fields.h"
+#include "base/json_fields.h"
 
 #include <gtest/gtest.h>
 
-namespace stallscope::diagnose {
+namespace stallscope {
 namespace {
 
 TEST(JsonOpt, WrongTypesNullAndOutOfRangeReadAsEmpty) {
@@ -26,4 +26,4 @@ TEST(JsonOpt, WrongTypesNullAndOutOfRangeReadAsEmpty) {
 }
 
 }  // namespace
-}  // namespace stallscope::diagnose
+}  // namespace stallscope

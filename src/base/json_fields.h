@@ -1,7 +1,8 @@
 #pragma once
-// Reading optional fields of the JSON the job's processes write (meta lines, python.jsonl):
-// bad data is data, so a missing key, null or a value of the wrong type reads as empty instead
-// of throwing. Private to src/diagnose.
+// Reading optional fields of JSON written by other programs (the job's meta lines and
+// python.jsonl, doctor's Python probe): bad data is data, so a missing key, null or a value of
+// the wrong type reads as empty instead of throwing. Header-only; users link
+// nlohmann_json::nlohmann_json themselves.
 
 #include <cstdint>
 #include <limits>
@@ -11,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace stallscope::diagnose {
+namespace stallscope {
 
 /// j[key] as T (bool, std::string, or an integer type: an integer JSON number within T's range);
 /// empty when absent, null, of another type or out of range.
@@ -40,4 +41,4 @@ std::optional<T> JsonOpt(const nlohmann::json& j, const char* key) {
   return std::nullopt;
 }
 
-}  // namespace stallscope::diagnose
+}  // namespace stallscope

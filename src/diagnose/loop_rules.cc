@@ -1,0 +1,178 @@
+// The training loop's rules of the verdict (README "The verdict"): host syncs and per-step
+// logging, and periodic side work (checkpointing, sampling, eval). Split from verdict_rules.cc;
+// listed in Rules() there.
+#include "diagnose/loop_rules.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "analysis/detect.h"
+#include "analysis/phases.h"
+#include "diagnose/rule_util.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+
+void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
+  std::string interval = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
+                                           : std::string("at its current interval");
+  std::string doubled = g.every_steps > 0 ? fmt::format("every {} steps", 2 * g.every_steps)
+                                          : std::string("half as often");
+  if (g.phase == "checkpointing") {
+    Rec(f, 0,
+        fmt::format("checkpoint {} instead of {} (halves its {} of wall time)", doubled, interval,
+                    Pct(g.share_of_wall)));
+    Rec(f, 1,
+        "async checkpointing: torch.distributed.checkpoint.async_save, or copy the "
+        "state_dict to CPU and torch.save it on a background thread");
+    if (ranks > 1) Rec(f, 1, "save from rank 0 only (or shard the save across ranks)");
+  } else if (g.phase == "eval_forward" || g.phase == "sampling" || g.phase == "evaluation") {
+    Rec(f, 0,
+        fmt::format("sample/evaluate {} instead of {} (halves its {} of wall time)", doubled,
+                    interval, Pct(g.share_of_wall)));
+    Rec(f, 1,
+        "move sampling/eval off the critical path: a separate job on saved checkpoints, or "
+        "on fewer ranks");
+  } else {
+    Rec(f, 0, fmt::format("run the {} work {} instead of {}", g.phase, doubled, interval));
+    if (g.phase == "other") {
+      Rec(f, 1,
+          "name the periodic work outside any phase with stallscope.phase(...) to see what "
+          "it is (logging? eval?)");
+    } else {
+      Rec(f, 1,
+          fmt::format("move {} off the critical path (a background thread or a separate "
+                      "job)",
+                      g.phase));
+    }
+  }
+}
+
+}  // namespace
+
+using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+
+// ---------------------------------------------------------------------------------------------
+// host_sync_or_logging
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const RuleContext& c) {
+  double other = c.Share("other");
+  double syncs = c.host_syncs_per_step;
+  bool with_time =
+      other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
+  if (c.steps == 0 || !(with_time || syncs >= T.host_sync_per_step_high.value)) return std::nullopt;
+  Finding f = Make(FindingClass::kHostSyncOrLogging, with_time ? 0.85 : 0.6, other,
+                   fmt::format("{} of each step is spent outside forward/backward/optimizer/data "
+                               "with {:.1f} host syncs (.item/.cpu) per step",
+                               Pct(other), syncs));
+  f.evidence.push_back(ShareEvidence(c, "other", T.host_sync_other_share));
+  f.evidence.push_back(
+      Ev(fmt::format("{:.1f} host syncs per step (threshold {:.0f} with time "
+                     "outside phases, or {:.0f})",
+                     syncs, T.host_sync_per_step_low.value, T.host_sync_per_step_high.value),
+         "host_syncs_per_step", syncs, "per step", T.host_sync_per_step_low.value));
+  std::vector<std::pair<std::string, double>> top(c.host_syncs_by_counter.begin(),
+                                                  c.host_syncs_by_counter.end());
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string counters;
+  for (const auto& [name, n] : top) {
+    counters += fmt::format("{}{} {:.1f}/step", counters.empty() ? "" : ", ", name, n);
+  }
+  // Log every N steps: the smallest usual interval that leaves < 1% of the step to logging.
+  int64_t every = 100;
+  for (int64_t n : {10, 20, 50, 100}) {
+    if (other / static_cast<double>(n) < T.logging_residual_share.value) {
+      every = n;
+      break;
+    }
+  }
+  Rec(f, 1,
+      fmt::format("log every {} steps instead of every step (cuts the {} to ≈ {})", every,
+                  Pct(other), Pct(other / static_cast<double>(every))));
+  Rec(f, 1,
+      "accumulate metrics on the device (loss_sum += loss.detach()) and sync once per log "
+      "interval");
+  if (!counters.empty()) {
+    std::string sites;
+    for (size_t i = 0; i < c.sync_sites.size() && i < 3; ++i) {
+      sites += fmt::format("{}{}", i == 0 ? " at " : ", ", c.sync_sites[i]);
+    }
+    Rec(f, 1, fmt::format("avoid .item()/.cpu()/.numpy() in the step loop: {}{}", counters, sites));
+  }
+  auto per_step = [&](const char* name) {
+    auto it = c.host_syncs_by_counter.find(name);
+    return it == c.host_syncs_by_counter.end() ? 0.0 : it->second;
+  };
+  if (per_step("host_sync.copy_h2d") > 0) {
+    Rec(f, 0,
+        "copy batches without blocking: DataLoader(pin_memory=True) and "
+        ".to(device, non_blocking=True)");
+  }
+  if (per_step("host_sync.synchronize") > 0 || per_step("host_sync.empty_cache") > 0) {
+    Rec(f, 0,
+        "remove torch.cuda.synchronize() / torch.cuda.empty_cache() from the step loop (keep "
+        "them for timing code you turn on deliberately)");
+  }
+  SortRecs(f);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// periodic_side_work
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> PeriodicRule(const RunData&, const RunReport& r, const RuleContext& c) {
+  // The loader rules own data_loading spikes (epoch starts, prefetch).
+  std::map<std::string, analysis::PeriodicPhase> by_phase;
+  for (auto& g : analysis::FindPeriodicPhases(r.phases)) {
+    // Slow forward/backward/optimizer steps are noise or contention, not side work.
+    bool core = analysis::IsComputePhase(g.phase);
+    if (g.phase == kData || core || g.share_of_wall < T.periodic_share.value) continue;
+    auto it = by_phase.find(g.phase);
+    if (it == by_phase.end() || g.share_of_wall > it->second.share_of_wall) {
+      by_phase[g.phase] = std::move(g);
+    }
+  }
+  if (by_phase.empty()) return std::nullopt;
+  std::vector<const analysis::PeriodicPhase*> groups;
+  double cost = 0;
+  for (const auto& [name, g] : by_phase) {
+    groups.push_back(&g);
+    cost += g.share_of_wall;
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
+    return a->share_of_wall > b->share_of_wall;
+  });
+  auto describe = [](const analysis::PeriodicPhase& g) {
+    std::string when = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
+                                         : fmt::format("at {} irregular steps", g.occurrences);
+    return fmt::format("{}: {}, +{} each, {} of wall time", when, g.phase, Secs(g.extra_s_each),
+                       Pct(g.share_of_wall));
+  };
+  const auto& top = *groups.front();
+  Finding f = Make(FindingClass::kPeriodicSideWork, top.every_steps > 0 ? 0.85 : 0.6, cost,
+                   fmt::format("{} steps are slow in turn ({})",
+                               Plural(top.occurrences, "of the", "of the"), describe(top)));
+  // One sentence: "every 20 steps: checkpointing, +0.9 s each, 21% of wall time".
+  f.reason = fmt::format("{}: {}", FindingClassName(f.cls), describe(top));
+  for (const auto* g : groups) {
+    f.evidence.push_back(Ev(fmt::format("{} (rank {}, {} occurrences; threshold {})", describe(*g),
+                                        g->rank, g->occurrences, Pct(T.periodic_share.value)),
+                            fmt::format("periodic.{}.share_of_wall", g->phase), g->share_of_wall,
+                            "fraction", T.periodic_share.value));
+    PeriodicRecs(*g, c.ranks, f);
+  }
+  SortRecs(f);
+  return f;
+}
+
+}  // namespace stallscope::diagnose

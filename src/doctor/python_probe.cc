@@ -1,0 +1,224 @@
+#include "doctor/python_probe.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/json_fields.h"
+#include "host/file_reader.h"
+
+extern char** environ;
+
+namespace stallscope::doctor {
+namespace {
+
+constexpr size_t kMaxOutputBytes = 1 << 20;
+
+// Standard library only, and no syntax newer than Python 3.0 so that an old interpreter still
+// answers with its version. BaseException: a broken torch install can raise anything, even
+// SystemExit, while importing.
+constexpr std::string_view kScript = R"PY(
+import json, platform, sys, warnings
+r = {"python": platform.python_version(), "implementation": platform.python_implementation(),
+     "executable": sys.executable, "venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix)}
+try:
+    import torch
+except BaseException as e:
+    r["torch_error"] = ("%s: %s" % (type(e).__name__, e))[:500]
+else:
+    r["torch"] = str(getattr(torch, "__version__", "unknown"))
+    v = getattr(torch, "version", None)
+    r["torch_cuda"] = getattr(v, "cuda", None)
+    r["torch_hip"] = getattr(v, "hip", None)
+    notes = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            r["torch_threads"] = torch.get_num_threads()
+            r["cuda_available"] = bool(torch.cuda.is_available())
+            r["device_count"] = torch.cuda.device_count() if r["cuda_available"] else 0
+            r["cudnn"] = torch.backends.cudnn.version()
+        except BaseException as e:
+            notes.append("%s: %s" % (type(e).__name__, e))
+    r["warnings"] = [(str(w.message).strip() or "?")[:500] for w in caught][:5] + notes[:1]
+sys.stdout.write("STALLSCOPE_DOCTOR_PROBE " + json.dumps(r) + "\n")
+sys.stdout.flush()
+)PY";
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// Reads what is there from `fd` into `out` (up to the cap); false at EOF or error.
+bool Drain(int fd, std::string& out) {
+  std::array<char, 16384> buf{};
+  const ssize_t n = read(fd, buf.data(), buf.size());
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) return false;
+  const size_t room = kMaxOutputBytes - std::min(kMaxOutputBytes, out.size());
+  out.append(buf.data(), std::min(room, static_cast<size_t>(n)));
+  return true;
+}
+
+int ExitCodeOf(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Reads both pipes until they close or the deadline passes (then kills the group), then reaps.
+CommandOutput Collect(pid_t pid, host::ScopedFd out_fd, host::ScopedFd err_fd, int64_t deadline) {
+  CommandOutput o;
+  std::array<pollfd, 2> fds{{{out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}}};
+  int open = 2;
+  while (open > 0) {
+    const int64_t left_ms = (deadline - MonotonicNs()) / 1'000'000;
+    if (left_ms <= 0) {
+      o.timed_out = true;
+      break;
+    }
+    const int ready =
+        poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].fd < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (!Drain(fds[k].fd, k == 0 ? o.out : o.err)) {
+        fds[k].fd = -1;
+        --open;
+      }
+    }
+  }
+  if (o.timed_out) kill(-pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  o.exit_code = ExitCodeOf(status);
+  return o;
+}
+
+}  // namespace
+
+std::string_view PythonProbeScript() { return kScript; }
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ns) {
+  if (argv.empty()) return Error{ErrorCode::kInvalidArgument, "no command"};
+  std::array<int, 2> out_pipe{-1, -1}, err_pipe{-1, -1};
+  if (pipe2(out_pipe.data(), O_CLOEXEC) != 0)
+    return MakeError(ErrorCode::kIo, "pipe: {}", std::strerror(errno));
+  host::ScopedFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (pipe2(err_pipe.data(), O_CLOEXEC) != 0)
+    return MakeError(ErrorCode::kIo, "pipe: {}", std::strerror(errno));
+  host::ScopedFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigfillset(&defaults);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a timeout kills its children too
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return MakeError(rc == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, "cannot run '{}': {}",
+                     argv[0], std::strerror(rc));
+  }
+  out_write = host::ScopedFd();  // the child holds the write ends; EOF comes when it exits
+  err_write = host::ScopedFd();
+  return Collect(pid, std::move(out_read), std::move(err_read), MonotonicNs() + timeout_ns);
+}
+
+PythonFacts ParsePythonProbe(std::string_view text) {
+  PythonFacts p;
+  const std::string marker = std::string(kPythonProbeMarker) + " ";
+  size_t at = text.find(marker);
+  // The marker must start a line: a job's sitecustomize may print before it.
+  while (at != std::string_view::npos && at > 0 && text[at - 1] != '\n') {
+    at = text.find(marker, at + 1);
+  }
+  if (at == std::string_view::npos) {
+    p.error = "it printed no probe line";
+    return p;
+  }
+  const size_t begin = at + marker.size();
+  const size_t end = text.find('\n', begin);
+  const nlohmann::json j = nlohmann::json::parse(
+      text.substr(begin, end == std::string_view::npos ? end : end - begin), nullptr,
+      /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    p.error = "its probe line is not a JSON object";
+    return p;
+  }
+  p.ran = true;
+  p.version = JsonOpt<std::string>(j, "python").value_or("");
+  p.implementation = JsonOpt<std::string>(j, "implementation").value_or("");
+  p.executable = JsonOpt<std::string>(j, "executable").value_or("");
+  p.venv = JsonOpt<bool>(j, "venv").value_or(false);
+  p.torch_version = JsonOpt<std::string>(j, "torch");
+  p.torch_error = JsonOpt<std::string>(j, "torch_error").value_or("");
+  p.torch_cuda = JsonOpt<std::string>(j, "torch_cuda");
+  p.torch_hip = JsonOpt<std::string>(j, "torch_hip");
+  p.cuda_available = JsonOpt<bool>(j, "cuda_available");
+  p.device_count = JsonOpt<int64_t>(j, "device_count");
+  p.cudnn_version = JsonOpt<int64_t>(j, "cudnn");
+  p.torch_threads = JsonOpt<int64_t>(j, "torch_threads");
+  if (const auto it = j.find("warnings"); it != j.end() && it->is_array()) {
+    for (const auto& w : *it) {
+      if (w.is_string()) p.warnings.push_back(w.get<std::string>());
+    }
+  }
+  return p;
+}
+
+PythonFacts ProbePython(const std::string& python, int64_t timeout_ns) {
+  Result<CommandOutput> run = RunCommand({python, "-c", std::string(kScript)}, timeout_ns);
+  PythonFacts p;
+  if (!run.ok()) {
+    p.error =
+        run.error().code == ErrorCode::kNotFound
+            ? fmt::format("not found{}", python.find('/') == std::string::npos ? " on PATH" : "")
+            : run.error().message;
+  } else if (run->timed_out) {
+    p.error = fmt::format("no answer within {:g} s (importing torch hung?)",
+                          static_cast<double>(timeout_ns) / 1e9);
+  } else {
+    p = ParsePythonProbe(run->out);
+    if (!p.ran) {
+      // The last line of stderr says why (a SyntaxError of a Python 2, a crash).
+      std::string_view err = run->err;
+      while (!err.empty() && err.back() == '\n') err.remove_suffix(1);
+      const size_t nl = err.rfind('\n');
+      const std::string_view last = nl == std::string_view::npos ? err : err.substr(nl + 1);
+      p.error =
+          fmt::format("exit {}: {}", run->exit_code, last.empty() ? p.error : std::string(last));
+    }
+  }
+  p.interpreter = python;
+  return p;
+}
+
+}  // namespace stallscope::doctor

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Assembles the relocatable bundle from a dist build (`make dist` builds it first):
+#
+#   tools/make_dist.sh [BUILD_DIR]        # default build-dist
+#   → BUILD_DIR/stallscope-<version>-linux-<machine>.tar.gz
+#
+# Layout (README "Bundle"):
+#   bin/stallscope                 static libstdc++, rpath $ORIGIN/../lib
+#   bin/stallscope-gpu-check       tools/gpu_check.py
+#   lib/<soname>                   every library the binary needs beyond the system runtime
+#   lib/stallscope/python/         the Python package + sitecustomize.py (`run` finds it here)
+#   lib/stallscope/*.whl           the same package as a wheel, for `pip install`
+#   examples/  README.md  VERSION  Makefile (gpu-check only)
+#
+# The tarball is reproducible for a given build: sorted entries, owner 0, mtime of the last
+# commit, gzip without a timestamp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=${1:-build-dist}
+binary=$build/stallscope
+[ -x "$binary" ] || { echo "make_dist: $binary not found: run \`make dist\`" >&2; exit 1; }
+version=$("$binary" --version | awk '{print $2}')
+name=stallscope-$version-linux-$(uname -m)
+stage=$build/stage/$name
+tarball=$build/$name.tar.gz
+
+# What every Linux machine has (glibc, the GCC runtime): never bundled. libstdc++.so.6 is only
+# needed by bundled libraries (libsimdjson: GLIBCXX_3.4.21, GCC >= 5), not by our own ELFs.
+system_lib() {
+  case $1 in
+    linux-vdso.so.* | ld-linux-*.so.* | libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | \
+      librt.so.* | libgcc_s.so.* | libstdc++.so.*) return 0 ;;
+  esac
+  return 1
+}
+
+# The highest symbol version of one family (GLIBC, GLIBCXX, ...) that the ELF files need.
+max_version() {
+  local family=$1
+  shift
+  objdump -T "$@" | grep -oE "\(${family}_[0-9.]+\)" | tr -d '()' | sed "s/^${family}_//" |
+    sort -V | tail -1
+}
+
+rm -rf "$build/stage" "$build"/stallscope-*.tar.gz
+mkdir -p "$stage/bin" "$stage/lib/stallscope/python/stallscope" "$stage/examples"
+
+install -m 755 "$binary" "$stage/bin/stallscope"
+strip --strip-unneeded "$stage/bin/stallscope"
+install -m 755 tools/gpu_check.py "$stage/bin/stallscope-gpu-check"
+
+ldd "$binary" | awk '$2 == "=>" { print $1, $3 }' | while read -r soname path; do
+  system_lib "$soname" && continue
+  [ -f "$path" ] || { echo "make_dist: $binary needs $soname: not found" >&2; exit 1; }
+  install -m 644 "$path" "$stage/lib/$soname"
+done
+
+# The package as CMake assembled it (python/CMakeLists.txt), without the optional pybind11
+# extension `_core`: it is built for Debian's python3.11 only and needs GCC 12's libstdc++.
+py=$stage/lib/stallscope/python
+install -m 644 "$build"/python/stallscope/*.py "$py/stallscope/"
+install -m 644 "$build/python/sitecustomize.py" "$py/"
+install -m 755 "$build/python/stallscope/libstallscope_rec.so" "$py/stallscope/"
+strip --strip-unneeded "$py/stallscope/libstallscope_rec.so"
+python3 python/make_wheel.py --package "$py/stallscope" --out "$stage/lib/stallscope" --force \
+  > /dev/null
+
+install -m 644 examples/*.py examples/README.md "$stage/examples/"
+install -m 755 examples/*.sh "$stage/examples/"
+install -m 644 README.md "$stage/"
+[ -f LICENSE ] && install -m 644 LICENSE "$stage/"
+cat > "$stage/Makefile" <<'EOF'
+# The bundle's only target (README "GPU check"); the same as: bin/stallscope-gpu-check
+gpu-check:
+	python3 bin/stallscope-gpu-check $(GPU_CHECK_FLAGS)
+.PHONY: gpu-check
+EOF
+
+mapfile -t elfs < <(find "$stage" -type f -exec sh -c 'head -c4 "$1" | grep -q "^.ELF"' _ {} \; \
+  -print | sort)
+if commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+  git diff --quiet HEAD -- || commit="$commit+local changes"
+else
+  commit="not a git checkout"
+fi
+cat > "$stage/VERSION" <<EOF
+stallscope $version ($commit)
+needs: $(uname -m) Linux, glibc >= $(max_version GLIBC "${elfs[@]}"), libgcc_s.so.1, libstdc++.so.6 >= GLIBCXX_$(max_version GLIBCXX "${elfs[@]}") (for lib/libsimdjson)
+EOF
+
+epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --mode=go-w --format=gnu \
+  -C "$build/stage" -cf - "$name" | gzip -9n > "$tarball"
+
+echo "$tarball: $(du -k "$tarball" | cut -f1) KB, $(find "$stage" -type f | wc -l) files"
+printf '  %-56s %-8s %-10s %s\n' ELF GLIBC GLIBCXX NEEDED
+for f in "${elfs[@]}"; do
+  needed=$(objdump -p "$f" | awk '/NEEDED/ { printf "%s ", $2 }')
+  printf '  %-56s %-8s %-10s %s\n' "${f#"$stage"/}" "$(max_version GLIBC "$f")" \
+    "$(max_version GLIBCXX "$f")" "$needed"
+done
