@@ -503,10 +503,15 @@ TEST(ProcessTrackerLive, SpawnedShellAndItsChild) {
   SystemClock clock;
   ProcessTracker tracker(ProcFs{}, shell.pid());
   std::vector<ProcessSample> out;
-  // The shell forks sleep soon after it starts; wait up to 5 s for it.
-  for (int i = 0; i < 500; ++i) {
+  // The shell forks sleep soon after it starts; wait up to 10 s for it. execve sets comm before
+  // it maps the new argv and touches its pages, so a sample can see comm "sleep" with an empty
+  // cmdline and no resident memory yet: wait for the exec to be complete, not just begun.
+  for (int i = 0; i < 1000; ++i) {
     tracker.Sample(clock.MonotonicNs(), out);
-    if (out.size() >= 2 && out[1].comm == "sleep") break;
+    if (out.size() >= 2 && out[1].comm == "sleep" && !out[1].cmdline.empty() &&
+        out[1].rss_bytes > 0) {
+      break;
+    }
     usleep(10 * 1000);
   }
   ASSERT_EQ(out.size(), 2u);
