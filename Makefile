@@ -6,6 +6,9 @@ BUILD_ASAN  ?= build-asan
 BUILD_DIST  ?= build-dist
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Line tables only (-g1): backtraces, ASan reports and profilers still name file:line, and the
+# three builds of `make test` compile about a quarter faster than with full -g.
+DEBUG_INFO  ?= -g1
 PY          := /usr/bin/python3
 
 DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
@@ -28,7 +31,8 @@ deps:
 	fi
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $(DEBUG_INFO) -DNDEBUG" $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -50,7 +54,8 @@ dist: deps $(BUILD_DIST)/build.ninja
 	tools/make_dist.sh $(BUILD_DIST)
 
 $(BUILD_ASAN)/build.ninja:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=ON \
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=$(DEBUG_INFO)" \
+	  -DSTALLSCOPE_SANITIZE=ON \
 	  -DSTALLSCOPE_BUILD_PYTHON=OFF -DSTALLSCOPE_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
