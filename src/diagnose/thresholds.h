@@ -44,6 +44,10 @@ struct ThresholdSet {
   // --- training loop --------------------------------------------------------------------------
   Threshold host_sync_other_share{"host_sync_other_share", 0.20, "fraction of step time",
                                   "seed 000 §2: per-step metrics/logging time outside phases"};
+  Threshold live_outside_phases_share{
+      "live_outside_phases_share", 0.30, "fraction of wall time",
+      "stallscope: the live status line's hint only (diagnose::Suspect) — the same 30% bar as "
+      "data_bound_share (seed 000 §4) for time outside every phase; the report decides"};
   Threshold host_sync_per_step_low{"host_sync_per_step_low", 1, "syncs per step",
                                    "seed 000 §5: DtoH spikes from CPU metric computations"};
   Threshold host_sync_per_step_high{"host_sync_per_step_high", 10, "syncs per step",
@@ -125,7 +129,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 39> kThresholdTable{{
+inline constexpr std::array<Threshold, 40> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -135,6 +139,7 @@ inline constexpr std::array<Threshold, 39> kThresholdTable{{
     kThresholds.worker_headroom_cpus,
     kThresholds.prefetch_factor_target,
     kThresholds.host_sync_other_share,
+    kThresholds.live_outside_phases_share,
     kThresholds.host_sync_per_step_low,
     kThresholds.host_sync_per_step_high,
     kThresholds.logging_residual_share,

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "phase/phase_aggregator.h"
+#include "phase/phase_reader.h"
+
+namespace stallscope::analysis {
+
+/// One phase's time in a live window.
+struct LivePhase {
+  std::string name;
+  int64_t total_ns = 0;  ///< time spent in the phase during the window
+  double share = 0;      ///< total_ns / the window's wall time
+};
+
+/// Phase statistics of one process (the one with the most steps) over a window of wall time:
+/// what `run` prints while the job runs and what an exporter publishes. Computed once here; the
+/// CLI only formats it, diagnose::Suspect judges it.
+struct LiveWindow {
+  uint64_t steps = 0;
+  double window_s = 0;
+  double steps_per_s = 0;
+  std::vector<LivePhase> phases;  ///< TakeWindow: by total_ns, largest first; else by phase id
+  double data_share = 0;          ///< the data_loading phase's share
+  double compute_share = 0;       ///< sum of the compute phases' shares (IsComputePhase)
+  double covered_share = 0;       ///< sum of all phases' shares (1 − covered: outside phases)
+};
+
+/// Live phase statistics of a job's processes, fed with the records drained from their rings.
+/// Per process: the current window, the interim totals (since the last TakeInterim) and the
+/// totals since the start. Thread-compatible (the monitor session serialises access).
+class LiveStats {
+ public:
+  /// Feeds one record of `ring` (in write order). `ring` must outlive this object.
+  void Add(phase::PhaseReader& ring, const phase::PhaseRecord& record);
+
+  /// The window since the last call, of the process with the most steps in it, and adds every
+  /// process's window to its interim and total sums. Empty when no process made a step or
+  /// `window_ns` <= 0.
+  [[nodiscard]] std::optional<LiveWindow> TakeWindow(int64_t window_ns);
+
+  /// The interim totals of the process with the most steps since the last interim, once it has
+  /// at least `every_steps` (> 0) of them over `since_ns` (> 0); then every process's interim
+  /// totals restart. Empty (and nothing restarts) otherwise. Phases by id.
+  [[nodiscard]] std::optional<LiveWindow> TakeInterim(int64_t every_steps, int64_t since_ns);
+
+  /// Totals since the start of the process with the most steps (windows taken so far), over
+  /// `since_start_ns` of wall time; does not restart anything. Empty when no step was seen.
+  [[nodiscard]] std::optional<LiveWindow> Totals(int64_t since_start_ns) const;
+
+ private:
+  struct Proc {
+    phase::PhaseReader* ring = nullptr;
+    phase::PhaseAggregator agg;
+    std::map<uint16_t, int64_t> interim_ns;  ///< by phase id
+    uint64_t interim_steps = 0;
+    std::map<uint16_t, int64_t> total_ns;
+    uint64_t total_steps = 0;
+  };
+  std::map<int32_t, Proc> procs_;  ///< by pid
+};
+
+}  // namespace stallscope::analysis

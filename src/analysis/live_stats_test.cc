@@ -1,0 +1,102 @@
+#include "analysis/live_stats.h"
+
+#include <gtest/gtest.h>
+
+#include "temp_dir.h"
+
+#include "base/clock.h"
+#include "phase/phase_reader.h"
+#include "phase/phase_writer.h"
+
+namespace stallscope::analysis {
+namespace {
+
+using stallscope::testing::TempDir;
+
+constexpr int64_t kMs = 1'000'000;
+
+/// One process's ring with `steps` steps of 300 ms data_loading + 500 ms forward_pass + 200 ms
+/// outside any phase (1 s per step), drained into `stats`.
+class LiveStatsTest : public ::testing::Test {
+ protected:
+  void WriteSteps(int steps) {
+    for (int i = 0; i < steps; ++i) {
+      writer_.Begin(data_);
+      clock_.Advance(300 * kMs);
+      writer_.End(data_);
+      writer_.Begin(forward_);
+      clock_.Advance(500 * kMs);
+      writer_.End(forward_);
+      clock_.Advance(200 * kMs);
+      writer_.Step();
+    }
+  }
+  void Drain() {
+    if (!reader_) {
+      auto r = phase::PhaseReader::Open(writer_.ring_path());
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      reader_.emplace(std::move(r).value());
+    }
+    reader_->Drain([&](const phase::PhaseRecord& r) { stats_.Add(*reader_, r); });
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  phase::PhaseWriter writer_{phase::WriterOptions{dir_.Sub("phases")}, &clock_};
+  uint16_t data_ = writer_.NameId("data_loading");
+  uint16_t forward_ = writer_.NameId("forward_pass");
+  std::optional<phase::PhaseReader> reader_;
+  LiveStats stats_;
+};
+
+TEST_F(LiveStatsTest, WindowSharesStepsPerSecondAndCoverage) {
+  WriteSteps(10);
+  Drain();
+  auto w = stats_.TakeWindow(10'000 * kMs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->steps, 10u);
+  EXPECT_DOUBLE_EQ(w->steps_per_s, 1.0);
+  ASSERT_EQ(w->phases.size(), 2u);
+  EXPECT_EQ(w->phases[0].name, "forward_pass");  // largest first
+  EXPECT_NEAR(w->phases[0].share, 0.5, 1e-9);
+  EXPECT_EQ(w->phases[1].name, "data_loading");
+  EXPECT_NEAR(w->data_share, 0.3, 1e-9);
+  EXPECT_NEAR(w->compute_share, 0.5, 1e-9);
+  EXPECT_NEAR(w->covered_share, 0.8, 1e-9);
+  // The window restarts.
+  EXPECT_FALSE(stats_.TakeWindow(10'000 * kMs).has_value());
+}
+
+TEST_F(LiveStatsTest, NoStepsOrNoTimeGivesNoWindow) {
+  EXPECT_FALSE(stats_.TakeWindow(kNsPerSec).has_value());
+  WriteSteps(2);
+  Drain();
+  EXPECT_FALSE(stats_.TakeWindow(0).has_value());
+}
+
+TEST_F(LiveStatsTest, InterimAccumulatesWindowsUntilEnoughSteps) {
+  WriteSteps(3);
+  Drain();
+  ASSERT_TRUE(stats_.TakeWindow(3'000 * kMs).has_value());
+  EXPECT_FALSE(stats_.TakeInterim(5, 3'000 * kMs).has_value());  // 3 < 5: keeps counting
+  EXPECT_FALSE(stats_.TakeInterim(0, 3'000 * kMs).has_value());  // off
+  WriteSteps(2);
+  Drain();
+  ASSERT_TRUE(stats_.TakeWindow(2'000 * kMs).has_value());
+  auto interim = stats_.TakeInterim(5, 5'000 * kMs);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->steps, 5u);
+  ASSERT_EQ(interim->phases.size(), 2u);
+  EXPECT_EQ(interim->phases[0].name, "data_loading");  // by phase id
+  EXPECT_EQ(interim->phases[0].total_ns, 1'500 * kMs);
+  EXPECT_NEAR(interim->data_share, 0.3, 1e-9);
+  EXPECT_FALSE(stats_.TakeInterim(5, 5'000 * kMs).has_value());  // restarted
+  // Totals are not restarted by either.
+  auto totals = stats_.Totals(5'000 * kMs);
+  ASSERT_TRUE(totals.has_value());
+  EXPECT_EQ(totals->steps, 5u);
+  EXPECT_NEAR(totals->covered_share, 0.8, 1e-9);
+}
+
+}  // namespace
+}  // namespace stallscope::analysis

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string_view>
+
+#include "analysis/live_stats.h"
+#include "diagnose/thresholds.h"
+
+namespace stallscope::diagnose {
+
+/// What a live window of phase shares points at, before the full verdict of the report.
+enum class Suspicion {
+  kNone,
+  kInputPipeline,  ///< data_loading > data_bound_share
+  kOutsidePhases,  ///< time outside every phase > live_outside_phases_share
+  kComputeBound,   ///< compute phases > cpu_compute_share
+};
+
+/// The suspicion for `window` (checked in the order above), against `thresholds`.
+[[nodiscard]] Suspicion Suspect(const analysis::LiveWindow& window,
+                                const ThresholdSet& thresholds = kThresholds);
+
+/// How the status line says it ("" for kNone): "suspect: input pipeline", ...
+[[nodiscard]] std::string_view SuspicionText(Suspicion suspicion);
+
+}  // namespace stallscope::diagnose
