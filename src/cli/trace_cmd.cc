@@ -41,20 +41,16 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
   return OkStatus();
 }
 
-/// With --export-perfetto every rank's events must be held at once: read all, export, analyse.
-Result<diagnose::TraceReport> AnalyzeAndExport(const TraceOptions& o,
-                                               const trace::ReadOptions& read,
-                                               const trace::AnalysisOptions& analysis) {
-  TRY(std::vector<std::string> files, trace::ExpandTracePaths(o.paths));
-  TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, o.threads));
-  TRY(trace::PerfettoExportStats stats, trace::WritePerfettoJsonFile(traces, o.export_perfetto));
-  fmt::print(stderr,
-             "stallscope trace: wrote {} ({} slices, {} flows, {} tracks; open it in "
-             "https://ui.perfetto.dev)\n",
-             o.export_perfetto, stats.slices, stats.flows, stats.tracks);
-  std::vector<diagnose::TraceRankReport> ranks;
-  for (auto& t : traces) ranks.push_back(diagnose::AnalyzeRank(std::move(t), analysis));
-  return diagnose::BuildTraceReport(std::move(ranks), analysis);
+/// --export-perfetto: writes every rank's events, read in full, before the analysis.
+diagnose::TracesHook PerfettoExport(const std::string& path) {
+  return [path](const std::vector<trace::RankTrace>& traces) -> Status {
+    TRY(trace::PerfettoExportStats stats, trace::WritePerfettoJsonFile(traces, path));
+    fmt::print(stderr,
+               "stallscope trace: wrote {} ({} slices, {} flows, {} tracks; open it in "
+               "https://ui.perfetto.dev)\n",
+               path, stats.slices, stats.flows, stats.tracks);
+    return OkStatus();
+  };
 }
 
 }  // namespace
@@ -68,9 +64,9 @@ int RunTrace(const TraceOptions& o) {
   }
   trace::ReadOptions read;
   if (o.rank >= 0) read.rank = o.rank;
-  auto report = o.export_perfetto.empty()
-                    ? diagnose::AnalyzeTraceFiles(o.paths, read, analysis, o.threads)
-                    : AnalyzeAndExport(o, read, analysis);
+  auto report = diagnose::AnalyzeTraceFiles(
+      o.paths, read, analysis, o.threads,
+      o.export_perfetto.empty() ? diagnose::TracesHook{} : PerfettoExport(o.export_perfetto));
   if (!report.ok()) {
     fmt::print(stderr, "stallscope trace: {}\n", report.error().message);
     return 1;

@@ -225,14 +225,32 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   return report;
 }
 
+namespace {
+
+/// AnalyzeTraceFiles with a hook: every rank read and held, the hook, then the analyses.
+Result<TraceReport> AnalyzeAllAtOnce(const std::vector<std::string>& files,
+                                     const trace::ReadOptions& read,
+                                     const trace::AnalysisOptions& options, unsigned threads,
+                                     const TracesHook& before_analysis) {
+  TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, threads));
+  TRY_STATUS(before_analysis(traces));
+  std::vector<TraceRankReport> ranks;
+  for (auto& t : traces) ranks.push_back(AnalyzeRank(std::move(t), options));
+  return BuildTraceReport(std::move(ranks), options);
+}
+
+}  // namespace
+
 Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
                                       const trace::ReadOptions& read,
-                                      const trace::AnalysisOptions& options, unsigned threads) {
+                                      const trace::AnalysisOptions& options, unsigned threads,
+                                      const TracesHook& before_analysis) {
   TRY(std::vector<std::string> files, trace::ExpandTracePaths(paths));
   if (files.empty()) {
     return MakeError(ErrorCode::kNotFound, "{}: no trace files (*.json, *.json.gz)",
                      paths.empty() ? std::string(".") : paths.front());
   }
+  if (before_analysis) return AnalyzeAllAtOnce(files, read, options, threads, before_analysis);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   // Fewer files than cores: each rank's analyses may use a second thread.
   bool spare_core = threads > files.size();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,11 +81,18 @@ struct TraceReport {
 [[nodiscard]] TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
                                            const trace::AnalysisOptions& options);
 
+/// Sees every rank's events, all read, before the analysis consumes them (e.g. the Perfetto
+/// export of `trace --export-perfetto`); an error fails the analysis.
+using TracesHook = std::function<Status(const std::vector<trace::RankTrace>& traces)>;
+
 /// Reads PATHs (files or directories), analyses each rank on up to `threads` threads (0 = all
-/// cores) and builds the report. Fails only when a path cannot be read or is not a trace.
+/// cores) and builds the report. Fails only when a path cannot be read or is not a trace, or when
+/// the paths hold no trace file. With `before_analysis`, all ranks are read first and held at
+/// once (memory: every rank's events) so the hook sees them together.
 [[nodiscard]] Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
                                                     const trace::ReadOptions& read,
                                                     const trace::AnalysisOptions& options,
-                                                    unsigned threads = 0);
+                                                    unsigned threads = 0,
+                                                    const TracesHook& before_analysis = {});
 
 }  // namespace stallscope::diagnose

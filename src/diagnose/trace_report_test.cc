@@ -211,3 +211,55 @@ TEST(TraceVerdict, TwoRanksOneSlowIsStraggler) {
 
 }  // namespace
 }  // namespace stallscope::diagnose
+
+namespace stallscope::diagnose {
+namespace {
+
+const std::string kTraces = STALLSCOPE_SOURCE_DIR "/tests/data/traces/";
+
+TEST(AnalyzeTraceFiles, HookSeesEveryRankBeforeTheAnalysisAndGivesTheSameReport) {
+  std::vector<std::string> paths = {kTraces + "steps_kineto_gpu.json"};
+  size_t seen_events = 0;
+  int calls = 0;
+  auto hooked = AnalyzeTraceFiles(paths, {}, {}, 1, [&](const std::vector<trace::RankTrace>& t) {
+    ++calls;
+    for (const auto& r : t) seen_events += r.events.size();
+    return OkStatus();
+  });
+  auto plain = AnalyzeTraceFiles(paths, {}, {}, 1);
+  ASSERT_TRUE(hooked.ok()) << hooked.error().message;
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_EQ(calls, 1);
+  EXPECT_GT(seen_events, 0u);
+  ASSERT_EQ(hooked->ranks.size(), plain->ranks.size());
+  ASSERT_EQ(hooked->verdict.principal.has_value(), plain->verdict.principal.has_value());
+  if (plain->verdict.principal) {
+    EXPECT_EQ(hooked->verdict.principal->cls, plain->verdict.principal->cls);
+  }
+}
+
+TEST(AnalyzeTraceFiles, HookErrorFailsTheAnalysis) {
+  auto r = AnalyzeTraceFiles({kTraces + "steps_kineto_gpu.json"}, {}, {}, 1,
+                             [](const std::vector<trace::RankTrace>&) -> Status {
+                               return MakeError(ErrorCode::kIo, "out.json: cannot write");
+                             });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "out.json: cannot write");
+}
+
+TEST(AnalyzeTraceFiles, NoTraceFilesIsAnErrorWithOrWithoutAHook) {
+  int calls = 0;
+  TracesHook hook = [&](const std::vector<trace::RankTrace>&) {
+    ++calls;
+    return OkStatus();
+  };
+  for (const TracesHook& h : {TracesHook{}, hook}) {
+    auto r = AnalyzeTraceFiles({}, {}, {}, 1, h);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, ".: no trace files (*.json, *.json.gz)");
+  }
+  EXPECT_EQ(calls, 0);  // nothing to export either
+}
+
+}  // namespace
+}  // namespace stallscope::diagnose
