@@ -1,39 +1,33 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-
 #include <fmt/format.h>
 
 #include "analysis/summary.h"
 #include "base/units.h"
-#include "cli/child_process.h"
 #include "cli/commands.h"
+#include "monitor/session.h"
 #include "report/render.h"
-#include "sample/sampler.h"
 
 namespace stallscope::cli {
 
 int RunTop(const TopOptions& o) {
-  auto interval = ParseDurationNs(o.interval);
+  auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
     return fmt::print(stderr, "stallscope top: {}\n", interval.error().message), 2;
-  if (*interval < sample::kMinIntervalNs) {
-    fmt::print(stderr, "stallscope top: interval {} is below the 50ms minimum\n", o.interval);
-    return 2;
-  }
-  BlockTerminationSignals();
+  monitor::BlockTerminationSignals();
   SystemClock clock;
   Machine machine = OpenMachine(o.sampling, clock, *interval);
-  host::HostSampler host_sampler(machine.fs);
-  sample::Sampler sampler(*machine.gpus, host_sampler, nullptr, clock);
-  sample::Sample s;
+  // No thread and no recording: top samples on its own schedule, on this thread.
+  monitor::SessionOptions options;
+  options.interval_ns = *interval;
+  monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
 
   if (o.once) {
     // CPU shares and rates need two readings: take one, wait a short while, take the real one.
-    sampler.SampleOnce(s);
+    session.SampleNow();
     clock.SleepUntil(clock.MonotonicNs() + 250'000'000);
-    sampler.SampleOnce(s);
+    const sample::Sample& s = session.SampleNow();
     std::string out = o.json ? report::RenderTopJson(machine.header, s)
                              : report::RenderTopText(machine.header, s);
     fmt::print("{}", out);
@@ -44,14 +38,14 @@ int RunTop(const TopOptions& o) {
   bool tty = isatty(STDOUT_FILENO) != 0;
 
   int64_t shown = 0;
-  sampler.SampleOnce(s);  // prime the rate counters
+  session.SampleNow();  // prime the rate counters
   int64_t next = clock.MonotonicNs() + *interval;
   for (;;) {
-    int sig = WaitSignal(std::max<int64_t>(next - clock.MonotonicNs(), 1));
+    int sig = monitor::WaitSignal(std::max<int64_t>(next - clock.MonotonicNs(), 1));
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) break;
     if (clock.MonotonicNs() < next) continue;
     next += *interval;
-    sampler.SampleOnce(s);
+    const sample::Sample& s = session.SampleNow();
     if (o.status) {
       fmt::print("{}\n", report::RenderStatusLine(s));
       auto agg = sample::Aggregate(s.gpus);

@@ -8,7 +8,7 @@
 
 #include "base/result.h"
 
-namespace stallscope::cli {
+namespace stallscope::monitor {
 
 /// A command started without a shell in its own process group, so signals can be forwarded to
 /// the whole job (launchers such as torchrun start workers in the same group).
@@ -45,4 +45,4 @@ void BlockTerminationSignals();
 /// Waits up to `timeout_ns` for a blocked signal; returns it, or 0 on timeout.
 int WaitSignal(int64_t timeout_ns);
 
-}  // namespace stallscope::cli
+}  // namespace stallscope::monitor

@@ -1,4 +1,4 @@
-#include "cli/child_process.h"
+#include "monitor/child_process.h"
 
 #include <signal.h>
 #include <spawn.h>
@@ -13,7 +13,7 @@
 
 extern char** environ;
 
-namespace stallscope::cli {
+namespace stallscope::monitor {
 namespace {
 
 int ExitCodeFromStatus(int status) {
@@ -135,4 +135,4 @@ int WaitSignal(int64_t timeout_ns) {
   return sig > 0 ? sig : 0;
 }
 
-}  // namespace stallscope::cli
+}  // namespace stallscope::monitor
