@@ -23,7 +23,7 @@ TEST(Suspect, TableOfShares) {
       {0.30, 0.50, 0.95, Suspicion::kNone},           // the bar itself is not above it
       {0.50, 0.10, 0.60, Suspicion::kInputPipeline},  // data wins over outside-phases
       {0.10, 0.20, 0.60, Suspicion::kOutsidePhases},  // 40% outside every phase
-      {0.10, 0.60, 0.70, Suspicion::kNone},           // exactly 30% outside: not above
+      {0.10, 0.60, 0.75, Suspicion::kNone},           // 25% outside: below the bar
       {0.05, 0.75, 0.90, Suspicion::kComputeBound},   // compute > 70%
       {0.05, 0.70, 0.90, Suspicion::kNone},
       {0.00, 0.00, 0.00, Suspicion::kOutsidePhases},  // steps but no phases at all
