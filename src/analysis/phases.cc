@@ -470,7 +470,7 @@ void FillStepCounters(const std::vector<CounterHit>& counters, const std::vector
 }
 
 /// Step count, rate and the seed 003 variation ratio of the step durations.
-void FillStepSeries(RankSteps& rs) {
+void FillStepSeries(RankSteps& rs, double oscillation_ratio) {
   RunningStats durations;
   for (const StepRecord& s : rs.steps) durations.Add(ToSeconds(s.end_ns - s.begin_ns));
   rs.count = static_cast<int64_t>(rs.steps.size());
@@ -480,7 +480,7 @@ void FillStepSeries(RankSteps& rs) {
   rs.std_step_s = durations.stddev();
   rs.variation_ratio = rs.mean_step_s > 0 ? rs.std_step_s / rs.mean_step_s : 0.0;
   // Seed 003: variation_ratio = std/mean > 0.5 → oscillation.
-  rs.oscillating = rs.variation_ratio > kOscillationVariationRatio;
+  rs.oscillating = rs.variation_ratio > oscillation_ratio;
 }
 
 /// Adds a scan's counters and unmatched counts to the analysis totals.
@@ -524,7 +524,7 @@ void AddGpuTimes(const std::vector<GpuSpan>& spans, int64_t span_begin, int64_t 
 
 /// Steps, per-step phases, phase stats and "other" of one rank's main process.
 void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t world_ranks,
-                 const NameTable& names, PhaseAnalysis& out) {
+                 const NameTable& names, const ThresholdSet& t, PhaseAnalysis& out) {
   std::vector<int64_t> bounds{scan.first_ts_ns};
   if (scan.step_ts_ns.empty()) {
     bounds.push_back(scan.last_ts_ns);
@@ -545,7 +545,7 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
   }
   const std::vector<int64_t> other_ns = FillStepPhases(scan.intervals, bounds, names, rs.steps);
   FillStepCounters(scan.counters, bounds, names, rs.steps);
-  FillStepSeries(rs);
+  FillStepSeries(rs, t.oscillation_ratio.value);
 
   int64_t outside_ns = 0;
   std::vector<PhaseStats> stats =
@@ -573,7 +573,7 @@ const ProcessInfo* PickMain(const std::vector<const ProcessInfo*>& procs) {
 
 }  // namespace
 
-PhaseAnalysis AnalyzePhases(const phase::EventLog& log) {
+PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t) {
   PhaseAnalysis out;
   out.lost_records = log.lost_records;
   if (log.events.size() > std::numeric_limits<uint32_t>::max()) {
@@ -593,7 +593,7 @@ PhaseAnalysis AnalyzePhases(const phase::EventLog& log) {
       // Scoped: the main process's intervals can be large; freed before the next process.
       const ProcessScan scan = ScanProcess(log, *main_proc, names);
       AddScanTotals(scan, names, out, unknown_kinds);
-      AnalyzeMain(scan, rank, main_proc->pid, world_ranks, names, out);
+      AnalyzeMain(scan, rank, main_proc->pid, world_ranks, names, t, out);
     }
     for (const ProcessInfo* p : procs) {
       if (p == main_proc) continue;
@@ -621,10 +621,10 @@ bool IsComputePhase(std::string_view name) {
          name == "gpu_compute" || name == "cpu_exec";
 }
 
-PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks) {
+PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks, const ThresholdSet& t) {
   PhaseAnalysis out;
   for (RankSteps& rs : ranks) {
-    FillStepSeries(rs);
+    FillStepSeries(rs, t.oscillation_ratio.value);
     int64_t steps_ns = 0;
     std::map<std::string, std::vector<double>> per_phase;
     std::map<std::string, int64_t> total_ns;

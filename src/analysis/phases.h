@@ -7,12 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/thresholds.h"
 #include "phase/event_log.h"
 
 namespace stallscope::analysis {
-
-/// Seed 003: a step-time variation ratio (std/mean) above this is an oscillation.
-inline constexpr double kOscillationVariationRatio = 0.5;
 
 /// The exposed all-reduce wait of a DDP backward (python/stallscope/auto.py): from the moment the
 /// last gradient was ready until backward() returned. Not compute: time a rank waits for others.
@@ -73,7 +71,7 @@ struct RankSteps {
   double mean_step_s = 0;
   double std_step_s = 0;
   double variation_ratio = 0;  ///< std/mean
-  bool oscillating = false;    ///< variation_ratio > kOscillationVariationRatio
+  bool oscillating = false;    ///< variation_ratio > thresholds.oscillation_ratio (seed 003)
   std::vector<StepRecord> steps;
 };
 
@@ -104,12 +102,13 @@ struct PhaseAnalysis {
 /// records) into steps at its kStep records, and computes per-phase statistics and the
 /// per-step series. A process without step records but with phases lands in other_processes.
 /// With no step records at all, the whole span of each rank's busiest process is one "step".
-[[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log);
+/// A rank oscillates when its variation ratio exceeds `t.oscillation_ratio`.
+[[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t);
 
 /// The same analysis for steps measured elsewhere (a profiler trace): each rank's `steps` come
 /// with their windows, per-phase seconds (including "other") and counters; fills each rank's
 /// step statistics, the per-phase statistics (share of that rank's step time) and the counter
 /// totals, as AnalyzePhases does.
-[[nodiscard]] PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks);
+[[nodiscard]] PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks, const ThresholdSet& t);
 
 }  // namespace stallscope::analysis

@@ -122,7 +122,7 @@ LogBuilder SimpleLoop() {
 }
 
 TEST(AnalyzePhases, SimpleLoopHasExactShares) {
-  PhaseAnalysis a = AnalyzePhases(SimpleLoop().Build());
+  PhaseAnalysis a = AnalyzePhases(SimpleLoop().Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 1u);
   const RankSteps& r = a.ranks[0];
   EXPECT_EQ(r.pid, 100);
@@ -181,7 +181,7 @@ TEST(AnalyzePhases, GpuSpansAttachToTheirPhaseNotToTheTimeline) {
   }
   b.Gpu("forward_pass", 200, 30);  // the last step's backward never resolved
   b.Gpu("forward_pass", 900, 30);  // began after the last step: not in the steps' window
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 1u);
   EXPECT_EQ(a.ranks[0].count, 3);
   EXPECT_NEAR(a.ranks[0].duration_s, 0.3, kEps) << "spans do not stretch the timeline";
@@ -209,7 +209,7 @@ TEST(AnalyzePhases, GpuSpansAttachToTheirPhaseNotToTheTimeline) {
 TEST(AnalyzePhases, GapIsOther) {
   LogBuilder b;
   b.Proc(100).Phase("forward_pass", 0, 40).Phase("backward_pass", 60, 100).Step(100);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 1u);
   EXPECT_NEAR(a.ranks[0].steps[0].phase_s.at("other"), 0.02, kEps);
   const PhaseStats* other = Find(a, "other");
@@ -228,7 +228,7 @@ TEST(AnalyzePhases, NestedPhasesCountInclusiveAndOtherUsesTheUnion) {
       .End("optimizer_step", 50)
       .Phase("forward_pass", 50, 80)
       .Step(100);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const StepRecord& s = a.ranks.at(0).steps.at(0);
   EXPECT_NEAR(s.phase_s.at("optimizer_step"), 0.05, kEps);
   EXPECT_NEAR(s.phase_s.at("ema_update"), 0.02, kEps);
@@ -245,7 +245,7 @@ TEST(AnalyzePhases, TwoThreadsOverlapOnce) {
   b.Thread(100).End("forward_pass", 60);
   b.Thread(7).End("data_loading", 80);
   b.Thread(100).Step(100);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const StepRecord& s = a.ranks.at(0).steps.at(0);
   EXPECT_NEAR(s.phase_s.at("forward_pass"), 0.06, kEps);
   EXPECT_NEAR(s.phase_s.at("data_loading"), 0.06, kEps);
@@ -256,7 +256,7 @@ TEST(AnalyzePhases, PhaseCrossingAStepIsSplitPerStepButCountedOnce) {
   LogBuilder b;
   b.Proc(100).Phase("data_loading", 0, 10).Begin("forward_pass", 80).Step(100);
   b.End("forward_pass", 120).Step(200);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   EXPECT_NEAR(r.steps[0].phase_s.at("forward_pass"), 0.02, kEps);
   EXPECT_NEAR(r.steps[1].phase_s.at("forward_pass"), 0.02, kEps);
@@ -270,7 +270,7 @@ TEST(AnalyzePhases, TwoRanksAreSeparate) {
   LogBuilder b;
   b.Proc(200, 1).Phase("forward_pass", 0, 50).Step(50).Phase("forward_pass", 50, 100).Step(100);
   b.Proc(100, 0).Phase("forward_pass", 0, 30).Step(100);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 2u);
   EXPECT_EQ(a.ranks[0].rank, 0);
   EXPECT_EQ(a.ranks[0].pid, 100);
@@ -292,7 +292,7 @@ TEST(AnalyzePhases, WorkerPhasesGoToOtherProcesses) {
   // A DataLoader worker of the same rank: same phase ids, different names.
   b.Proc(101).Phase("decode", 10, 40).Phase("decode", 60, 70).Counter("host_sync.item", 1, 70);
   b.Proc(102).Counter("host_sync.item", 2, 5);  // no phases: not listed
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 1u);
   EXPECT_EQ(a.ranks[0].pid, 100);
   EXPECT_EQ(Find(a, "decode"), nullptr);
@@ -311,7 +311,7 @@ TEST(AnalyzePhases, CrashClipsOpenPhaseAndCountsOutsideTime) {
   LogBuilder b;
   b.Proc(100).Phase("forward_pass", 0, 100).Step(100).Phase("forward_pass", 100, 200).Step(200);
   b.Phase("data_loading", 200, 230).Begin("forward_pass", 230).Counter("host_sync.item", 1, 280);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   EXPECT_EQ(a.unmatched_begins, 1);
   EXPECT_EQ(a.ranks.at(0).count, 2);
   // After the last step: data_loading 30 ms + the open forward_pass clipped at 280 ms.
@@ -326,7 +326,7 @@ TEST(AnalyzePhases, SetupBeforeFirstStepIsInsideStepOne) {
   // Step 1 begins at the first event, so setup phases belong to step 1, not outside.
   LogBuilder b;
   b.Proc(100).Phase("setup", 0, 500).Phase("forward_pass", 500, 600).Step(600);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   EXPECT_NEAR(a.ranks.at(0).duration_s, 0.6, kEps);
   EXPECT_NEAR(a.outside_steps_s, 0, kEps);
 }
@@ -374,7 +374,7 @@ TEST(AnalyzePhases, PairingTable) {
     LogBuilder b;
     b.Proc(100);
     c.build(b);
-    PhaseAnalysis a = AnalyzePhases(b.Build());
+    PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
     EXPECT_EQ(a.unmatched_begins, c.unmatched_begins);
     EXPECT_EQ(a.unmatched_ends, c.unmatched_ends);
     const StepRecord& s = a.ranks.at(0).steps.at(0);
@@ -389,7 +389,7 @@ TEST(AnalyzePhases, PairingTable) {
 TEST(AnalyzePhases, ZeroLengthPhaseIsCountedInStats) {
   LogBuilder b;
   b.Proc(100).Phase("f", 10, 10).Step(100);
-  const PhaseAnalysis a = AnalyzePhases(b.Build());
+  const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const PhaseStats* f = Find(a, "f");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->count, 1);
@@ -400,7 +400,7 @@ TEST(AnalyzePhases, NoStepRecordsMakeOneStepOfTheBusiestProcess) {
   LogBuilder b;
   b.Proc(100).Phase("forward_pass", 10, 50).Phase("backward_pass", 50, 110);
   b.Proc(101).Phase("decode", 0, 5);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   ASSERT_EQ(a.ranks.size(), 1u);
   EXPECT_EQ(a.ranks[0].pid, 100);
   EXPECT_EQ(a.ranks[0].count, 1);
@@ -418,7 +418,7 @@ TEST(AnalyzePhases, MainProcessIsTheOneWithMostSteps) {
   LogBuilder b;
   b.Proc(100).Phase("a", 0, 10).Phase("a", 10, 20).Phase("a", 20, 30).Step(30);
   b.Proc(101).Step(10).Step(20).Phase("b", 20, 25);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   EXPECT_EQ(a.ranks.at(0).pid, 101);
   ASSERT_EQ(a.other_processes.size(), 1u);
   EXPECT_EQ(a.other_processes[0].pid, 100);
@@ -448,7 +448,7 @@ TEST(AnalyzePhases, OscillationTable) {
     b.Proc(100).Raw(RecordKind::kMark, 0, 0);
     double t = 0;
     for (double ms : c.step_ms) b.Step(t += ms);
-    PhaseAnalysis a = AnalyzePhases(b.Build());
+    PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
     const RankSteps& r = a.ranks.at(0);
     EXPECT_EQ(r.count, static_cast<int64_t>(c.step_ms.size()));
     EXPECT_NEAR(r.variation_ratio, c.ratio, 1e-9);
@@ -465,7 +465,7 @@ TEST(AnalyzePhases, CountersPerStep) {
       .Counter("host_sync.item", 3, 150)
       .Counter("host_sync.nonzero", 1, 200)  // at the boundary: step 2 ends here
       .Step(200);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   EXPECT_EQ(r.steps[0].counters, (std::map<std::string, int64_t>{{"host_sync.item", 2}}));
   EXPECT_EQ(r.steps[1].counters,
@@ -479,7 +479,7 @@ TEST(AnalyzePhases, UnsortedTimestampsWithinAProcessAreOrdered) {
   LogBuilder b;
   b.Proc(100).Phase("forward_pass", 0, 40).Step(100).Phase("forward_pass", 100, 140).Step(200);
   b.Thread(7).Phase("data_loading", 50, 90).Phase("data_loading", 150, 190);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   ASSERT_EQ(r.steps.size(), 2u);
   EXPECT_NEAR(r.steps[0].phase_s.at("data_loading"), 0.04, kEps);
@@ -493,7 +493,7 @@ TEST(AnalyzePhases, OneThreadOutOfOrderFallsBackToAFullSort) {
   LogBuilder b;
   b.Proc(100).Step(100).Phase("forward_pass", 0, 40).Thread(7).Phase("data_loading", 50, 90);
   b.Thread(100).Step(200).Phase("forward_pass", 100, 140);
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   ASSERT_EQ(r.steps.size(), 2u);
   EXPECT_EQ(r.steps[0].begin_ns, kT0);
@@ -512,7 +512,7 @@ TEST(AnalyzePhases, PercentilesOverOneHundredSteps) {
     b.Phase("forward_pass", t, t + k).Step(t + 100);
     t += 100;
   }
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const PhaseStats* f = Find(a, "forward_pass");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->count, 100);
@@ -539,7 +539,7 @@ TEST(AnalyzePhases, PercentilesOverOneHundredSteps) {
 TEST(AnalyzePhases, EmptyLogGivesEmptyAnalysis) {
   phase::EventLog log;
   log.lost_records = 3;
-  PhaseAnalysis a = AnalyzePhases(log);
+  PhaseAnalysis a = AnalyzePhases(log, kThresholds);
   EXPECT_TRUE(a.ranks.empty());
   EXPECT_TRUE(a.phases.empty());
   EXPECT_TRUE(a.other_processes.empty());
@@ -554,7 +554,7 @@ TEST(AnalyzePhases, HostileInputIsCountedNotFatal) {
   for (int i = 0; i < 1000; ++i) b.Begin("deep", i * 0.01);  // never ended
   b.Raw(RecordKind::kInvalid, 0, 20).Raw(static_cast<RecordKind>(42), 0, 21);
   b.Raw(RecordKind::kBegin, 77, 22).Raw(RecordKind::kEnd, 77, 23).Step(30);  // id with no name
-  PhaseAnalysis a = AnalyzePhases(b.Build());
+  PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   EXPECT_EQ(a.unmatched_begins, 1000);  // 936 dropped beyond depth 64, 64 clipped at the end
   ASSERT_EQ(a.warnings.size(), 1u);
   EXPECT_NE(a.warnings[0].find("2 phase records"), std::string::npos);
@@ -596,7 +596,7 @@ TEST(AnalyzePhases, MillionEventsScale) {
   }
   ASSERT_EQ(log.events.size(), static_cast<size_t>(kSteps) * 9);
   const auto start = std::chrono::steady_clock::now();
-  PhaseAnalysis a = AnalyzePhases(log);
+  PhaseAnalysis a = AnalyzePhases(log, kThresholds);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::printf("AnalyzePhases: %zu events in %.1f ms\n", log.events.size(), ms);

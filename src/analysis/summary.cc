@@ -31,15 +31,15 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g) {
 
 }  // namespace
 
-Balance ComputeBalance(const std::vector<double>& per_gpu_means) {
+Balance ComputeBalance(const std::vector<double>& per_gpu_means, const ThresholdSet& t) {
   Balance b;
   if (per_gpu_means.size() < 2) return b;
   b.cv_pct = CoefficientOfVariationPct(per_gpu_means);
-  if (b.cv_pct) b.quality = ClassifyCv(*b.cv_pct);
+  if (b.cv_pct) b.quality = ClassifyCv(*b.cv_pct, t);
   return b;
 }
 
-RecordingSummary Summarize(const sample::Recording& rec) {
+RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) {
   RecordingSummary out;
   out.hostname = rec.header.hostname;
   out.gpu_note = rec.header.gpu_note;
@@ -72,8 +72,8 @@ RecordingSummary Summarize(const sample::Recording& rec) {
     if (g.util_pct.count() > 0) util_means.push_back(g.util_pct.mean());
   }
   // Balance is only meaningful when every GPU reported the metric.
-  if (mem_means.size() == out.gpus.size()) out.memory_balance = ComputeBalance(mem_means);
-  if (util_means.size() == out.gpus.size()) out.util_balance = ComputeBalance(util_means);
+  if (mem_means.size() == out.gpus.size()) out.memory_balance = ComputeBalance(mem_means, t);
+  if (util_means.size() == out.gpus.size()) out.util_balance = ComputeBalance(util_means, t);
   return out;
 }
 

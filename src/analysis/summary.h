@@ -49,19 +49,23 @@ struct RecordingSummary {
   std::vector<std::string> warnings;  ///< from reading the file
 };
 
-/// Statistics of `rec`. Never fails: an empty recording gives zero samples.
-[[nodiscard]] RecordingSummary Summarize(const sample::Recording& rec);
+/// Statistics of `rec`. Never fails: an empty recording gives zero samples. Balance classes cut
+/// at `t`'s balance_*_cv.
+[[nodiscard]] RecordingSummary Summarize(const sample::Recording& rec,
+                                         const ThresholdSet& t = kThresholds);
 
-/// Balance of `per_gpu_means` (seed 002: CV = std/mean × 100%, classes at 5/10/20%).
-[[nodiscard]] Balance ComputeBalance(const std::vector<double>& per_gpu_means);
+/// Balance of `per_gpu_means` (seed 002: CV = std/mean × 100%, classes at `t`'s 5/10/20%).
+[[nodiscard]] Balance ComputeBalance(const std::vector<double>& per_gpu_means,
+                                     const ThresholdSet& t);
 
 /// Seed 004: warn when GPU utilization stayed low. Feed one average utilization per sample;
 /// Low() is true once the mean of the last `window` samples is under `threshold_pct`.
 class LowUtilWatch {
  public:
-  /// Seed 004: "Automatic warnings if GPU util < 30%"; the issue: over the last 10 samples.
-  static constexpr double kDefaultThresholdPct = 30.0;
-  static constexpr size_t kDefaultWindow = 10;
+  /// Seed 004: "Automatic warnings if GPU util < 30%", over the last 10 samples
+  /// (base/thresholds.h: low_util_warn, low_util_window).
+  static constexpr double kDefaultThresholdPct = kThresholds.low_util_warn.value;
+  static constexpr auto kDefaultWindow = static_cast<size_t>(kThresholds.low_util_window.value);
 
   explicit LowUtilWatch(double threshold_pct = kDefaultThresholdPct,
                         size_t window = kDefaultWindow);

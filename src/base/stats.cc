@@ -16,10 +16,10 @@ std::optional<double> Quantile(std::span<const double> values, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
-BalanceClass ClassifyCv(double cv_pct) {
-  if (cv_pct < 5.0) return BalanceClass::kExcellent;
-  if (cv_pct < 10.0) return BalanceClass::kGood;
-  if (cv_pct < 20.0) return BalanceClass::kFair;
+BalanceClass ClassifyCv(double cv_pct, const ThresholdSet& t) {
+  if (cv_pct < t.balance_good_cv.value) return BalanceClass::kExcellent;
+  if (cv_pct < t.balance_fair_cv.value) return BalanceClass::kGood;
+  if (cv_pct < t.balance_poor_cv.value) return BalanceClass::kFair;
   return BalanceClass::kPoor;
 }
 

@@ -6,6 +6,8 @@
 #include <span>
 #include <string_view>
 
+#include "base/thresholds.h"
+
 namespace stallscope {
 
 /// Streaming mean and population standard deviation (Welford). O(1) memory, no allocation.
@@ -41,8 +43,9 @@ class RunningStats {
 /// Seed 002: load-balance quality from the coefficient of variation (std/mean × 100%).
 enum class BalanceClass { kExcellent, kGood, kFair, kPoor };
 
-/// Seed 002 classes: < 5% Excellent, 5–10% Good, 10–20% Fair, ≥ 20% Poor.
-[[nodiscard]] BalanceClass ClassifyCv(double cv_pct);
+/// Seed 002 classes, cut at `t.balance_good_cv` / `balance_fair_cv` / `balance_poor_cv`
+/// (5/10/20%): below the first Excellent, then Good, Fair, and Poor from the last on.
+[[nodiscard]] BalanceClass ClassifyCv(double cv_pct, const ThresholdSet& t);
 [[nodiscard]] std::string_view BalanceClassName(BalanceClass c);
 
 /// Coefficient of variation in percent of `values` (population std / mean × 100).

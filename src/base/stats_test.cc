@@ -37,8 +37,12 @@ TEST(ClassifyCv, Boundaries) {
       {10.0, BalanceClass::kFair},     {19.999, BalanceClass::kFair},
       {20.0, BalanceClass::kPoor},     {250.0, BalanceClass::kPoor},
   };
-  for (const auto& c : cases) EXPECT_EQ(ClassifyCv(c.cv), c.want) << c.cv;
+  for (const auto& c : cases) EXPECT_EQ(ClassifyCv(c.cv, kThresholds), c.want) << c.cv;
   EXPECT_EQ(BalanceClassName(BalanceClass::kFair), "Fair");
+  // The cuts are data: a stricter table moves them.
+  ThresholdSet strict;
+  strict.balance_good_cv.value = 1;
+  EXPECT_EQ(ClassifyCv(2.0, strict), BalanceClass::kGood);
 }
 
 TEST(CoefficientOfVariation, SeedExample) {
@@ -47,7 +51,7 @@ TEST(CoefficientOfVariation, SeedExample) {
   auto cv = CoefficientOfVariationPct(mem);
   ASSERT_TRUE(cv.has_value());
   EXPECT_NEAR(*cv, 0.2156, 1e-3);
-  EXPECT_EQ(ClassifyCv(*cv), BalanceClass::kExcellent);
+  EXPECT_EQ(ClassifyCv(*cv, kThresholds), BalanceClass::kExcellent);
   EXPECT_FALSE(CoefficientOfVariationPct(std::vector<double>{0, 0}).has_value());
   EXPECT_FALSE(CoefficientOfVariationPct({}).has_value());
 }

@@ -23,7 +23,7 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // gpu_bound (the good case; compute-bound on CPU-only runs)
 // ---------------------------------------------------------------------------------------------
 
-double ComputeShare(const RuleContext& c) {
+double ComputeShare(const Facts& c) {
   double share = 0;
   for (const auto& [name, s] : c.phase_share) {
     if (analysis::IsComputePhase(name)) share += s;
@@ -31,15 +31,15 @@ double ComputeShare(const RuleContext& c) {
   return share;
 }
 
-std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
+std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
   const GpuFacts* weakest = nullptr;
   bool all_known = true;
   for (const auto& g : c.gpus) {
-    if (g.util_mean_pct < T.gpu_bound_util.value) return std::nullopt;
+    if (g.util_mean * 100.0 < T.gpu_bound_util.value) return std::nullopt;
     if (g.sm_clock_fraction && *g.sm_clock_fraction < T.gpu_bound_clock.value) return std::nullopt;
     if (g.power_fraction && *g.power_fraction < T.gpu_bound_power.value) return std::nullopt;
     all_known = all_known && g.sm_clock_fraction && g.power_fraction;
-    if (!weakest || g.util_mean_pct < weakest->util_mean_pct) weakest = &g;
+    if (!weakest || g.util_mean < weakest->util_mean) weakest = &g;
   }
   if (!weakest) return std::nullopt;
   double compute = ComputeShare(c);
@@ -49,14 +49,14 @@ std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
   std::string power = weakest->power_fraction
                           ? fmt::format(" and {} of its power limit", Pct(*weakest->power_fraction))
                           : std::string();
-  Finding f =
-      Make(FindingClass::kGpuBound, all_known ? 0.9 : 0.7,
-           compute > 0 ? compute : weakest->util_mean_pct / 100.0,
-           fmt::format("GPU {} is busy {:.0f}% of the time{}{}: the GPU itself is the limit",
-                       weakest->index, weakest->util_mean_pct, clock, power));
+  Finding f = Make(
+      FindingClass::kGpuBound, all_known ? T.confidence_measured.value : T.confidence_fair.value,
+      compute > 0 ? compute : weakest->util_mean,
+      fmt::format("GPU {} is busy {:.0f}% of the time{}{}: the GPU itself is the limit",
+                  weakest->index, weakest->util_mean * 100.0, clock, power));
   f.evidence.push_back(Ev(fmt::format("GPU utilization {:.0f}% (threshold {:.0f}%, seed 001 T1)",
-                                      weakest->util_mean_pct, T.gpu_bound_util.value),
-                          "gpu.util_mean_pct", weakest->util_mean_pct, "%",
+                                      weakest->util_mean * 100.0, T.gpu_bound_util.value),
+                          "gpu.util_mean_pct", weakest->util_mean * 100.0, "%",
                           T.gpu_bound_util.value));
   if (weakest->sm_clock_fraction) {
     f.evidence.push_back(Ev(
@@ -80,7 +80,7 @@ std::optional<Finding> GpuBoundOnGpu(const RuleContext& c) {
   return f;
 }
 
-std::optional<Finding> GpuBoundOnCpu(const RuleContext& c) {
+std::optional<Finding> GpuBoundOnCpu(const Facts& c) {
   double compute = ComputeShare(c);
   double data = c.Share(std::string(kData));
   double other = c.Share("other");
@@ -89,7 +89,7 @@ std::optional<Finding> GpuBoundOnCpu(const RuleContext& c) {
   if (c.steps == 0 || compute < T.cpu_compute_share.value || data >= limit || syncs) {
     return std::nullopt;
   }
-  Finding f = Make(FindingClass::kGpuBound, 0.8, compute,
+  Finding f = Make(FindingClass::kGpuBound, T.confidence_strong.value, compute,
                    fmt::format("compute-bound (CPU-only run): forward, backward and optimizer take "
                                "{} of each step on {} allowed",
                                Pct(compute), Cpus(c.allowed_cpus)));
@@ -125,7 +125,7 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // GPU rules
 // ---------------------------------------------------------------------------------------------
 
-std::optional<Finding> ThrottledRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> ThrottledRule(const Facts& c) {
   const GpuFacts* worst = nullptr;
   for (const auto& g : c.gpus) {
     if (g.throttled_share > T.throttled_share.value &&
@@ -150,7 +150,7 @@ std::optional<Finding> ThrottledRule(const RunData&, const RunReport&, const Rul
   std::string clock = worst->sm_clock_fraction
                           ? fmt::format(" (SM clock {} of max)", Pct(*worst->sm_clock_fraction))
                           : std::string();
-  Finding f = Make(FindingClass::kGpuThrottled, 0.8, cost,
+  Finding f = Make(FindingClass::kGpuThrottled, T.confidence_strong.value, cost,
                    fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}",
                                worst->index, reasons, Pct(worst->throttled_share), clock));
   f.evidence.push_back(
@@ -177,9 +177,9 @@ std::optional<Finding> ThrottledRule(const RunData&, const RunReport&, const Rul
   return f;
 }
 
-std::optional<Finding> UtilMisleadingRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> UtilMisleadingRule(const Facts& c) {
   for (const auto& g : c.gpus) {
-    if (g.util_mean_pct <= T.util_misleading_util.value) continue;
+    if (g.util_mean * 100.0 <= T.util_misleading_util.value) continue;
     // A low clock from throttling is gpu_throttled's finding, not a misleading util.
     bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
                      g.throttled_share <= T.throttled_share.value;
@@ -194,13 +194,13 @@ std::optional<Finding> UtilMisleadingRule(const RunData&, const RunReport&, cons
       what += fmt::format("{}at {} of max SM clock", what.empty() ? "" : " ",
                           Pct(*g.sm_clock_fraction));
     }
-    Finding f = Make(FindingClass::kUtilMisleading, 0.5, cost,
+    Finding f = Make(FindingClass::kUtilMisleading, T.confidence_guess.value, cost,
                      fmt::format("GPU {} reports {:.0f}% utilization but {}: a trickle of small "
                                  "kernels, not a busy GPU",
-                                 g.index, g.util_mean_pct, what));
+                                 g.index, g.util_mean * 100.0, what));
     f.evidence.push_back(Ev(fmt::format("GPU {} utilization {:.0f}% (above {:.0f}%)", g.index,
-                                        g.util_mean_pct, T.util_misleading_util.value),
-                            fmt::format("gpu{}.util_mean_pct", g.index), g.util_mean_pct, "%",
+                                        g.util_mean * 100.0, T.util_misleading_util.value),
+                            fmt::format("gpu{}.util_mean_pct", g.index), g.util_mean * 100.0, "%",
                             T.util_misleading_util.value));
     if (g.sm_clock_fraction) {
       f.evidence.push_back(
@@ -227,33 +227,34 @@ std::optional<Finding> UtilMisleadingRule(const RunData&, const RunReport&, cons
   return std::nullopt;
 }
 
-std::optional<Finding> ImbalanceRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> ImbalanceRule(const Facts& c) {
   if (c.gpus.size() < 2) return std::nullopt;
-  const auto& ub = r.machine.util_balance;
-  const auto& mb = r.machine.memory_balance;
-  double ucv = ub.cv_pct.value_or(0), mcv = mb.cv_pct.value_or(0);
+  // The CV thresholds are in percent (seed 002).
+  double ucv = c.util_cv.value_or(0) * 100.0, mcv = c.memory_cv.value_or(0) * 100.0;
   double fair = T.balance_fair_cv.value;
   if (ucv < fair && mcv < fair) return std::nullopt;
   const GpuFacts* lo = &c.gpus.front();
   const GpuFacts* hi = &c.gpus.front();
   for (const auto& g : c.gpus) {
-    if (g.util_mean_pct < lo->util_mean_pct) lo = &g;
-    if (g.util_mean_pct > hi->util_mean_pct) hi = &g;
+    if (g.util_mean < lo->util_mean) lo = &g;
+    if (g.util_mean > hi->util_mean) hi = &g;
   }
   double worst_cv = std::max(ucv, mcv);
   std::string quality = worst_cv >= T.balance_poor_cv.value ? "Poor" : "Fair";
   // Synchronous data parallelism waits for the busiest GPU: the others idle for the difference.
-  double cost = ucv >= fair && hi->util_mean_pct > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean_pct : 0;
+  double cost = ucv >= fair && hi->util_mean > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean : 0;
   std::string reason = ucv >= fair
                            ? fmt::format(
                                  "GPU utilization varies {:.0f}% (CV, {}) across {} GPUs: GPU {} "
                                  "averages {:.0f}% vs {:.0f}% on GPU {}",
-                                 ucv, quality, c.gpus.size(), lo->index, lo->util_mean_pct,
-                                 hi->util_mean_pct, hi->index)
+                                 ucv, quality, c.gpus.size(), lo->index, lo->util_mean * 100.0,
+                                 hi->util_mean * 100.0, hi->index)
                            : fmt::format("GPU memory use varies {:.0f}% (CV, {}) across {} GPUs",
                                          mcv, quality, c.gpus.size());
-  Finding f = Make(FindingClass::kLoadImbalance, worst_cv >= T.balance_poor_cv.value ? 0.8 : 0.6,
-                   cost, reason);
+  Finding f = Make(
+      FindingClass::kLoadImbalance,
+      worst_cv >= T.balance_poor_cv.value ? T.confidence_strong.value : T.confidence_weak.value,
+      cost, reason);
   f.evidence.push_back(
       Ev(fmt::format("utilization CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed "
                      "002)",
@@ -280,9 +281,9 @@ std::optional<Finding> ImbalanceRule(const RunData&, const RunReport& r, const R
 namespace {
 
 /// Per-step mean of each phase on each rank: name → (rank → seconds per step).
-std::map<std::string, std::map<int32_t, double>> PerStepByRank(const RunReport& r) {
+std::map<std::string, std::map<int32_t, double>> PerStepByRank(const analysis::PhaseAnalysis& r) {
   std::map<std::string, std::map<int32_t, double>> out;
-  for (const auto& p : r.phases.phases) {
+  for (const auto& p : r.phases) {
     const auto* rs = RankOf(r, p.rank);
     if (rs && rs->count > 0) out[p.name][p.rank] = p.total_s / static_cast<double>(rs->count);
   }
@@ -309,7 +310,7 @@ std::pair<std::string, double> ExcessPhase(
 }
 
 void StragglerRecommendations(Finding& f, int32_t rank, const std::string& phase, double excess,
-                              const RuleContext& c) {
+                              const Facts& c) {
   if (phase == kData) {
     std::string workers = c.loader && c.loader->num_workers
                               ? fmt::format(" (num_workers={})", *c.loader->num_workers)
@@ -335,13 +336,13 @@ void StragglerRecommendations(Finding& f, int32_t rank, const std::string& phase
 
 /// Lockstep ranks (DDP): equal step times, so the straggler is the rank the others wait for in
 /// all-reduce: the one with the least comm_wait.
-std::optional<Finding> LockstepStraggler(const RunReport& r, const RuleContext& c,
+std::optional<Finding> LockstepStraggler(const analysis::PhaseAnalysis& r, const Facts& c,
                                          const std::map<int32_t, double>& wait) {
   const auto fastest_wait = std::min_element(
       wait.begin(), wait.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   const int32_t slow = fastest_wait->first;
   std::vector<double> lost, steps;
-  for (const auto& s : r.phases.ranks) {
+  for (const auto& s : r.ranks) {
     if (s.count <= 0) continue;
     steps.push_back(s.mean_step_s);
     if (auto it = wait.find(s.rank); it != wait.end() && s.rank != slow) {
@@ -368,7 +369,7 @@ std::optional<Finding> LockstepStraggler(const RunReport& r, const RuleContext& 
     who = fmt::format("the other {} ranks wait", lost.size());
   }
   Finding f = Make(
-      FindingClass::kStraggler, 0.8, share,
+      FindingClass::kStraggler, T.confidence_strong.value, share,
       fmt::format("{} {} per step{} ({} of each step) in all-reduce for rank {}{}", who,
                   Secs(lost_s), lost.size() == 1 ? "" : " on average", Pct(share), slow, where));
   for (const auto& [rank, w] : wait) {
@@ -393,14 +394,16 @@ std::optional<Finding> LockstepStraggler(const RunReport& r, const RuleContext& 
 
 }  // namespace
 
-std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> StragglerRule(const Facts& c) {
   std::vector<const analysis::RankSteps*> ranks;
-  for (const auto& s : r.phases.ranks) {
+  for (const auto& s : c.phases.ranks) {
     if (s.count > 0 && s.mean_step_s > 0) ranks.push_back(&s);
   }
   if (ranks.size() < 2) return std::nullopt;
-  auto per_step = PerStepByRank(r);
-  if (c.lockstep) return LockstepStraggler(r, c, per_step[std::string(analysis::kCommWaitPhase)]);
+  auto per_step = PerStepByRank(c.phases);
+  if (c.lockstep) {
+    return LockstepStraggler(c.phases, c, per_step[std::string(analysis::kCommWaitPhase)]);
+  }
   std::vector<double> means;
   for (const auto* s : ranks) means.push_back(s->mean_step_s);
   double median = Median(means);
@@ -412,9 +415,10 @@ std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const R
   auto [phase, excess] = ExcessPhase(per_step, slow->rank);
   std::string where =
       phase.empty() ? std::string() : fmt::format("; its {} is +{} per step", phase, Secs(excess));
-  Finding f = Make(FindingClass::kStraggler, 0.7, 1.0 - median / slow->mean_step_s,
-                   fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}",
-                               slow->rank, Secs(slow->mean_step_s), ratio, Secs(median), where));
+  Finding f =
+      Make(FindingClass::kStraggler, T.confidence_fair.value, 1.0 - median / slow->mean_step_s,
+           fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}", slow->rank,
+                       Secs(slow->mean_step_s), ratio, Secs(median), where));
   f.evidence.push_back(Ev(fmt::format("rank {} mean step {} vs median {} over {} ranks (threshold "
                                       "{:.2f}×)",
                                       slow->rank, Secs(slow->mean_step_s), Secs(median),
@@ -425,9 +429,9 @@ std::optional<Finding> StragglerRule(const RunData&, const RunReport& r, const R
   return f;
 }
 
-std::optional<Finding> SmallBatchRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> SmallBatchRule(const Facts& c) {
   if (!c.has_gpu || c.Share(std::string(kData)) >= T.data_bound_share.value) return std::nullopt;
-  double util = MeanGpuUtil(c);
+  double util = MeanGpuUtil(c) * 100.0;  // the thresholds are in percent
   double mem = 0;
   const GpuFacts* fullest = nullptr;
   for (const auto& g : c.gpus) {
@@ -438,7 +442,7 @@ std::optional<Finding> SmallBatchRule(const RunData&, const RunReport&, const Ru
     return std::nullopt;
   }
   double cost = 0.5 * std::max(0.0, 1.0 - util / T.gpu_bound_util.value);
-  Finding f = Make(FindingClass::kSmallBatch, 0.5, cost,
+  Finding f = Make(FindingClass::kSmallBatch, T.confidence_guess.value, cost,
                    fmt::format("GPU {} averages {:.0f}% utilization while using {} of its memory "
                                "({} of {} GiB), and the input pipeline is not the limit",
                                fullest->index, util, Pct(mem), GiB(fullest->memory_used_max_mib),
@@ -468,7 +472,7 @@ std::optional<Finding> SmallBatchRule(const RunData&, const RunReport&, const Ru
   return f;
 }
 
-std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> MemoryPressureRule(const Facts& c) {
   const GpuFacts* worst = nullptr;
   for (const auto& g : c.gpus) {
     if (g.memory_used_fraction && *g.memory_used_fraction > T.memory_pressure.value &&
@@ -479,7 +483,7 @@ std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, cons
   if (!worst) return std::nullopt;
   // Costs no time by itself (until it OOMs or the allocator retries): priced at 0.
   Finding f =
-      Make(FindingClass::kGpuMemoryPressure, 0.7, 0,
+      Make(FindingClass::kGpuMemoryPressure, T.confidence_fair.value, 0,
            fmt::format("GPU {} peaked at {} of {} GiB ({}), close to out-of-memory", worst->index,
                        GiB(worst->memory_used_max_mib), GiB(worst->memory_total_mib.value_or(0)),
                        Pct(*worst->memory_used_fraction)));
@@ -494,7 +498,7 @@ std::optional<Finding> MemoryPressureRule(const RunData&, const RunReport&, cons
   return f;
 }
 
-std::optional<Finding> GpuBoundRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> GpuBoundRule(const Facts& c) {
   return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
 }
 

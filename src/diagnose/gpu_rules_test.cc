@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "diagnose/verdict.h"
-#include "diagnose/verdict_test_util.h"
+#include "verdict_test_util.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -177,7 +177,7 @@ TEST(Straggler, LockstepRanksWaitInCommForTheSlowRank) {
   EXPECT_TRUE(HasRec(f, "speed up rank 1's input pipeline (num_workers=0)")) << AllRecs(v);
   // The job-wide shares in lockstep are what every rank spends: rank 1's extra loading is the
   // straggler's, not a data-bound job (pooled, data_loading would be 35%, over the 30% line).
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_TRUE(c.lockstep);
   EXPECT_NEAR(c.Share("data_loading"), 0.005 / 0.093, 1e-6);
   EXPECT_NEAR(c.Share("comm_wait"), 0.001 / 0.093, 1e-6);

@@ -63,13 +63,14 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // host_sync_or_logging
 // ---------------------------------------------------------------------------------------------
 
-std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const RuleContext& c) {
+std::optional<Finding> HostSyncRule(const Facts& c) {
   double other = c.Share("other");
   double syncs = c.host_syncs_per_step;
   bool with_time =
       other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
   if (c.steps == 0 || !(with_time || syncs >= T.host_sync_per_step_high.value)) return std::nullopt;
-  Finding f = Make(FindingClass::kHostSyncOrLogging, with_time ? 0.85 : 0.6, other,
+  Finding f = Make(FindingClass::kHostSyncOrLogging,
+                   with_time ? T.confidence_pattern.value : T.confidence_weak.value, other,
                    fmt::format("{} of each step is spent outside forward/backward/optimizer/data "
                                "with {:.1f} host syncs (.item/.cpu) per step",
                                Pct(other), syncs));
@@ -130,10 +131,10 @@ std::optional<Finding> HostSyncRule(const RunData&, const RunReport&, const Rule
 // periodic_side_work
 // ---------------------------------------------------------------------------------------------
 
-std::optional<Finding> PeriodicRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> PeriodicRule(const Facts& c) {
   // The loader rules own data_loading spikes (epoch starts, prefetch).
   std::map<std::string, analysis::PeriodicPhase> by_phase;
-  for (auto& g : analysis::FindPeriodicPhases(r.phases)) {
+  for (auto& g : analysis::FindPeriodicPhases(c.phases)) {
     // Slow forward/backward/optimizer steps are noise or contention, not side work.
     bool core = analysis::IsComputePhase(g.phase);
     if (g.phase == kData || core || g.share_of_wall < T.periodic_share.value) continue;
@@ -159,7 +160,8 @@ std::optional<Finding> PeriodicRule(const RunData&, const RunReport& r, const Ru
                        Pct(g.share_of_wall));
   };
   const auto& top = *groups.front();
-  Finding f = Make(FindingClass::kPeriodicSideWork, top.every_steps > 0 ? 0.85 : 0.6, cost,
+  Finding f = Make(FindingClass::kPeriodicSideWork,
+                   top.every_steps > 0 ? T.confidence_pattern.value : T.confidence_weak.value, cost,
                    fmt::format("{} steps are slow in turn ({})",
                                Plural(top.occurrences, "of the", "of the"), describe(top)));
   // One sentence: "every 20 steps: checkpointing, +0.9 s each, 21% of wall time".

@@ -62,35 +62,36 @@ inline void SortRecs(Finding& f) {
       [](const Recommendation& a, const Recommendation& b) { return a.cost < b.cost; });
 }
 
-inline std::string AllowedWhy(const RuleContext& c) {
+inline std::string AllowedWhy(const Facts& c) {
   std::string why = fmt::format("host {}", c.host_cpus);
   if (c.cgroup_quota_cpus) why += fmt::format(", cgroup quota {:.1f}", *c.cgroup_quota_cpus);
   if (c.affinity_cpus) why += fmt::format(", affinity {}", *c.affinity_cpus);
   return why;
 }
 
-inline Evidence AllowedEvidence(const RuleContext& c) {
+inline Evidence AllowedEvidence(const Facts& c) {
   return Ev(fmt::format("{} allowed ({})", Cpus(c.allowed_cpus), AllowedWhy(c)), "allowed_cpus",
             static_cast<double>(c.allowed_cpus), "CPUs");
 }
 
-inline Evidence ShareEvidence(const RuleContext& c, std::string_view phase, const Threshold& th) {
+inline Evidence ShareEvidence(const Facts& c, std::string_view phase, const Threshold& th) {
   double share = c.Share(std::string(phase));
   return Ev(fmt::format("{} is {} of step time (threshold {}, {})", phase, Pct(share),
                         Pct(th.value), th.cite()),
             fmt::format("phase_share.{}", phase), share, "fraction", th.value);
 }
 
-inline double MeanGpuUtil(const RuleContext& c) {
+/// The GPUs' mean busy fraction.
+inline double MeanGpuUtil(const Facts& c) {
   double sum = 0;
-  for (const auto& g : c.gpus) sum += g.util_mean_pct;
+  for (const auto& g : c.gpus) sum += g.util_mean;
   return c.gpus.empty() ? 0.0 : sum / static_cast<double>(c.gpus.size());
 }
 
 /// Seed 004: low GPU utilization as supporting evidence.
-inline void AddLowUtilEvidence(const RuleContext& c, Finding& f) {
+inline void AddLowUtilEvidence(const Facts& c, Finding& f) {
   if (!c.has_gpu) return;
-  double util = MeanGpuUtil(c);
+  double util = MeanGpuUtil(c) * 100.0;  // the threshold is in percent
   if (util >= T.low_util_warn.value) return;
   f.evidence.push_back(
       Ev(fmt::format("GPU utilization averages {:.0f}% (warning below {:.0f}%, {})", util,
@@ -98,8 +99,8 @@ inline void AddLowUtilEvidence(const RuleContext& c, Finding& f) {
          "gpu.util_mean_pct", util, "%", T.low_util_warn.value));
 }
 
-inline const analysis::RankSteps* RankOf(const RunReport& r, int32_t rank) {
-  for (const auto& s : r.phases.ranks) {
+inline const analysis::RankSteps* RankOf(const analysis::PhaseAnalysis& phases, int32_t rank) {
+  for (const auto& s : phases.ranks) {
     if (s.rank == rank) return &s;
   }
   return nullptr;

@@ -413,7 +413,7 @@ RunReport BuildRunReport(const RunData& d) {
   } else if (!d.recording.samples.empty()) {
     r.wall_s = static_cast<double>(d.recording.samples.back().mono_ns - d.meta.start_mono_ns) / 1e9;
   }
-  r.phases = analysis::AnalyzePhases(d.events);
+  r.phases = analysis::AnalyzePhases(d.events, kThresholds);
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
   r.loaders = Loaders(d.events);
   r.sync_sites = SyncSites(d.events);

@@ -203,9 +203,7 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   report.cross = trace::AnalyzeCrossRank(inputs);
   report.facts = FactsOf(ranks);
 
-  RunData data;
-  data.trace = report.facts;
-  RunReport run;
+  std::vector<LoaderInfo> loaders;
   std::vector<analysis::RankSteps> steps;
   for (const auto& r : ranks) {
     steps.push_back(TracePhaseSteps(r));
@@ -213,13 +211,11 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
       LoaderInfo l;
       l.rank = r.rank;
       if (r.loader_iterator == "_SingleProcessDataLoaderIter") l.num_workers = 0;
-      run.loaders.push_back(std::move(l));
+      loaders.push_back(std::move(l));
     }
   }
-  report.phases = analysis::PhasesFromSteps(std::move(steps));
-  for (const auto& rs : report.phases.ranks) run.wall_s += rs.duration_s;
-  run.phases = report.phases;
-  report.verdict = Diagnose(data, run);
+  report.phases = analysis::PhasesFromSteps(std::move(steps), kThresholds);
+  report.verdict = Diagnose(BuildTraceFacts(report.facts, report.phases, loaders));
   report.verdict.compute_time.clear();  // a trace's compute phases are its kernels: GPU time
   report.ranks = std::move(ranks);
   return report;

@@ -8,15 +8,16 @@ namespace stallscope::diagnose {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 
-std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&, const RuleContext&) {
-  if (!data.trace || data.trace->gpu_devices == 0) return std::nullopt;
-  const TraceFacts& t = *data.trace;
+std::optional<Finding> HostLaunchRule(const Facts& c) {
+  if (!c.trace || c.trace->gpu_devices == 0) return std::nullopt;
+  const TraceFacts& t = *c.trace;
   double launch = t.Idle("launch_overhead");
   double cpu = t.Idle("cpu_other");
   double idle = launch + cpu;
   if (idle < T.launch_bound_idle_share.value) return std::nullopt;
   bool shallow = t.queue_mean && *t.queue_mean < T.launch_queue_shallow.value;
-  Finding f = Make(FindingClass::kHostLaunchBound, shallow ? 0.85 : 0.6, idle,
+  Finding f = Make(FindingClass::kHostLaunchBound,
+                   shallow ? T.confidence_pattern.value : T.confidence_weak.value, idle,
                    fmt::format("the GPU is idle {} of the time while the host launches kernels "
                                "({}) or runs other CPU ops ({})",
                                Pct(idle), Pct(launch), Pct(cpu)));
@@ -56,19 +57,20 @@ std::optional<Finding> HostLaunchRule(const RunData& data, const RunReport&, con
   return f;
 }
 
-std::optional<Finding> CommunicationRule(const RunData& data, const RunReport&,
-                                         const RuleContext& c) {
-  if (!data.trace || data.trace->gpu_devices == 0) return std::nullopt;
-  const TraceFacts& t = *data.trace;
+std::optional<Finding> CommunicationRule(const Facts& c) {
+  if (!c.trace || c.trace->gpu_devices == 0) return std::nullopt;
+  const TraceFacts& t = *c.trace;
   double waiting = t.Idle("dependency");
   double exposed_comm = t.comm_share * (1.0 - t.overlap_share.value_or(0.0));
   double cost = waiting + exposed_comm;
   if (cost < T.comm_exposed_share.value) return std::nullopt;
   bool deep = t.queue_mean && *t.queue_mean >= T.launch_queue_shallow.value;
-  Finding f = Make(FindingClass::kCommunicationBound, deep || t.comm_share > 0 ? 0.8 : 0.6, cost,
-                   fmt::format("{} of the time goes to communication compute does not hide "
-                               "({}) or to the GPU waiting on a dependency with work queued ({})",
-                               Pct(cost), Pct(exposed_comm), Pct(waiting)));
+  Finding f =
+      Make(FindingClass::kCommunicationBound,
+           deep || t.comm_share > 0 ? T.confidence_strong.value : T.confidence_weak.value, cost,
+           fmt::format("{} of the time goes to communication compute does not hide "
+                       "({}) or to the GPU waiting on a dependency with work queued ({})",
+                       Pct(cost), Pct(exposed_comm), Pct(waiting)));
   f.evidence.push_back(
       Ev(fmt::format("exposed communication + dependency waits {} of the window "
                      "(threshold {}, {})",

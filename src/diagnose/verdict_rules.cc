@@ -1,5 +1,5 @@
 // The verdict rules: one function per finding class (data_bound_cpu and data_bound_io share one,
-// since they split the same symptom). Each reads RuleContext facts, compares them to
+// since they split the same symptom). Each reads Facts facts, compares them to
 // kThresholds (thresholds.h, every number cited there) and returns a priced Finding.
 #include <algorithm>
 #include <array>
@@ -35,7 +35,7 @@ struct Oversubscription {
   double load = 0;  ///< threads competing for the allowed CPUs (for the cost)
 };
 
-Oversubscription OversubscriptionOf(const RuleContext& c) {
+Oversubscription OversubscriptionOf(const Facts& c) {
   Oversubscription o;
   if (c.job_runnable_threads) {
     o.runnable = c.job_runnable_threads;
@@ -72,21 +72,20 @@ struct Loading {
   std::string who;     ///< "the main process", "the 2 DataLoader workers"
 };
 
-Loading LoadingOf(const RunReport& r, const RuleContext& c) {
+Loading LoadingOf(const Facts& c) {
   Loading l;
   l.num_workers = c.NumWorkers();
   if (l.num_workers == 0) {
-    l.known = !c.main_rows.empty();
-    l.cpu = c.main_cpu_pct / 100.0;
+    l.known = c.main_procs > 0;
+    l.cpu = c.main_cpu;
     l.running = c.main_running_share;
     l.blocked = c.main_blocked_share;
     l.who = "the main process";
     return l;
   }
-  l.known = !c.worker_rows.empty() && c.worker_cpu_sum_pct > 0;
-  l.cpu = c.worker_cpu_sum_pct / 100.0 / static_cast<double>(l.num_workers);
-  for (size_t i : c.worker_rows) l.running += r.processes[i].running_share;
-  if (!c.worker_rows.empty()) l.running /= static_cast<double>(c.worker_rows.size());
+  l.known = c.worker_procs > 0 && c.worker_cpu_sum > 0;
+  l.cpu = c.worker_cpu_sum / static_cast<double>(l.num_workers);
+  l.running = c.worker_running_share;
   l.blocked = c.worker_blocked_share;
   l.who = fmt::format("the {}", Plural(l.num_workers, "DataLoader worker", "DataLoader workers"));
   return l;
@@ -104,7 +103,7 @@ struct Prediction {
   bool cpu_limited = false;
 };
 
-std::optional<Prediction> Predict(const RuleContext& c, const Loading& l, int64_t workers) {
+std::optional<Prediction> Predict(const Facts& c, const Loading& l, int64_t workers) {
   if (c.step_mean_s <= 0 || workers <= 0) return std::nullopt;
   double t = c.step_mean_s;
   double data_s = c.Share(std::string(kData)) * t;
@@ -114,15 +113,15 @@ std::optional<Prediction> Predict(const RuleContext& c, const Loading& l, int64_
   double batch_cpu_s = 0, main_cpu_s = 0;
   if (l.num_workers == 0) {
     // The main process both loads and computes: split its CPU time between the two.
-    double main_s = c.main_rows.empty() ? t : c.main_cpu_pct / 100.0 * t;
+    double main_s = c.main_procs == 0 ? t : c.main_cpu * t;
     p.batch_s = data_s;
     batch_cpu_s = std::min(data_s, main_s);
     main_cpu_s = std::max(0.0, main_s - batch_cpu_s);
   } else {
-    if (c.worker_cpu_sum_pct <= 0) return std::nullopt;
-    batch_cpu_s = c.worker_cpu_sum_pct / 100.0 * t;  // one batch per step
+    if (c.worker_cpu_sum <= 0) return std::nullopt;
+    batch_cpu_s = c.worker_cpu_sum * t;  // one batch per step
     p.batch_s = batch_cpu_s;
-    main_cpu_s = c.main_cpu_pct / 100.0 * t;
+    main_cpu_s = c.main_cpu * t;
   }
   double ranks = static_cast<double>(std::max<int64_t>(1, c.ranks));
   p.cpu_s = batch_cpu_s + main_cpu_s;
@@ -133,7 +132,7 @@ std::optional<Prediction> Predict(const RuleContext& c, const Loading& l, int64_
   return p;
 }
 
-void LoaderKnobRecs(const RuleContext& c, Finding& f, int64_t workers) {
+void LoaderKnobRecs(const Facts& c, Finding& f, int64_t workers) {
   const auto& ld = c.loader;
   if (!ld || !ld->persistent_workers.value_or(false)) {
     Rec(f, 0,
@@ -154,7 +153,7 @@ void LoaderKnobRecs(const RuleContext& c, Finding& f, int64_t workers) {
   }
 }
 
-void TransformRecs(const RuleContext& c, Finding& f, int cost) {
+void TransformRecs(const Facts& c, Finding& f, int cost) {
   Rec(f, cost,
       "lighter per-sample transforms (cheaper decode/augmentation, or cache "
       "pre-processed samples)");
@@ -165,57 +164,57 @@ void TransformRecs(const RuleContext& c, Finding& f, int cost) {
   }
 }
 
-void AddCgroupThrottleEvidence(const RuleContext& c, Finding& f) {
+void AddCgroupThrottleEvidence(const Facts& c, Finding& f) {
   if (c.cgroup_nr_throttled == 0) return;
   f.evidence.push_back(
       Ev(fmt::format("cgroup CPU quota throttled the job {} times", c.cgroup_nr_throttled),
          "cgroup.nr_throttled", static_cast<double>(c.cgroup_nr_throttled), "periods"));
 }
 
-std::string DataCpuReason(const RuleContext& c, const Loading& l, bool saturated) {
+std::string DataCpuReason(const Facts& c, const Loading& l, bool saturated) {
   double share = c.Share(std::string(kData));
   if (l.num_workers == 0) {
     return fmt::format(
         "the main process spends {} of each step loading data (num_workers=0) while using "
         "{:.0f}% of {}",
-        Pct(share), c.main_cpu_pct, c.allowed_cpus == 1 ? "the only allowed CPU" : "a CPU");
+        Pct(share), c.main_cpu * 100.0, c.allowed_cpus == 1 ? "the only allowed CPU" : "a CPU");
   }
   if (saturated) {
     return fmt::format(
         "the training loop waits for data {} of each step while {} {} CPU-bound (runnable in "
         "{} of samples, {:.0f}% CPU) on the {} allowed",
-        Pct(share), l.who, l.num_workers == 1 ? "is" : "are", Pct(l.running), c.worker_cpu_sum_pct,
-        Cpus(c.allowed_cpus));
+        Pct(share), l.who, l.num_workers == 1 ? "is" : "are", Pct(l.running),
+        c.worker_cpu_sum * 100.0, Cpus(c.allowed_cpus));
   }
   return fmt::format(
       "the training loop waits for data {} of each step while {} {} {:.0f}% CPU ({} allowed)",
-      Pct(share), l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum_pct,
+      Pct(share), l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum * 100.0,
       Cpus(c.allowed_cpus));
 }
 
-void AddLoaderCpuEvidence(const RuleContext& c, const Loading& l, Finding& f) {
+void AddLoaderCpuEvidence(const Facts& c, const Loading& l, Finding& f) {
   if (l.num_workers == 0) {
     f.evidence.push_back(
         Ev(fmt::format("main process CPU {:.0f}% of one core, running in {} of samples "
                        "(threshold {}, {})",
-                       c.main_cpu_pct, Pct(c.main_running_share), Pct(T.loader_cpu_busy.value),
+                       c.main_cpu * 100.0, Pct(c.main_running_share), Pct(T.loader_cpu_busy.value),
                        T.loader_cpu_busy.cite()),
-           "process.main.cpu_mean_pct", c.main_cpu_pct, "%", T.loader_cpu_busy.value * 100));
+           "process.main.cpu_mean_pct", c.main_cpu * 100.0, "%", T.loader_cpu_busy.value * 100));
     return;
   }
   double pegged_pct = T.worker_cpu_pegged.value * 100;
   f.evidence.push_back(
       Ev(fmt::format("{} {} {:.0f}% CPU in all, the least busy {:.0f}%, runnable in {} of "
                      "samples (threshold {:.0f}% each, or {:.0f}% of allowed CPUs; {})",
-                     l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum_pct,
-                     c.worker_cpu_min_pct, Pct(l.running), pegged_pct, pegged_pct,
+                     l.who, l.num_workers == 1 ? "uses" : "use", c.worker_cpu_sum * 100.0,
+                     c.worker_cpu_min * 100.0, Pct(l.running), pegged_pct, pegged_pct,
                      T.worker_cpu_pegged.cite()),
-         "process.workers.cpu_sum_pct", c.worker_cpu_sum_pct, "%",
+         "process.workers.cpu_sum_pct", c.worker_cpu_sum * 100.0, "%",
          pegged_pct * static_cast<double>(c.allowed_cpus)));
 }
 
 /// Seed 001 T4: more workers, the knobs that go with them, and the predicted rate.
-void AddWorkersAdvice(const RuleContext& c, const Loading& l, int64_t target, Finding& f) {
+void AddWorkersAdvice(const Facts& c, const Loading& l, int64_t target, Finding& f) {
   Rec(f, 0,
       fmt::format("num_workers={} → num_workers={} ({} allowed)", l.num_workers, target,
                   Cpus(c.allowed_cpus)));
@@ -243,13 +242,13 @@ void AddWorkersAdvice(const RuleContext& c, const Loading& l, int64_t target, Fi
 }
 
 /// The loaders already fill every allowed CPU: never "add workers" (seed 001 T8).
-void AddSaturatedAdvice(const RuleContext& c, const Loading& l, Finding& f) {
+void AddSaturatedAdvice(const Facts& c, const Loading& l, Finding& f) {
   std::string users = l.num_workers == 0
                           ? std::string("the main process already uses")
                           : fmt::format("{} and the main process already fill", l.who);
   f.evidence.push_back(
       Ev(fmt::format("{} all {} allowed: more workers cannot help", users, Cpus(c.allowed_cpus)),
-         "allowed_cpus_used", (c.worker_cpu_sum_pct + c.main_cpu_pct) / 100.0, "CPUs",
+         "allowed_cpus_used", c.worker_cpu_sum + c.main_cpu, "CPUs",
          static_cast<double>(c.allowed_cpus)));
   if (l.num_workers > 0 && !(c.loader && c.loader->persistent_workers.value_or(false))) {
     Rec(f, 0,
@@ -261,15 +260,14 @@ void AddSaturatedAdvice(const RuleContext& c, const Loading& l, Finding& f) {
       fmt::format("more CPUs: the job is allowed {} ({})", Cpus(c.allowed_cpus), AllowedWhy(c)));
 }
 
-std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, double confidence) {
+std::optional<Finding> DataBoundCpu(const Facts& c, const Loading& l, double confidence) {
   auto ranks = std::max<int64_t>(1, c.ranks);
   // Seed 001 T4: start at cores − 1 (per rank when ranks share the host).
   int64_t target = std::max<int64_t>(
       1, c.allowed_cpus / ranks - static_cast<int64_t>(T.worker_headroom_cpus.value));
   double pegged_cpus = T.worker_cpu_pegged.value * static_cast<double>(c.allowed_cpus);
-  bool saturated = l.num_workers == 0
-                       ? c.allowed_cpus <= ranks
-                       : c.worker_cpu_sum_pct / 100.0 >= pegged_cpus || target <= l.num_workers;
+  bool saturated = l.num_workers == 0 ? c.allowed_cpus <= ranks
+                                      : c.worker_cpu_sum >= pegged_cpus || target <= l.num_workers;
   bool oversubscribed = OversubscriptionOf(c).hit;
 
   Finding f = Make(FindingClass::kDataBoundCpu, confidence, c.Share(std::string(kData)),
@@ -296,12 +294,13 @@ std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, doub
       if (auto p = Predict(c, l, n); p && (best_s == 0 || p->step_s < best_s)) best_s = p->step_s;
     }
     for (int64_t n = l.num_workers + 1; best_s > 0 && n <= most; ++n) {
-      if (auto p = Predict(c, l, n); p && p->step_s <= best_s * 1.02) {
+      if (auto p = Predict(c, l, n); p && p->step_s <= best_s * T.worker_pick_tolerance.value) {
         target = n;
         break;
       }
     }
-    if (best_s > 0 && c.step_mean_s > 0 && c.step_mean_s / best_s < 1.05) saturated = true;
+    if (best_s > 0 && c.step_mean_s > 0 && c.step_mean_s / best_s < T.min_predicted_speedup.value)
+      saturated = true;
   }
   if (saturated) {
     AddSaturatedAdvice(c, l, f);
@@ -315,7 +314,7 @@ std::optional<Finding> DataBoundCpu(const RuleContext& c, const Loading& l, doub
 }
 
 /// Evidence of waiting on storage; returns the loaders' read rate (MiB/s, 0 when unknown).
-double AddIoEvidence(const RunReport& r, const RuleContext& c, const Loading& l, Finding& f) {
+double AddIoEvidence(const Facts& c, const Loading& l, Finding& f) {
   f.evidence.push_back(Ev(
       fmt::format("{} blocked on I/O (state D) in {} of samples (threshold {}, "
                   "{})",
@@ -325,30 +324,29 @@ double AddIoEvidence(const RunReport& r, const RuleContext& c, const Loading& l,
       Ev(fmt::format("{} CPU {:.0f}% of one core{} (low below {:.0f}%)", l.who, l.cpu * 100,
                      l.num_workers > 0 ? " each" : "", T.io_low_cpu.value * 100),
          "loaders.cpu_pct", l.cpu * 100, "%", T.io_low_cpu.value * 100));
-  if (c.iowait_pct || c.psi_io_pct) {
+  if (c.iowait_share || c.psi_io_share) {
     std::string what;
-    if (c.iowait_pct) what = fmt::format("host iowait {:.1f}%", *c.iowait_pct);
-    if (c.psi_io_pct) {
-      what += fmt::format("{}PSI io some {:.1f}%", what.empty() ? "" : ", ", *c.psi_io_pct);
+    if (c.iowait_share) what = fmt::format("host iowait {:.1f}%", *c.iowait_share * 100.0);
+    if (c.psi_io_share) {
+      what +=
+          fmt::format("{}PSI io some {:.1f}%", what.empty() ? "" : ", ", *c.psi_io_share * 100.0);
     }
-    double io = std::max(c.iowait_pct.value_or(0), c.psi_io_pct.value_or(0));
+    // The threshold is in percent.
+    double io = std::max(c.iowait_share.value_or(0), c.psi_io_share.value_or(0)) * 100.0;
     f.evidence.push_back(Ev(fmt::format("{} (threshold {:.0f}%)", what, T.io_wait_pct.value),
                             "host.io_wait_pct", io, "%", T.io_wait_pct.value));
   }
-  uint64_t read = 0;
-  for (size_t i : l.num_workers == 0 ? c.main_rows : c.worker_rows) {
-    read += r.processes[i].read_bytes;
-  }
-  if (read == 0 || r.wall_s <= 0) return 0;
+  uint64_t read = l.num_workers == 0 ? c.main_read_bytes : c.worker_read_bytes;
+  if (read == 0 || c.wall_s <= 0) return 0;
   double mib = static_cast<double>(read) / sample::kBytesPerMiB;
   f.evidence.push_back(
-      Ev(fmt::format("loaders read {:.0f} MiB from storage ({:.1f} MiB/s)", mib, mib / r.wall_s),
-         "loaders.read_mib_per_s", mib / r.wall_s, "MiB/s"));
-  return mib / r.wall_s;
+      Ev(fmt::format("loaders read {:.0f} MiB from storage ({:.1f} MiB/s)", mib, mib / c.wall_s),
+         "loaders.read_mib_per_s", mib / c.wall_s, "MiB/s"));
+  return mib / c.wall_s;
 }
 
 /// More workers overlap more reads (they are cheap while blocked), storage permitting.
-void AddIoWorkersAdvice(const RuleContext& c, const Loading& l, double read_mib_per_s, Finding& f) {
+void AddIoWorkersAdvice(const Facts& c, const Loading& l, double read_mib_per_s, Finding& f) {
   int64_t target =
       l.num_workers == 0 ? std::max<int64_t>(4, 2 * c.allowed_cpus) : 2 * l.num_workers;
   target = std::min<int64_t>(target, 16);
@@ -362,8 +360,8 @@ void AddIoWorkersAdvice(const RuleContext& c, const Loading& l, double read_mib_
   // Each worker spends about one current batch time per batch; all of the job's CPU work shares
   // the allowed CPUs; the storage must deliver proportionally more bytes per second.
   double batch_s = l.num_workers == 0 ? data_s : static_cast<double>(l.num_workers) * t;
-  double cpu_s = (c.main_cpu_pct + c.worker_cpu_sum_pct) / 100.0 * t *
-                 static_cast<double>(std::max<int64_t>(1, c.ranks));
+  double cpu_s =
+      (c.main_cpu + c.worker_cpu_sum) * t * static_cast<double>(std::max<int64_t>(1, c.ranks));
   double step = std::max({t - data_s, batch_s / static_cast<double>(target),
                           cpu_s / static_cast<double>(c.allowed_cpus)});
   f.predicted_steps_per_s = 1.0 / step;
@@ -377,8 +375,8 @@ void AddIoWorkersAdvice(const RuleContext& c, const Loading& l, double read_mib_
                           "predicted_steps_per_s", *f.predicted_steps_per_s, "steps/s"));
 }
 
-std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, const Loading& l,
-                                   double confidence, std::string_view how) {
+std::optional<Finding> DataBoundIo(const Facts& c, const Loading& l, double confidence,
+                                   std::string_view how) {
   double share = c.Share(std::string(kData));
   Finding f =
       Make(FindingClass::kDataBoundIo, confidence, share,
@@ -386,7 +384,7 @@ std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, con
                        l.num_workers == 0 ? "the main process" : "the training loop",
                        l.num_workers == 0 ? "spends" : "waits", Pct(share), l.num_workers, how));
   f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
-  double read_mib_per_s = AddIoEvidence(r, c, l, f);
+  double read_mib_per_s = AddIoEvidence(c, l, f);
   AddLowUtilEvidence(c, f);
   AddIoWorkersAdvice(c, l, read_mib_per_s, f);
   std::string shm = "/dev/shm";
@@ -408,9 +406,9 @@ std::optional<Finding> DataBoundIo(const RunReport& r, const RuleContext& c, con
 /// Without the loaders' process samples and the host's CPUs (a profiler trace, or a run whose
 /// recording is missing) the wait is known but not whether CPU or storage causes it: name the
 /// wait, give the loader knobs, and say how to split CPU from storage.
-std::optional<Finding> DataBoundWithoutHostFacts(const RuleContext& c, const Loading& l) {
+std::optional<Finding> DataBoundWithoutHostFacts(const Facts& c, const Loading& l) {
   double share = c.Share(std::string(kData));
-  Finding f = Make(FindingClass::kDataBoundCpu, 0.5, share,
+  Finding f = Make(FindingClass::kDataBoundCpu, T.confidence_guess.value, share,
                    c.has_gpu ? fmt::format("the GPU waits for the next batch {} of the time (the "
                                            "host is inside the DataLoader while no GPU work runs)",
                                            Pct(share))
@@ -434,43 +432,43 @@ std::optional<Finding> DataBoundWithoutHostFacts(const RuleContext& c, const Loa
   return f;
 }
 
-std::optional<Finding> DataBoundRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> DataBoundRule(const Facts& c) {
   double share = c.Share(std::string(kData));
   if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
-  Loading l = LoadingOf(r, c);
+  Loading l = LoadingOf(c);
   if (!l.known && c.host_cpus == 0) return DataBoundWithoutHostFacts(c, l);
   // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
   bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
   if (l.num_workers > 0) {
     cpu_busy =
         cpu_busy ||
-        c.worker_cpu_sum_pct / 100.0 >=
-            T.worker_cpu_pegged.value * static_cast<double>(c.allowed_cpus) ||
-        (!c.worker_rows.empty() && c.worker_cpu_min_pct / 100.0 >= T.worker_cpu_pegged.value);
+        c.worker_cpu_sum >= T.worker_cpu_pegged.value * static_cast<double>(c.allowed_cpus) ||
+        (c.worker_procs > 0 && c.worker_cpu_min >= T.worker_cpu_pegged.value);
   }
   bool blocked = l.blocked >= T.io_blocked_share.value;
-  double io_pct = std::max(c.iowait_pct.value_or(0), c.psi_io_pct.value_or(0));
+  double io_pct = std::max(c.iowait_share.value_or(0), c.psi_io_share.value_or(0)) * 100.0;
   bool low_cpu = l.known && l.cpu < T.io_low_cpu.value && l.running < T.io_low_cpu.value;
   bool io_pressure = io_pct >= T.io_wait_pct.value && low_cpu;
   // With num_workers=0 the main process also runs (computes) outside data_loading: compare D
   // with the running time left inside the data phase.
   double running_in_data = l.num_workers == 0 ? l.running - (1.0 - share) : l.running;
-  if (cpu_busy && !(blocked && l.blocked > running_in_data)) return DataBoundCpu(c, l, 0.9);
+  if (cpu_busy && !(blocked && l.blocked > running_in_data))
+    return DataBoundCpu(c, l, T.confidence_measured.value);
   if (blocked) {
-    return DataBoundIo(r, c, l, 0.9,
+    return DataBoundIo(c, l, T.confidence_measured.value,
                        fmt::format("is blocked on I/O (state D) in {} of samples", Pct(l.blocked)));
   }
   if (io_pressure) {
-    return DataBoundIo(r, c, l, 0.8,
+    return DataBoundIo(c, l, T.confidence_strong.value,
                        fmt::format("waits on storage (host I/O wait {:.0f}%) at {:.0f}% CPU",
                                    io_pct, l.cpu * 100));
   }
   if (low_cpu) {
     // Neither computing nor in D: sleeping on a network filesystem or remote store.
-    return DataBoundIo(r, c, l, 0.6,
+    return DataBoundIo(c, l, T.confidence_weak.value,
                        fmt::format("is mostly waiting, not computing ({:.0f}% CPU)", l.cpu * 100));
   }
-  return DataBoundCpu(c, l, 0.5);
+  return DataBoundCpu(c, l, T.confidence_guess.value);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,21 +483,21 @@ std::optional<int64_t> StepsPerEpoch(const LoaderInfo& l) {
   return l.drop_last.value_or(false) ? n / b : (n + b - 1) / b;
 }
 
-std::optional<Finding> EpochStallRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> EpochStallRule(const Facts& c) {
   if (!c.loader || c.loader->persistent_workers.value_or(false) || c.NumWorkers() == 0) {
     return std::nullopt;
   }
   auto spe = StepsPerEpoch(*c.loader);
   if (!spe || *spe < 1) return std::nullopt;
   std::optional<analysis::LoaderStall> worst;
-  for (const auto& rank : r.phases.ranks) {
+  for (const auto& rank : c.phases.ranks) {
     auto s = analysis::FindEpochStartStalls(rank, *spe);
     if (s && (!worst || s->share_of_wall > worst->share_of_wall)) worst = std::move(s);
   }
   if (!worst) return std::nullopt;
   int64_t nw = c.NumWorkers();
   Finding f =
-      Make(FindingClass::kEpochBoundaryStall, 0.85, worst->share_of_wall,
+      Make(FindingClass::kEpochBoundaryStall, T.confidence_pattern.value, worst->share_of_wall,
            fmt::format("the first step of each epoch waits {} longer for {} "
                        "(persistent_workers=False), {} of wall time",
                        Secs(worst->extra_s_each),
@@ -520,12 +518,12 @@ std::optional<Finding> EpochStallRule(const RunData&, const RunReport& r, const 
   return f;
 }
 
-std::optional<Finding> PrefetchRule(const RunData&, const RunReport& r, const RuleContext& c) {
+std::optional<Finding> PrefetchRule(const Facts& c) {
   int64_t nw = c.NumWorkers();
   if (nw <= 0) return std::nullopt;
   std::optional<analysis::LoaderStall> worst;
   const analysis::RankSteps* worst_rank = nullptr;
-  for (const auto& rank : r.phases.ranks) {
+  for (const auto& rank : c.phases.ranks) {
     auto s = analysis::FindPrefetchStalls(rank, nw);
     if (s && (!worst || s->share_of_wall > worst->share_of_wall)) {
       worst = std::move(s);
@@ -545,7 +543,8 @@ std::optional<Finding> PrefetchRule(const RunData&, const RunReport& r, const Ru
   int64_t pf = c.loader && c.loader->prefetch_factor ? *c.loader->prefetch_factor : 2;
   auto target = std::max(static_cast<int64_t>(T.prefetch_factor_target.value), 2 * pf);
   Finding f = Make(
-      FindingClass::kPrefetchTooShallow, rate_ok ? 0.75 : 0.4, worst->share_of_wall,
+      FindingClass::kPrefetchTooShallow,
+      rate_ok ? T.confidence_likely.value : T.confidence_doubtful.value, worst->share_of_wall,
       fmt::format("every {} steps (num_workers={}) a step waits {} longer for data, {} "
                   "of wall time",
                   worst->every_steps, nw, Secs(worst->extra_s_each), Pct(worst->share_of_wall)));
@@ -576,23 +575,22 @@ std::optional<Finding> PrefetchRule(const RunData&, const RunReport& r, const Ru
 // thread_oversubscription
 // ---------------------------------------------------------------------------------------------
 
-std::optional<Finding> OversubscriptionRule(const RunData&, const RunReport& r,
-                                            const RuleContext& c) {
+std::optional<Finding> OversubscriptionRule(const Facts& c) {
   Oversubscription o = OversubscriptionOf(c);
   if (!o.hit) return std::nullopt;
   double allowed = static_cast<double>(c.allowed_cpus);
   double excess = o.load > allowed ? 1.0 - allowed / o.load : 0.0;
-  double cost = excess * std::min(1.0, c.main_cpu_pct / 100.0);
+  double cost = excess * std::min(1.0, c.main_cpu);
   int64_t procs = std::max<int64_t>(1, o.torch_procs);
   int64_t per_proc = std::max<int64_t>(1, c.allowed_cpus / procs);
   std::string who = o.intra_op > 0 ? fmt::format("{} intra-op threads × {}", o.intra_op,
                                                  Plural(procs, "torch process", "torch processes"))
                                    : fmt::format("{:.1f} runnable threads", o.runnable.value_or(0));
-  if (!c.worker_rows.empty()) {
+  if (c.worker_procs > 0) {
     who +=
         fmt::format(" plus {}", Plural(c.NumWorkers(), "DataLoader worker", "DataLoader workers"));
   }
-  Finding f = Make(FindingClass::kThreadOversubscription, 0.7, cost,
+  Finding f = Make(FindingClass::kThreadOversubscription, T.confidence_fair.value, cost,
                    fmt::format("{} compete for {} allowed with {:.0f} involuntary context "
                                "switches/s, so adding DataLoader workers would make it worse",
                                who, Cpus(c.allowed_cpus), c.job_nvcsw_per_s));
@@ -625,9 +623,7 @@ std::optional<Finding> OversubscriptionRule(const RunData&, const RunReport& r,
       fmt::format("OMP_NUM_THREADS={0} / torch.set_num_threads({0}) {1} ({2}; {3} allowed; "
                   "seed 001 U40)",
                   per_proc, where, now, Cpus(c.allowed_cpus)));
-  uint32_t worker_threads = 0;
-  for (size_t i : c.worker_rows)
-    worker_threads = std::max(worker_threads, r.processes[i].threads_max);
+  uint32_t worker_threads = c.worker_threads_max;
   if (worker_threads > 2) {
     Rec(f, 0,
         fmt::format("torch.set_num_threads(1) in each DataLoader worker (worker_init_fn); they "

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnose/verdict_test_util.h"
+#include "verdict_test_util.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -19,7 +19,7 @@ using namespace verdict_testing;  // NOLINT: the fixture's vocabulary
 // Context
 // ---------------------------------------------------------------------------------------------
 
-TEST(RuleContext, AllowedCpusIsTheTightestOfHostQuotaAndAffinity) {
+TEST(Facts, AllowedCpusIsTheTightestOfHostQuotaAndAffinity) {
   FakeRun run;
   run.Cpus(8, 2.5).Torch(4, 6);
   EXPECT_EQ(run.Context().allowed_cpus, 3);  // ceil(2.5)
@@ -33,16 +33,16 @@ TEST(RuleContext, AllowedCpusIsTheTightestOfHostQuotaAndAffinity) {
   EXPECT_EQ(host.Context().allowed_cpus, 8);
 }
 
-TEST(RuleContext, ConcurrentWorkerCpuIsSummedPerSample) {
+TEST(Facts, ConcurrentWorkerCpuIsSummedPerSample) {
   FakeRun run;
   run.Cpus(8).Main(50, 0.5).Workers(2, 90, 0.9);
-  RuleContext c = run.Context();
-  EXPECT_NEAR(c.worker_cpu_sum_pct, 180, 1e-9);
-  EXPECT_NEAR(c.worker_cpu_min_pct, 90, 1e-9);
-  EXPECT_EQ(c.main_rows.size(), 1u);
+  Facts c = run.Context();
+  EXPECT_NEAR(c.worker_cpu_sum, 1.8, 1e-9);
+  EXPECT_NEAR(c.worker_cpu_min, 0.9, 1e-9);
+  EXPECT_EQ(c.main_procs, 1);
 }
 
-TEST(RuleContext, BadTorchInfoIsSkipped) {
+TEST(Facts, BadTorchInfoIsSkipped) {
   FakeRun run;
   phase::MetaItem m;
   m.kind = "info";
@@ -318,7 +318,7 @@ TEST(GpuTimes, GpuTimesShowTheGpuIsTheLimit) {
   run.GpuTime("forward_pass", 0.03)
       .GpuTime("backward_pass", 0.055)
       .GpuTime("optimizer_step", 0.005);
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_TRUE(c.compute_on_gpu);
   EXPECT_NEAR(c.host_compute_share, 0.06, 1e-9);
   EXPECT_NEAR(c.Share("forward_pass"), 0.30, 1e-9);
@@ -341,7 +341,7 @@ TEST(GpuTimes, TheGainComesOutOfOtherThenDataLoading) {
           {MakeRank(0, FakeRun::kMainPid,
                     Steady(20, {{"data_loading", 0.04}, {"forward_pass", 0.01}, {"other", 0.05}}))})
       .GpuTime("forward_pass", 0.08);
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_NEAR(c.Share("forward_pass"), 0.8, 1e-9);
   EXPECT_NEAR(c.Share("other"), 0.0, 1e-9);
   EXPECT_NEAR(c.Share("data_loading"), 0.2, 1e-9);
@@ -355,7 +355,7 @@ TEST(GpuTimes, ShorterGpuTimeKeepsTheHostTime) {
       .Steps(
           {MakeRank(0, FakeRun::kMainPid, Steady(20, {{"forward_pass", 0.05}, {"other", 0.05}}))})
       .GpuTime("forward_pass", 0.01);
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_TRUE(c.compute_on_gpu);
   EXPECT_NEAR(c.Share("forward_pass"), 0.5, 1e-9);
   EXPECT_NEAR(c.Share("other"), 0.5, 1e-9);
@@ -364,7 +364,7 @@ TEST(GpuTimes, ShorterGpuTimeKeepsTheHostTime) {
 TEST(GpuTimes, TooFewResolvedInstancesKeepHostTime) {
   FakeRun run = AsyncCudaRun();
   run.GpuTime("forward_pass", 0.03, 0.5).GpuTime("backward_pass", 0.055, 0.5);
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_FALSE(c.compute_on_gpu);
   EXPECT_NEAR(c.Share("other"), 0.89, 1e-9);
   EXPECT_EQ(run.Diagnose().compute_time, "host");
@@ -373,7 +373,7 @@ TEST(GpuTimes, TooFewResolvedInstancesKeepHostTime) {
 TEST(GpuTimes, MostlyResolvedInstancesAreExtrapolated) {
   FakeRun run = AsyncCudaRun();
   run.GpuTime("forward_pass", 0.03, 0.9);
-  RuleContext c = run.Context();
+  Facts c = run.Context();
   EXPECT_TRUE(c.compute_on_gpu);
   EXPECT_NEAR(c.Share("forward_pass"), 0.30, 1e-6) << "45 of 50 instances, scaled to 50";
 }
@@ -540,21 +540,6 @@ TEST(RankFindings, NothingFoundNoPrincipal) {
 // ---------------------------------------------------------------------------------------------
 // Tables
 // ---------------------------------------------------------------------------------------------
-
-TEST(Thresholds, TableListsEveryEntryOnceWithASource) {
-  static_assert(sizeof(ThresholdSet) == sizeof(Threshold) * kThresholdTable.size(),
-                "every ThresholdSet member must be listed in kThresholdTable");
-  std::set<std::string_view> names;
-  for (const Threshold& t : ThresholdTable()) {
-    EXPECT_TRUE(names.insert(t.name).second) << t.name;
-    EXPECT_FALSE(t.source.empty()) << t.name;
-    EXPECT_FALSE(t.unit.empty()) << t.name;
-    EXPECT_LT(t.cite().size(), t.source.size()) << t.name << ": source must read \"cite: why\"";
-  }
-  EXPECT_EQ(kThresholds.data_bound_share.value, 0.30);                                   // seed 000
-  EXPECT_EQ(kThresholds.low_util_warn.value, 30);                                        // seed 004
-  EXPECT_EQ(kThresholds.oscillation_ratio.value, analysis::kOscillationVariationRatio);  // seed 003
-}
 
 TEST(FindingClassName, EveryClassHasAUniqueName) {
   std::set<std::string_view> names;

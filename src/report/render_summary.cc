@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "base/json_writer.h"
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "report/render.h"
 
@@ -46,7 +47,7 @@ std::string NextStep(const analysis::RecordingSummary& s) {
       ++n;
     }
   }
-  if (n > 0 && util_sum / n < analysis::LowUtilWatch::kDefaultThresholdPct) {
+  if (n > 0 && util_sum / n < kThresholds.low_util_warn.value) {
     return fmt::format(
         "Next: GPU utilization averaged {:.1f}%; run `stallscope run -- CMD` to see "
         "which phase keeps the GPUs waiting.",

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "base/json_writer.h"
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "report/render.h"
 
@@ -49,7 +50,9 @@ std::string JobLines(const diagnose::RunReport& r) {
     out += fmt::format(
         "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,
         rank.count, rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s),
-        rank.variation_ratio, rank.oscillating ? ", OSCILLATING: > 0.5" : "");
+        rank.variation_ratio,
+        rank.oscillating ? fmt::format(", OSCILLATING: > {}", kThresholds.oscillation_ratio.value)
+                         : std::string());
   }
   for (size_t i = 0; i < r.no_phases.size(); ++i) {
     out += fmt::format("{}{}\n", i == 0 ? "Steps   none: " : "        ", r.no_phases[i]);

@@ -1,7 +1,7 @@
 #pragma once
 // Hand-built runs for the verdict rules' tests (verdict_test.cc, gpu_rules_test.cc): per-step
 // phases, processes, GPUs and host facts, analysed by the production code (PhasesFromSteps,
-// BuildRuleContext, Diagnose).
+// BuildRunFacts, Diagnose).
 
 #include <gtest/gtest.h>
 
@@ -90,7 +90,7 @@ class FakeRun {
   }
 
   FakeRun& Steps(std::vector<analysis::RankSteps> ranks) {
-    report_.phases = analysis::PhasesFromSteps(std::move(ranks));
+    report_.phases = analysis::PhasesFromSteps(std::move(ranks), kThresholds);
     return *this;
   }
 
@@ -216,9 +216,9 @@ class FakeRun {
   RunData& data() { return data_; }
   RunReport& report() { return report_; }
 
-  RuleContext Context() {
+  Facts Context() {
     report_.machine = analysis::Summarize(data_.recording);
-    return BuildRuleContext(data_, report_);
+    return BuildRunFacts(data_, report_);
   }
 
   Verdict Diagnose() {

@@ -1,0 +1,219 @@
+#pragma once
+// The one table of numbers the analysis and the verdict compare against (README "Thresholds",
+// `stallscope diagnose --thresholds`). Lower modules take the values as parameters (a
+// `const ThresholdSet&`); thresholds_test.cc fails when an entry is read by no code in src/.
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <string_view>
+
+namespace stallscope {
+
+/// One threshold: the number, its unit, and where it comes from.
+struct Threshold {
+  std::string_view name;
+  double value = 0;
+  std::string_view unit;
+  std::string_view source;  ///< "<cite>: <why>", e.g. "seed 000 §4: data_loading > 30% ..."
+
+  /// The short citation before the first ':' ("seed 000 §4"), for evidence text.
+  [[nodiscard]] constexpr std::string_view cite() const {
+    return source.substr(0, std::min(source.find(':'), source.size()));
+  }
+};
+
+/// The thresholds by name, so code reads `thresholds.data_bound_share.value`.
+struct ThresholdSet {
+  // --- input pipeline -------------------------------------------------------------------------
+  Threshold data_bound_share{"data_bound_share", 0.30, "fraction of step time",
+                             "seed 000 §4: data_loading > 30% means the input pipeline is primary"};
+  Threshold loader_cpu_busy{"loader_cpu_busy", 0.70, "fraction of one CPU",
+                            "seed 001 T3: the process doing the loading is CPU-busy (running or "
+                            "cpu ≥ 70%)"};
+  Threshold worker_cpu_pegged{"worker_cpu_pegged", 0.80, "fraction of one CPU (or of all allowed)",
+                              "seed 001 T3/T8: a worker pegged at ~100% CPU = CPU-transform-bound"};
+  Threshold io_blocked_share{"io_blocked_share", 0.20, "fraction of samples in state D",
+                             "seed 001 T8: workers sit in read (uninterruptible sleep)"};
+  Threshold io_wait_pct{"io_wait_pct", 10.0, "% (host iowait or PSI io some avg10)",
+                        "seed 001 T3: both CPU and GPU idle ⇒ I/O-bound"};
+  Threshold io_low_cpu{"io_low_cpu", 0.50, "fraction of one CPU",
+                       "seed 001 T3: loaders waiting, not computing"};
+  Threshold worker_headroom_cpus{"worker_headroom_cpus", 1, "CPUs left to the main process",
+                                 "seed 001 T4: start num_workers at cores − 1"};
+  Threshold prefetch_factor_target{"prefetch_factor_target", 4, "batches per worker",
+                                   "seed 001 T7: raise prefetch_factor to 3–4"};
+  Threshold worker_pick_tolerance{"worker_pick_tolerance", 1.02, "× the best predicted step time",
+                                  "stallscope: advise the fewest workers predicted within 2% of "
+                                  "the fastest"};
+  Threshold min_predicted_speedup{"min_predicted_speedup", 1.05,
+                                  "× (step time now / best predicted step time)",
+                                  "stallscope: a change predicted to help by < 5% is not "
+                                  "advised"};
+  // --- training loop --------------------------------------------------------------------------
+  Threshold host_sync_other_share{"host_sync_other_share", 0.20, "fraction of step time",
+                                  "seed 000 §2: per-step metrics/logging time outside phases"};
+  Threshold live_outside_phases_share{
+      "live_outside_phases_share", 0.30, "fraction of wall time",
+      "stallscope: the live status line's hint only (diagnose::Suspect) — the same 30% bar as "
+      "data_bound_share (seed 000 §4) for time outside every phase; the report decides"};
+  Threshold host_sync_per_step_low{"host_sync_per_step_low", 1, "syncs per step",
+                                   "seed 000 §5: DtoH spikes from CPU metric computations"};
+  Threshold host_sync_per_step_high{"host_sync_per_step_high", 10, "syncs per step",
+                                    "seed 000 §2: per-parameter .cpu()/.item() scans each step"};
+  Threshold logging_residual_share{
+      "logging_residual_share", 0.01, "fraction of step time",
+      "stallscope: the log interval is chosen so logging costs < 1% of the step"};
+  Threshold periodic_share{"periodic_share", 0.05, "fraction of wall time",
+                           "seed 000 §3: drops aligned with checkpoint/sampling intervals"};
+  Threshold min_cost{"min_cost", 0.05, "fraction of wall time",
+                     "TensorBoard profiler tutorial: exposed DataLoader > 5% is worth a fix; "
+                     "gpu_bound is named only when nothing else costs this much"};
+  Threshold oscillation_ratio{"oscillation_ratio", 0.5, "std/mean of step time",
+                              "seed 003: variation > 0.5 is an oscillation"};
+  Threshold gpu_time_coverage{"gpu_time_coverage", 0.80, "fraction of a phase's instances",
+                              "stallscope: a compute phase's share uses its CUDA-event GPU time "
+                              "when at least this many of its instances have one"};
+  // --- CPU threads ----------------------------------------------------------------------------
+  Threshold oversub_threads_per_cpu{"oversub_threads_per_cpu", 2.0,
+                                    "runnable (or intra-op) threads per allowed CPU",
+                                    "seed 001 T3/U40: many threads thrash a few cores"};
+  Threshold oversub_nvcsw_per_cpu{"oversub_nvcsw_per_cpu", 100, "involuntary switches/s per CPU",
+                                  "Linux CFS: a thread sharing its CPU is preempted every "
+                                  "few ms (sched_min_granularity 0.75–3 ms): hundreds/s"};
+  Threshold cpu_compute_share{"cpu_compute_share", 0.70, "fraction of step time",
+                              "seed 003: train > 80% is a model bottleneck; 70% here "
+                              "since glue code lands in 'other'"};
+  Threshold cpu_compute_other_max{"cpu_compute_other_max", 0.10, "fraction of step time",
+                                  "stallscope: no data or sync finding ≥ 10% on a "
+                                  "compute-bound CPU-only run"};
+  // --- GPU ------------------------------------------------------------------------------------
+  Threshold gpu_bound_util{"gpu_bound_util", 90, "%",
+                           "seed 001 T1: util consistently > 90% ⇒ GPU-bound"};
+  Threshold gpu_bound_clock{"gpu_bound_clock", 0.80, "fraction of max SM clock",
+                            "seed 001 T1/T2: util high *and* SM clock high"};
+  Threshold gpu_bound_power{"gpu_bound_power", 0.60, "fraction of power limit",
+                            "seed 001 T1/T2: util high *and* power high"};
+  Threshold util_misleading_util{"util_misleading_util", 80, "%",
+                                 "seed 001 T2/U21: a 100%-util tile can hide a starved GPU"};
+  Threshold util_misleading_clock{"util_misleading_clock", 0.70, "fraction of max SM clock",
+                                  "seed 001 T2: correlate clocks.current.sm"};
+  Threshold util_misleading_power{"util_misleading_power", 0.50, "fraction of power limit",
+                                  "seed 001 T2: correlate power draw"};
+  Threshold throttled_share{"throttled_share", 0.10, "fraction of samples",
+                            "seed 001 T2/U23: thermal/power throttle; clock-event reasons other "
+                            "than idle"};
+  Threshold low_util_warn{"low_util_warn", 30, "%",
+                          "seed 004: automatic warning if GPU util < 30%"};
+  Threshold low_util_window{"low_util_window", 10, "samples",
+                            "stallscope: `top` warns when the mean of the last 10 samples is low"};
+  Threshold small_batch_util{"small_batch_util", 50, "%",
+                             "seed 004: GPU util still < 50% ⇒ check VRAM headroom"};
+  Threshold small_batch_memory{"small_batch_memory", 0.40, "fraction of GPU memory",
+                               "seed 004: VRAM mostly unused ⇒ increase batch_size"};
+  Threshold memory_pressure{"memory_pressure", 0.90, "fraction of GPU memory",
+                            "stallscope: near the limit the caching allocator retries "
+                            "cudaMalloc, then OOMs"};
+  Threshold balance_good_cv{"balance_good_cv", 5, "% CV across GPUs", "seed 002: < 5% Excellent"};
+  Threshold balance_fair_cv{"balance_fair_cv", 10, "% CV across GPUs",
+                            "seed 002: 10–20% Fair (review batch size and data loading)"};
+  Threshold balance_poor_cv{"balance_poor_cv", 20, "% CV across GPUs",
+                            "seed 002: ≥ 20% Poor (investigate DDP config and data)"};
+  Threshold straggler_ratio{"straggler_ratio", 1.15, "× the median rank's mean step time",
+                            "seed 000 §1: ranks wait for the slowest at every sync"};
+  Threshold straggler_wait_share{
+      "straggler_wait_share", 0.10, "fraction of step time",
+      "seed 000 §1: in lockstep (DDP) every rank's step takes as long as the slowest's; the "
+      "others' measured comm_wait beyond the slowest rank's own is the time they lose to it"};
+  // --- traces (GPU timeline) ------------------------------------------------------------------
+  Threshold launch_bound_idle_share{"launch_bound_idle_share", 0.15, "fraction of the window",
+                                    "seed 001 T15: Python/launch overhead dominates between "
+                                    "kernels (GPU idle while the host launches or runs ops)"};
+  Threshold launch_queue_shallow{"launch_queue_shallow", 2, "kernels queued (mean)",
+                                 "HTA queue length: a host that stays ahead keeps kernels "
+                                 "queued; < 2 means each kernel waits for its launch"};
+  Threshold comm_exposed_share{"comm_exposed_share", 0.10, "fraction of the window",
+                               "seed 001 T1/T23: all_reduce/all_gather not overlapped with "
+                               "compute ⇒ comms-bound"};
+  // --- confidence levels (Finding::confidence; the rules pick one by what was measured) ------
+  Threshold confidence_measured{"confidence_measured", 0.9, "confidence (0..1)",
+                                "stallscope: the symptom and its mechanism are both measured"};
+  Threshold confidence_pattern{"confidence_pattern", 0.85, "confidence (0..1)",
+                               "stallscope: a measured symptom with its signature (a period, "
+                               "syncs per step, a shallow launch queue)"};
+  Threshold confidence_strong{"confidence_strong", 0.8, "confidence (0..1)",
+                              "stallscope: a measured symptom with one supporting signal"};
+  Threshold confidence_likely{"confidence_likely", 0.75, "confidence (0..1)",
+                              "stallscope: a signature whose precondition was checked"};
+  Threshold confidence_fair{"confidence_fair", 0.7, "confidence (0..1)",
+                            "stallscope: a measured symptom, its cause inferred"};
+  Threshold confidence_weak{"confidence_weak", 0.6, "confidence (0..1)",
+                            "stallscope: a symptom without its signature"};
+  Threshold confidence_guess{"confidence_guess", 0.5, "confidence (0..1)",
+                             "stallscope: the likelier of two causes the data cannot split"};
+  Threshold confidence_doubtful{"confidence_doubtful", 0.4, "confidence (0..1)",
+                                "stallscope: a signature whose precondition failed"};
+};
+
+/// The values every command uses.
+inline constexpr ThresholdSet kThresholds{};
+
+/// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
+inline constexpr std::array<Threshold, 51> kThresholdTable{{
+    kThresholds.data_bound_share,
+    kThresholds.loader_cpu_busy,
+    kThresholds.worker_cpu_pegged,
+    kThresholds.io_blocked_share,
+    kThresholds.io_wait_pct,
+    kThresholds.io_low_cpu,
+    kThresholds.worker_headroom_cpus,
+    kThresholds.prefetch_factor_target,
+    kThresholds.worker_pick_tolerance,
+    kThresholds.min_predicted_speedup,
+    kThresholds.host_sync_other_share,
+    kThresholds.live_outside_phases_share,
+    kThresholds.host_sync_per_step_low,
+    kThresholds.host_sync_per_step_high,
+    kThresholds.logging_residual_share,
+    kThresholds.periodic_share,
+    kThresholds.min_cost,
+    kThresholds.oscillation_ratio,
+    kThresholds.gpu_time_coverage,
+    kThresholds.oversub_threads_per_cpu,
+    kThresholds.oversub_nvcsw_per_cpu,
+    kThresholds.cpu_compute_share,
+    kThresholds.cpu_compute_other_max,
+    kThresholds.gpu_bound_util,
+    kThresholds.gpu_bound_clock,
+    kThresholds.gpu_bound_power,
+    kThresholds.util_misleading_util,
+    kThresholds.util_misleading_clock,
+    kThresholds.util_misleading_power,
+    kThresholds.throttled_share,
+    kThresholds.low_util_warn,
+    kThresholds.low_util_window,
+    kThresholds.small_batch_util,
+    kThresholds.small_batch_memory,
+    kThresholds.memory_pressure,
+    kThresholds.balance_good_cv,
+    kThresholds.balance_fair_cv,
+    kThresholds.balance_poor_cv,
+    kThresholds.straggler_ratio,
+    kThresholds.straggler_wait_share,
+    kThresholds.launch_bound_idle_share,
+    kThresholds.launch_queue_shallow,
+    kThresholds.comm_exposed_share,
+    kThresholds.confidence_measured,
+    kThresholds.confidence_pattern,
+    kThresholds.confidence_strong,
+    kThresholds.confidence_likely,
+    kThresholds.confidence_fair,
+    kThresholds.confidence_weak,
+    kThresholds.confidence_guess,
+    kThresholds.confidence_doubtful,
+}};
+
+/// The table for the README and the CLI.
+[[nodiscard]] constexpr std::span<const Threshold> ThresholdTable() { return kThresholdTable; }
+
+}  // namespace stallscope

@@ -1,0 +1,379 @@
+// Builds the rules' facts (facts.h) from a recorded run or a profiler trace: the one place
+// where percentages become fractions and report rows become numbers.
+#include "diagnose/facts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/json_fields.h"
+#include "base/stats.h"
+#include "diagnose/rule_util.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+std::optional<double> Fraction(const std::optional<double>& pct) {
+  if (!pct) return std::nullopt;
+  return *pct / 100.0;
+}
+
+constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/auto.py
+
+std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
+  std::vector<TorchProcess> out;
+  std::set<int32_t> seen;
+  for (const auto& m : events.meta) {
+    if (m.kind != "info" || m.name != "torch" || seen.count(m.pid)) continue;
+    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;  // bad data is skipped, not fatal
+    seen.insert(m.pid);
+    TorchProcess t;
+    t.pid = m.pid;
+    t.rank = m.rank;
+    t.intra_op_threads = JsonOpt<int64_t>(j, "intra_op_threads");
+    t.cpu_count = JsonOpt<int64_t>(j, "cpu_count");
+    t.cpu_affinity = JsonOpt<int64_t>(j, "cpu_affinity");
+    if (j.contains("omp_num_threads_env") && j["omp_num_threads_env"].is_string()) {
+      t.omp_num_threads_env = j["omp_num_threads_env"].get<std::string>();
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// Host-wide facts: CPUs, cgroup quota, runnable counts, I/O wait.
+void HostFacts(const RunData& data, Facts& c) {
+  const auto& samples = data.recording.samples;
+  c.host_cpus = data.recording.header.cpu_count;
+  RunningStats procs_running, iowait, psi_io, job_runnable;
+  for (const auto& s : samples) {
+    if (s.host.cpu_count > 0) c.host_cpus = s.host.cpu_count;
+    if (s.host.cgroup_cpu_quota_cpus) c.cgroup_quota_cpus = s.host.cgroup_cpu_quota_cpus;
+    if (s.host.cgroup_nr_throttled_delta)
+      c.cgroup_nr_throttled += *s.host.cgroup_nr_throttled_delta;
+    if (s.host.procs_running) procs_running.Add(*s.host.procs_running);
+    if (s.host.cpu) iowait.Add(s.host.cpu->iowait_pct / 100.0);
+    if (s.host.psi_io) psi_io.Add(s.host.psi_io->some_avg10_pct / 100.0);
+    if (s.host.shm_total_bytes) {
+      c.shm_total_bytes = s.host.shm_total_bytes;
+      c.shm_used_bytes = s.host.shm_used_bytes;
+    }
+    if (s.has_processes && !s.processes.empty()) {
+      double running = 0;
+      for (const auto& p : s.processes) running += p.threads_running;
+      job_runnable.Add(running);
+    }
+  }
+  if (procs_running.count() > 0) c.host_procs_running = procs_running.mean();
+  if (iowait.count() > 0) c.iowait_share = iowait.mean();
+  if (psi_io.count() > 0) c.psi_io_share = psi_io.mean();
+  if (job_runnable.count() > 0) c.job_runnable_threads = job_runnable.mean();
+
+  for (const auto& t : c.torch) {
+    if (t.cpu_affinity && *t.cpu_affinity > 0) {
+      c.affinity_cpus = std::min(c.affinity_cpus.value_or(*t.cpu_affinity), *t.cpu_affinity);
+    }
+    if (c.host_cpus == 0 && t.cpu_count) c.host_cpus = static_cast<uint32_t>(*t.cpu_count);
+  }
+  int64_t allowed = c.host_cpus > 0 ? c.host_cpus : 1;
+  if (c.cgroup_quota_cpus && *c.cgroup_quota_cpus > 0) {
+    allowed = std::min(allowed, static_cast<int64_t>(std::ceil(*c.cgroup_quota_cpus - 1e-9)));
+  }
+  if (c.affinity_cpus) allowed = std::min(allowed, *c.affinity_cpus);
+  c.allowed_cpus = std::max<int64_t>(1, allowed);
+}
+
+/// GPU seconds of a compute phase on one rank, extrapolated from the instances that have one to
+/// all of them; nullopt when fewer than gpu_time_coverage of them do.
+std::optional<double> GpuShareOf(const analysis::PhaseStats& p) {
+  if (!p.gpu || p.gpu->count <= 0 || p.count <= 0) return std::nullopt;
+  auto have = static_cast<double>(p.gpu->count), all = static_cast<double>(p.count);
+  if (have < kThresholds.gpu_time_coverage.value * all) return std::nullopt;
+  return p.gpu->share * std::max(1.0, all / have);
+}
+
+/// CUDA's asynchrony (python/stallscope/_cuda.py): forward and backward return once their
+/// kernels are queued, so their host share is launch time, and the GPU's work is host time
+/// wherever the job synchronises next: "other" (an .item(), a blocking copy), or data_loading
+/// while the GPU still runs the previous step. Where a compute phase has GPU times, its share
+/// becomes max(host, GPU), and what it gains comes out of "other", then data_loading, then the
+/// other non-compute phases, largest first. Pooled over ranks as the host shares are.
+void UseGpuTimes(const analysis::PhaseAnalysis& phases, double duration_s, Facts& c) {
+  std::map<std::string, double> gpu_share;  // compute phase → GPU share
+  std::map<std::string, int64_t> ranks_with;
+  for (const auto& p : phases.phases) {
+    if (!analysis::IsComputePhase(p.name)) continue;
+    std::optional<double> share = GpuShareOf(p);
+    if (!share) continue;
+    ++ranks_with[p.name];
+    double& s = gpu_share.try_emplace(p.name, c.lockstep ? 1.0 : 0.0).first->second;
+    if (c.lockstep) {
+      s = std::min(s, *share);
+    } else if (duration_s > 0) {
+      for (const auto& r : phases.ranks) {
+        if (r.rank == p.rank) s += *share * r.duration_s / duration_s;
+      }
+    }
+  }
+  for (const auto& [name, s] : c.phase_share) {
+    if (analysis::IsComputePhase(name)) c.host_compute_share += s;
+  }
+  double gained = 0;
+  for (const auto& [name, share] : gpu_share) {
+    if (ranks_with[name] < c.ranks) continue;  // a rank without GPU times: host time for all
+    c.compute_on_gpu = true;
+    double& s = c.phase_share[name];
+    if (share > s) {
+      gained += share - s;
+      s = share;
+    }
+  }
+  std::vector<std::pair<std::string, double>> donors;  // "other", data_loading, then largest
+  for (const auto& [name, s] : c.phase_share) {
+    if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
+  }
+  auto order = [](const std::string& n) {
+    return n == "other" ? 0 : n == rule_util::kData ? 1 : 2;
+  };
+  std::stable_sort(donors.begin(), donors.end(), [&](const auto& a, const auto& b) {
+    return order(a.first) != order(b.first) ? order(a.first) < order(b.first) : a.second > b.second;
+  });
+  for (const auto& [name, s] : donors) {
+    double take = std::min(s, gained - c.gpu_moved_share);
+    if (take <= 0) break;
+    c.phase_share[name] -= take;
+    c.gpu_moved_share += take;
+  }
+}
+
+/// Step and phase facts pooled over ranks.
+void StepFacts(const analysis::PhaseAnalysis& phases, Facts& c) {
+  double duration_s = 0;
+  double rate_sum = 0;
+  for (const auto& r : phases.ranks) {
+    if (r.count <= 0) continue;
+    ++c.ranks;
+    c.steps += r.count;
+    duration_s += r.duration_s;
+    rate_sum += r.per_second;
+  }
+  if (c.steps > 0) c.step_mean_s = duration_s / static_cast<double>(c.steps);
+  if (c.ranks > 0) c.steps_per_s = rate_sum / static_cast<double>(c.ranks);
+  std::map<int32_t, std::map<std::string, double>> by_rank;  // rank → phase → share
+  for (const auto& p : phases.phases) by_rank[p.rank][p.name] = p.share;
+  c.lockstep = c.ranks >= 2;
+  for (const auto& r : phases.ranks) {
+    if (r.count > 0 && !by_rank[r.rank].count(std::string(analysis::kCommWaitPhase)))
+      c.lockstep = false;
+  }
+  if (c.lockstep) {
+    // Lockstep: a rank's extra time in a phase makes the others wait, it is no job-wide share.
+    std::set<std::string> names;
+    for (const auto& [rank, shares] : by_rank) {
+      for (const auto& [name, share] : shares) names.insert(name);
+    }
+    for (const auto& name : names) {
+      double least = 1.0;
+      for (const auto& r : phases.ranks) {
+        if (r.count <= 0) continue;
+        auto it = by_rank[r.rank].find(name);
+        least = std::min(least, it == by_rank[r.rank].end() ? 0.0 : it->second);
+      }
+      c.phase_share[name] = least;
+    }
+  } else if (duration_s > 0) {
+    for (const auto& p : phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
+  }
+  UseGpuTimes(phases, duration_s, c);
+  if (c.steps > 0) {
+    // Sum counts as integers, divide once: ten steps of 1/10 must make exactly 1 per step.
+    std::map<std::string, int64_t> totals;
+    int64_t all = 0;
+    for (const auto& r : phases.ranks) {
+      for (const auto& s : r.steps) {
+        for (const auto& [name, n] : s.counters) {
+          if (!std::string_view(name).starts_with(kHostSyncPrefix)) continue;
+          totals[name] += n;
+          all += n;
+        }
+      }
+    }
+    auto steps = static_cast<double>(c.steps);
+    for (const auto& [name, n] : totals) {
+      c.host_syncs_by_counter[name] = static_cast<double>(n) / steps;
+    }
+    c.host_syncs_per_step = static_cast<double>(all) / steps;
+  }
+}
+
+/// Main-process and worker facts from the process table and the per-sample process list.
+void ProcessFacts(const RunData& data, const RunReport& report, Facts& c) {
+  std::vector<const ProcessRow*> mains, workers;
+  std::set<int32_t> worker_pids;
+  for (const ProcessRow& p : report.processes) {
+    if (p.role == "main" || p.role.starts_with("rank ")) {
+      mains.push_back(&p);
+      c.main_read_bytes += p.read_bytes;
+    }
+    if (p.role == "dataloader worker") {
+      workers.push_back(&p);
+      worker_pids.insert(p.pid);
+      c.worker_read_bytes += p.read_bytes;
+      c.worker_threads_max = std::max(c.worker_threads_max, p.threads_max);
+    }
+    if (p.role != "launcher") c.job_nvcsw_per_s += p.nonvoluntary_switches_per_s;
+  }
+  c.main_procs = static_cast<int64_t>(mains.size());
+  c.worker_procs = static_cast<int64_t>(workers.size());
+  auto mean_of = [](const std::vector<const ProcessRow*>& rows, auto field) {
+    double sum = 0;
+    for (const ProcessRow* p : rows) sum += field(*p);
+    return rows.empty() ? 0.0 : sum / static_cast<double>(rows.size());
+  };
+  c.main_cpu = mean_of(mains, [](const ProcessRow& p) { return p.cpu_mean_pct; }) / 100.0;
+  c.main_running_share = mean_of(mains, [](const ProcessRow& p) { return p.running_share; });
+  c.main_blocked_share = mean_of(mains, [](const ProcessRow& p) { return p.blocked_share; });
+  c.worker_running_share = mean_of(workers, [](const ProcessRow& p) { return p.running_share; });
+  c.worker_blocked_share = mean_of(workers, [](const ProcessRow& p) { return p.blocked_share; });
+  bool first = true;
+  for (const ProcessRow* p : workers) {
+    if (p->samples < 2) continue;  // a worker seen once has no CPU rate yet
+    double cpu = p->cpu_mean_pct / 100.0;
+    c.worker_cpu_min = first ? cpu : std::min(c.worker_cpu_min, cpu);
+    first = false;
+  }
+  // Non-persistent workers are new processes every epoch: sum the CPU of the workers alive at
+  // the same moment, not the per-pid means.
+  RunningStats concurrent;
+  for (const auto& s : data.recording.samples) {
+    double sum = 0;
+    bool any = false;
+    for (const auto& p : s.processes) {
+      if (!worker_pids.count(p.pid) || !p.cpu_pct) continue;
+      sum += *p.cpu_pct;
+      any = true;
+    }
+    if (any) concurrent.Add(sum);
+  }
+  c.worker_cpu_sum = concurrent.count() > 0 ? concurrent.mean() / 100.0 : 0;
+}
+
+void GpuFactsOf(const RunData& data, const RunReport& report, Facts& c) {
+  const auto& statics = data.recording.header.gpus;
+  for (const auto& g : report.machine.gpus) {
+    if (g.samples <= 0) continue;
+    GpuFacts f;
+    f.index = g.index;
+    f.name = g.name;
+    f.samples = g.samples;
+    f.util_mean = g.util_pct.mean() / 100.0;
+    const gpu::GpuStatic* st = nullptr;
+    for (const auto& s : statics) {
+      if (s.index == g.index) st = &s;
+    }
+    if (st && st->sm_clock_max_mhz && *st->sm_clock_max_mhz > 0 && g.sm_clock_mhz.count() > 0) {
+      f.sm_clock_fraction = g.sm_clock_mhz.mean() / *st->sm_clock_max_mhz;
+    }
+    if (st && st->power_limit_mw && *st->power_limit_mw > 0 && g.power_w.count() > 0) {
+      f.power_fraction = g.power_w.mean() * 1000.0 / *st->power_limit_mw;
+    }
+    f.memory_used_max_mib = g.memory_used_mib.max();
+    f.memory_total_mib = g.memory_total_mib;
+    if (!f.memory_total_mib && st && st->mem_total_bytes) {
+      f.memory_total_mib = static_cast<double>(*st->mem_total_bytes) / sample::kBytesPerMiB;
+    }
+    if (f.memory_total_mib && *f.memory_total_mib > 0 && g.memory_used_mib.count() > 0) {
+      f.memory_used_fraction = f.memory_used_max_mib / *f.memory_total_mib;
+    }
+    f.throttled_share = static_cast<double>(g.throttled_samples) / static_cast<double>(g.samples);
+    c.gpus.push_back(std::move(f));
+  }
+  // Slowdown reasons by name (summary.cc's mask: not idle, app clocks or display clocks).
+  constexpr uint64_t kSlowdown = gpu::kClockEventSwPowerCap | gpu::kClockEventHwSlowdown |
+                                 gpu::kClockEventSwThermal | gpu::kClockEventHwThermal |
+                                 gpu::kClockEventHwPowerBrake;
+  for (GpuFacts& f : c.gpus) {
+    std::map<std::string, int64_t> counts;
+    for (const auto& s : data.recording.samples) {
+      if (f.index >= s.gpus.size() || s.gpus[f.index].lost) continue;
+      const auto& mask = s.gpus[f.index].clock_event_reasons;
+      if (!mask) continue;
+      for (const auto& r : gpu::kClockEventReasons) {
+        if ((*mask & r.bit & kSlowdown) != 0) ++counts[std::string(r.name)];
+      }
+    }
+    f.throttle_reasons.assign(counts.begin(), counts.end());
+    std::stable_sort(f.throttle_reasons.begin(), f.throttle_reasons.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
+  c.has_gpu = !c.gpus.empty();
+}
+
+/// A profiler trace has no samples: its GPUs are busy for the share its timeline shows
+/// (the same "a kernel was running" meaning as NVML's utilization).
+void TraceGpuFacts(const TraceFacts& trace, Facts& c) {
+  for (const auto& g : trace.gpus) {
+    GpuFacts f;
+    f.index = static_cast<uint32_t>(g.device);
+    f.name = g.name;
+    f.samples = 1;
+    f.util_mean = g.busy_share;
+    c.gpus.push_back(std::move(f));
+  }
+  c.has_gpu = !c.gpus.empty();
+}
+
+void LoaderFacts(const std::vector<LoaderInfo>& loaders, Facts& c) {
+  for (const auto& l : loaders) {
+    if (!c.loader || l.rank < c.loader->rank) c.loader = l;
+  }
+}
+
+}  // namespace
+
+double Facts::Share(const std::string& phase) const {
+  auto it = phase_share.find(phase);
+  return it == phase_share.end() ? 0.0 : it->second;
+}
+
+int64_t Facts::NumWorkers() const {
+  if (loader && loader->num_workers) return *loader->num_workers;
+  // No loader info (hooks off): infer from the processes seen.
+  return worker_procs;
+}
+
+Facts BuildRunFacts(const RunData& data, const RunReport& report) {
+  Facts c;
+  c.torch = TorchInfos(data.events);
+  c.wall_s = report.wall_s;
+  c.phases = report.phases;
+  HostFacts(data, c);
+  StepFacts(c.phases, c);
+  ProcessFacts(data, report, c);
+  GpuFactsOf(data, report, c);
+  // A run's recording with no GPU samples may still come with a trace's timeline.
+  if (c.gpus.empty() && data.trace) TraceGpuFacts(*data.trace, c);
+  c.trace = data.trace;
+  c.util_cv = Fraction(report.machine.util_balance.cv_pct);
+  c.memory_cv = Fraction(report.machine.memory_balance.cv_pct);
+  LoaderFacts(report.loaders, c);
+  for (const auto& s : report.sync_sites) c.sync_sites.push_back(SyncSiteText(s));
+  return c;
+}
+
+Facts BuildTraceFacts(const TraceFacts& trace, const analysis::PhaseAnalysis& phases,
+                      const std::vector<LoaderInfo>& loaders) {
+  Facts c;
+  c.phases = phases;
+  for (const auto& rs : phases.ranks) c.wall_s += rs.duration_s;
+  StepFacts(c.phases, c);
+  TraceGpuFacts(trace, c);
+  c.trace = trace;
+  LoaderFacts(loaders, c);
+  return c;
+}
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,126 @@
+#pragma once
+// The one facts model of the verdict rules: what a run (a recording, phase events and the
+// report built from them) or a profiler trace tells the rules, derived once. Rules are pure
+// functions of Facts (verdict.h). Shares, utilizations and CPU use are fractions (0..1; CPU use
+// in CPUs, so 1.0 is one busy core): percentages are converted here, once, and back only in
+// rendered text.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/phases.h"
+#include "diagnose/run_report.h"
+#include "diagnose/trace_facts.h"
+
+namespace stallscope::diagnose {
+
+/// What a rule needs to know about one GPU, derived once from the summary and static info.
+struct GpuFacts {
+  uint32_t index = 0;
+  std::string name;
+  int64_t samples = 0;
+  double util_mean = 0;                     ///< busy fraction of the time (NVML utilization)
+  std::optional<double> sm_clock_fraction;  ///< mean SM clock / max SM clock
+  std::optional<double> power_fraction;     ///< mean power / enforced power limit
+  double memory_used_max_mib = 0;
+  std::optional<double> memory_total_mib;
+  std::optional<double> memory_used_fraction;  ///< max used / total
+  double throttled_share = 0;  ///< samples with a slowdown clock-event reason / samples
+  /// Slowdown reasons ("sw_power_cap", "hw_thermal", ...) with their sample counts, most first.
+  std::vector<std::pair<std::string, int64_t>> throttle_reasons;
+};
+
+/// One process's info("torch") item (python/stallscope/auto.py).
+struct TorchProcess {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  std::optional<int64_t> intra_op_threads;
+  std::optional<int64_t> cpu_count;
+  std::optional<int64_t> cpu_affinity;  ///< len(os.sched_getaffinity(0))
+  std::optional<std::string> omp_num_threads_env;
+};
+
+/// Everything the rules read. Pure data, built by BuildRunFacts or BuildTraceFacts.
+struct Facts {
+  // --- host CPUs ------------------------------------------------------------------------------
+  /// min(host CPUs, ceil(cgroup quota), torch CPU affinity); ≥ 1.
+  int64_t allowed_cpus = 1;
+  uint32_t host_cpus = 0;  ///< 0: unknown (a trace)
+  std::optional<double> cgroup_quota_cpus;
+  std::optional<int64_t> affinity_cpus;
+  uint64_t cgroup_nr_throttled = 0;  ///< sum of cpu.stat nr_throttled deltas
+  double wall_s = 0;
+
+  // --- steps and phases -----------------------------------------------------------------------
+  int64_t ranks = 0;  ///< ranks with steps
+  int64_t steps = 0;  ///< over all ranks
+  double step_mean_s = 0;
+  double steps_per_s = 0;  ///< per rank (mean of ranks)
+  /// Per-rank step series and per-phase statistics (the periodic, loader-stall and straggler
+  /// rules read the steps themselves).
+  analysis::PhaseAnalysis phases;
+  /// Share of step time per phase, all ranks pooled; includes "other". In lockstep (every rank
+  /// has a measured comm_wait: DDP) the share every rank spends (the minimum over ranks): what
+  /// one rank does beyond the others is the straggler rule's, not a job-wide cost.
+  std::map<std::string, double> phase_share;
+  bool lockstep = false;  ///< every rank with steps has a comm_wait phase
+  /// The compute phases' shares in phase_share are GPU time (CUDA events) where it exceeds the
+  /// host time; what they took from other phases' shares is in gpu_moved_share.
+  bool compute_on_gpu = false;
+  double host_compute_share = 0;  ///< the compute phases' host share before that
+  double gpu_moved_share = 0;
+  /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)".
+  std::vector<std::string> sync_sites;
+  double host_syncs_per_step = 0;
+  std::map<std::string, double> host_syncs_by_counter;  ///< per step
+
+  // --- processes ------------------------------------------------------------------------------
+  int64_t main_procs = 0;    ///< "main" / "rank N" processes seen
+  int64_t worker_procs = 0;  ///< "dataloader worker" processes seen
+  double main_cpu = 0;       ///< mean over main processes, CPUs (1 = one core)
+  double main_running_share = 0;
+  double main_blocked_share = 0;
+  double worker_cpu_sum = 0;  ///< concurrent workers' CPU summed, mean over samples, CPUs
+  double worker_cpu_min = 0;  ///< the least busy worker's mean, CPUs
+  double worker_running_share = 0;
+  double worker_blocked_share = 0;
+  uint32_t worker_threads_max = 0;             ///< the most threads any worker ran
+  uint64_t main_read_bytes = 0;                ///< storage reads of the main processes
+  uint64_t worker_read_bytes = 0;              ///< storage reads of the workers
+  std::optional<double> job_runnable_threads;  ///< sum of threads_running, mean over samples
+  std::optional<double> host_procs_running;    ///< /proc/loadavg, mean
+  double job_nvcsw_per_s = 0;                  ///< involuntary switches of the job's processes
+  std::optional<double> iowait_share;          ///< host CPU time in iowait, mean
+  std::optional<double> psi_io_share;          ///< PSI io some avg10, mean
+  std::optional<uint64_t> shm_total_bytes;     ///< /dev/shm, last sample
+  std::optional<uint64_t> shm_used_bytes;
+
+  std::vector<TorchProcess> torch;
+  std::optional<LoaderInfo> loader;  ///< the training loader: the first one of the lowest rank
+
+  // --- GPUs -----------------------------------------------------------------------------------
+  bool has_gpu = false;
+  std::vector<GpuFacts> gpus;
+  std::optional<double> util_cv;    ///< utilization CV across GPUs (std/mean, seed 002)
+  std::optional<double> memory_cv;  ///< memory-use CV across GPUs
+  /// The GPU timeline of a profiler trace; empty for a live run.
+  std::optional<TraceFacts> trace;
+
+  [[nodiscard]] double Share(const std::string& phase) const;
+  /// Loader num_workers (0 when unknown and no worker process was seen).
+  [[nodiscard]] int64_t NumWorkers() const;
+};
+
+/// The facts of a recorded run.
+[[nodiscard]] Facts BuildRunFacts(const RunData& data, const RunReport& report);
+
+/// The facts of a profiler trace: its timeline, the per-step phases derived from it, and the
+/// loaders its DataLoader iterators name. Host CPUs and processes stay unknown.
+[[nodiscard]] Facts BuildTraceFacts(const TraceFacts& trace, const analysis::PhaseAnalysis& phases,
+                                    const std::vector<LoaderInfo>& loaders);
+
+}  // namespace stallscope::diagnose
