@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "base/units.h"  // kNsPerSec and friends
+
 namespace stallscope {
 
 /// A stop request one thread makes and another thread's sleep ends on at once (no polling, so an
@@ -69,9 +71,5 @@ class FakeClock final : public Clock {
   int64_t now_ns_;
   int64_t wall_offset_ns_;
 };
-
-inline constexpr int64_t kNsPerUs = 1'000;
-inline constexpr int64_t kNsPerMs = 1'000'000;
-inline constexpr int64_t kNsPerSec = 1'000'000'000;
 
 }  // namespace stallscope
