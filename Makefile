@@ -100,6 +100,7 @@ gpu-check:
 bench: build
 	./$(BUILD)/src/gpu/gpu_bench || true
 	./$(BUILD)/src/host/host_bench || true
+	./$(BUILD)/bench/reader_bench || true
 
 overhead: build
 	bench/overhead.sh $(BUILD)

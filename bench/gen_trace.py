@@ -2,7 +2,7 @@
 """Synthetic multi-rank PyTorch-profiler (Kineto) traces for benchmarking `stallscope trace`.
 
 Writes DIR/rank-{r}.json (or .json.gz), one file per rank, shaped like real Kineto output (see
-/work/shared/traces/hta, e.g. nccl_parser_config = 2024 Kineto): schemaVersion, deviceProperties,
+../shared/traces/hta, e.g. nccl_parser_config = 2024 Kineto): schemaVersion, deviceProperties,
 distributedInfo, then traceEvents pretty-printed one event per block with 2-space indent, CPU ops
 first (per step: ProfilerStep#N, enumerate(DataLoader), DDP forward on the main thread, backward on
 the autograd thread, optimizer), then GPU activities each followed by its launching runtime call

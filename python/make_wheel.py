@@ -54,8 +54,9 @@ class WheelError(Exception):
 
 
 def read_version(package_dir):
-    """__version__ from the package's __init__.py, read without importing it."""
-    init = os.path.join(package_dir, "__init__.py")
+    """__version__ from the package's _version.py (written by the build), read without
+    importing it."""
+    init = os.path.join(package_dir, "_version.py")
     try:
         with open(init, encoding="utf-8") as f:
             tree = ast.parse(f.read(), init)

@@ -37,7 +37,11 @@ import os
 import sys
 import warnings
 
-__version__ = "0.1.0"
+try:
+    # Written by the build from CMakeLists.txt's project(VERSION), the version's one source.
+    from ._version import __version__
+except ImportError:  # the source tree, not a build
+    __version__ = "0+unknown"
 __all__ = ["phase", "step", "mark", "count", "info", "enabled", "backend"]
 
 _RUN_DIR_ENV = "STALLSCOPE_RUN_DIR"

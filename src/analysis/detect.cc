@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/units.h"
+
 namespace stallscope::analysis {
 namespace {
 
@@ -227,7 +229,7 @@ double FundamentalIndex(const std::vector<double>& power, size_t peak) {
 }
 
 /// Seconds of a step window.
-double StepSeconds(const StepRecord& s) { return static_cast<double>(s.end_ns - s.begin_ns) / 1e9; }
+double StepSeconds(const StepRecord& s) { return NsToSeconds(s.end_ns - s.begin_ns); }
 
 /// Per-step time of one phase (0 where the step lacks it).
 std::vector<double> PhaseSeries(const RankSteps& rank, const std::string& phase) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/stats.h"
+#include "base/units.h"
 #include "phase/ring_format.h"
 
 namespace stallscope::analysis {
@@ -19,15 +20,12 @@ using phase::EventLog;
 using phase::LoggedEvent;
 using phase::RecordKind;
 
-constexpr double kNsPerSecond = 1e9;
 constexpr std::string_view kOtherName = "other";
 constexpr std::string_view kNoStepsWarning =
     "no step boundaries: stallscope.step() was never called and no optimizer.step() was seen";
 /// Same guard as phase::PhaseAggregator: deeper nesting on one thread means lost end records;
 /// the oldest open phase is dropped (counted unmatched) so hostile input stays O(n).
 constexpr size_t kMaxDepth = 64;
-
-double ToSeconds(int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }
 
 /// Where one process's events lie in EventLog::events.
 struct ProcessInfo {
@@ -316,7 +314,7 @@ PhaseStats MakeStats(std::string name, int32_t rank, std::vector<double>& durati
   s.name = std::move(name);
   s.rank = rank;
   s.count = static_cast<int64_t>(durations_s.size());
-  s.total_s = ToSeconds(total_ns);
+  s.total_s = NsToSeconds(total_ns);
   s.share = denominator_ns > 0 ? static_cast<double>(total_ns) / static_cast<double>(denominator_ns)
                                : 0.0;
   if (durations_s.empty()) return s;
@@ -351,7 +349,7 @@ std::vector<PhaseStats> StatsInSpan(const std::vector<Interval>& intervals, int6
     *outside_ns += (iv.end_ns - iv.begin_ns) - in_ns;
     if (!inside) continue;
     const auto n = static_cast<size_t>(iv.name);
-    durations[n].push_back(ToSeconds(in_ns));
+    durations[n].push_back(NsToSeconds(in_ns));
     totals[n] += in_ns;
     seen[n] = true;
   }
@@ -440,7 +438,7 @@ std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
     std::map<std::string, double>& out = steps[s].phase_s;
     for (const auto& [name, c] : columns) {
       const int64_t ns = c == width ? other_ns[s] : acc[s * width + c];
-      if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, ToSeconds(ns));
+      if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, NsToSeconds(ns));
     }
   }
   return other_ns;
@@ -452,7 +450,7 @@ PhaseStats OtherStats(const std::vector<int64_t>& other_ns, int32_t rank, int64_
   other_s.reserve(other_ns.size());
   int64_t total_ns = 0;
   for (int64_t ns : other_ns) {
-    other_s.push_back(ToSeconds(ns));
+    other_s.push_back(NsToSeconds(ns));
     total_ns += ns;
   }
   return MakeStats(std::string(kOtherName), rank, other_s, total_ns, duration_ns);
@@ -472,9 +470,10 @@ void FillStepCounters(const std::vector<CounterHit>& counters, const std::vector
 /// Step count, rate and the seed 003 variation ratio of the step durations.
 void FillStepSeries(RankSteps& rs, double oscillation_ratio) {
   RunningStats durations;
-  for (const StepRecord& s : rs.steps) durations.Add(ToSeconds(s.end_ns - s.begin_ns));
+  for (const StepRecord& s : rs.steps) durations.Add(NsToSeconds(s.end_ns - s.begin_ns));
   rs.count = static_cast<int64_t>(rs.steps.size());
-  rs.duration_s = rs.steps.empty() ? 0.0 : ToSeconds(rs.steps.back().end_ns - rs.steps[0].begin_ns);
+  rs.duration_s =
+      rs.steps.empty() ? 0.0 : NsToSeconds(rs.steps.back().end_ns - rs.steps[0].begin_ns);
   rs.per_second = rs.duration_s > 0 ? static_cast<double>(rs.count) / rs.duration_s : 0.0;
   rs.mean_step_s = durations.mean();
   rs.std_step_s = durations.stddev();
@@ -509,13 +508,13 @@ void AddGpuTimes(const std::vector<GpuSpan>& spans, int64_t span_begin, int64_t 
     if (!t) t.emplace();
     ++t->count;
     total_ns[it->second] += g.gpu_ns;
-    t->max_s = std::max(t->max_s, ToSeconds(g.gpu_ns));
+    t->max_s = std::max(t->max_s, NsToSeconds(g.gpu_ns));
   }
   const int64_t window_ns = span_end - span_begin;
   for (size_t i = 0; i < stats.size(); ++i) {
     std::optional<GpuPhaseTime>& t = stats[i].gpu;
     if (!t) continue;
-    t->total_s = ToSeconds(total_ns[i]);
+    t->total_s = NsToSeconds(total_ns[i]);
     t->mean_s = t->total_s / static_cast<double>(t->count);
     t->share =
         window_ns > 0 ? static_cast<double>(total_ns[i]) / static_cast<double>(window_ns) : 0.0;
@@ -550,7 +549,7 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
   int64_t outside_ns = 0;
   std::vector<PhaseStats> stats =
       StatsInSpan(scan.intervals, bounds.front(), bounds.back(), names, rank, &outside_ns);
-  out.outside_steps_s += ToSeconds(outside_ns);
+  out.outside_steps_s += NsToSeconds(outside_ns);
   AddGpuTimes(scan.gpu_spans, bounds.front(), bounds.back(), names, stats);
   stats.push_back(OtherStats(other_ns, rank, bounds.back() - bounds.front()));
   out.phases.insert(out.phases.end(), std::make_move_iterator(stats.begin()),
@@ -632,7 +631,7 @@ PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks, const ThresholdSet& 
       steps_ns += s.end_ns - s.begin_ns;
       for (const auto& [name, sec] : s.phase_s) {
         per_phase[name].push_back(sec);
-        total_ns[name] += std::llround(sec * kNsPerSecond);
+        total_ns[name] += std::llround(sec * static_cast<double>(kNsPerSec));
       }
       for (const auto& [name, n] : s.counters) out.counters_total[name] += n;
     }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 #include <ctime>
+#include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -148,22 +150,64 @@ std::string FormatBytes(double bytes) {
   return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
+namespace {
+
+/// One rung of a duration format: a value below `below` (in the input's unit) is written as
+/// value / divisor, or value * multiplier, with `decimals` decimals and `unit`. Dividing and
+/// multiplying are kept apart: x / 1e3 and x * 1e-3 can differ in the last bit, and the reports'
+/// golden files are byte-exact.
+struct DurationRung {
+  double below;
+  double divisor;
+  double multiplier;
+  int decimals;
+  std::string_view unit;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string FormatRungs(double value, std::span<const DurationRung> rungs) {
+  for (const DurationRung& r : rungs) {
+    if (value < r.below || r.below == kInf) {
+      double scaled = r.divisor != 1.0 ? value / r.divisor : value * r.multiplier;
+      return fmt::format("{:.{}f} {}", scaled, r.decimals, r.unit);
+    }
+  }
+  return {};
+}
+
+// The formats in use, each in its caller's unit (ns or s).
+constexpr DurationRung kCoarseNs[] = {
+    {1e6, 1e3, 1, 0, "us"}, {1e9, 1e6, 1, 0, "ms"}, {60e9, 1e9, 1, 2, "s"}};
+constexpr DurationRung kFineNs[] = {
+    {1e3, 1, 1, 0, "ns"}, {1e6, 1e3, 1, 1, "µs"}, {1e9, 1e6, 1, 1, "ms"}, {kInf, 1e9, 1, 2, "s"}};
+constexpr DurationRung kSeconds[] = {
+    {1e-3, 1, 1e6, 0, "us"}, {1.0, 1, 1e3, 1, "ms"}, {kInf, 1, 1, 2, "s"}};
+constexpr DurationRung kShortSeconds[] = {{0.1, 1, 1000.0, 1, "ms"}, {kInf, 1, 1, 2, "s"}};
+
+}  // namespace
+
 std::string FormatDurationNs(int64_t ns) {
-  double s = static_cast<double>(ns) / 1e9;
-  if (ns < 1'000'000) return fmt::format("{:.0f} us", static_cast<double>(ns) / 1e3);
-  if (ns < 1'000'000'000) return fmt::format("{:.0f} ms", static_cast<double>(ns) / 1e6);
-  if (s < 60) return fmt::format("{:.2f} s", s);
+  double s = NsToSeconds(ns);
+  if (s < 60) return FormatRungs(static_cast<double>(ns), kCoarseNs);
   auto total = static_cast<int64_t>(s);
   if (total < 3600) return fmt::format("{}m{:02}s", total / 60, total % 60);
   return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
+std::string FormatDurationFineNs(double ns) { return FormatRungs(ns, kFineNs); }
+
+std::string FormatDurationSeconds(double s) { return FormatRungs(s, kSeconds); }
+
+std::string FormatDurationShortSeconds(double s) { return FormatRungs(s, kShortSeconds); }
+
+std::string FormatPercent(double fraction, int decimals) {
+  return fmt::format("{:.{}f}%", fraction * 100.0, decimals);
+}
+
+std::string FormatPercentShort(double fraction) {
+  double p = fraction * 100.0;
+  return FormatPercent(fraction, std::fabs(p) < 9.95 ? 1 : 0);
 }
 
 }  // namespace stallscope

@@ -1,5 +1,10 @@
 #include "base/units.h"
 
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 namespace stallscope {
@@ -31,11 +36,56 @@ TEST(ParseDurationNs, RejectsGarbage) {
   }
 }
 
-TEST(Trim, BlanksAtBothEndsAndTrailingNewlines) {
-  EXPECT_EQ(Trim("  0,1\t\n"), "0,1");
-  EXPECT_EQ(Trim("\n x"), "\n x") << "a leading newline is content";
-  EXPECT_EQ(Trim(" \t "), "");
-  EXPECT_EQ(Trim(""), "");
+// One trim for config values, /proc lines, environment variables and JSON tokens: the
+// whitespace JSON allows, at both ends, nothing inside.
+TEST(Trim, JsonWhitespaceAtBothEnds) {
+  std::pair<std::string_view, std::string_view> cases[] = {
+      {"  0,1\t\n", "0,1"}, {"\n x", "x"},      {"12\r\n", "12"}, {"\r\n\t 7 \t", "7"},
+      {" \t ", ""},         {"", ""},           {"a b", "a b"},   {"\va\f", "\va\f"},
+      {"\n", ""},           {" x\ny ", "x\ny"},
+  };
+  for (const auto& [in, want] : cases) EXPECT_EQ(Trim(in), want) << EscapeControl(in);
+}
+
+TEST(ParseInt64, Table) {
+  struct Case {
+    std::string_view text;
+    std::optional<int64_t> want;
+  } cases[] = {
+      {"0", 0},
+      {"7", 7},
+      {"-7", -7},
+      {"007", 7},
+      {"-0", 0},
+      {"123456789012345678", 123456789012345678},    // 18 digits: the fast path
+      {"1234567890123456789", 1234567890123456789},  // 19 digits: range-checked
+      {"9223372036854775807", INT64_MAX},
+      {"-9223372036854775808", INT64_MIN},
+      {"9223372036854775808", std::nullopt},  // one past the top
+      {"-9223372036854775809", std::nullopt},
+      {"99999999999999999999999", std::nullopt},
+      {"0000000000000000000000042", 42},  // long only in zeros
+      {"", std::nullopt},
+      {"-", std::nullopt},
+      {"+5", std::nullopt},
+      {" 5", std::nullopt},  // Trim first where blanks are allowed
+      {"5 ", std::nullopt},
+      {"5a", std::nullopt},
+      {"1.0", std::nullopt},
+      {"1e3", std::nullopt},
+      {"--5", std::nullopt},
+      {"0x10", std::nullopt},
+  };
+  for (const Case& c : cases) EXPECT_EQ(ParseInt64(c.text), c.want) << c.text;
+}
+
+TEST(NsToSeconds, Exact) {
+  EXPECT_EQ(NsToSeconds(0), 0.0);
+  EXPECT_EQ(NsToSeconds(kNsPerSec), 1.0);
+  EXPECT_EQ(NsToSeconds(1'500'000'000), 1.5);
+  EXPECT_EQ(NsToSeconds(-kNsPerMs), -0.001);
+  EXPECT_EQ(kNsPerSec, 1000 * kNsPerMs);
+  EXPECT_EQ(kNsPerMs, 1000 * kNsPerUs);
 }
 
 TEST(Elide, CutsWithATildeOnlyWhenTooLong) {
@@ -89,10 +139,58 @@ TEST(FormatBytes, Readable) {
   EXPECT_EQ(FormatBytes(1500), "1.5 KB");
 }
 
-TEST(FormatDurationNs, Readable) {
-  EXPECT_EQ(FormatDurationNs(850'000'000), "850 ms");
-  EXPECT_EQ(FormatDurationNs(2'400'000'000), "2.40 s");
-  EXPECT_EQ(FormatDurationNs(192'000'000'000), "3m12s");
+TEST(FormatDurationNs, Table) {
+  std::pair<int64_t, std::string_view> cases[] = {
+      {0, "0 us"},
+      {850'000, "850 us"},
+      {999'999, "1000 us"},  // rounded, not promoted: the unit is chosen before rounding
+      {1'000'000, "1 ms"},
+      {850'000'000, "850 ms"},
+      {2'400'000'000, "2.40 s"},
+      {59'999'000'000, "60.00 s"},
+      {60'000'000'000, "1m00s"},
+      {192'000'000'000, "3m12s"},
+      {3'900'000'000'000, "1h05m"},
+      {-5'000, "-5 us"},
+  };
+  for (const auto& [ns, want] : cases) EXPECT_EQ(FormatDurationNs(ns), want) << ns;
+}
+
+TEST(FormatDurationFineNs, Table) {
+  std::pair<double, std::string_view> cases[] = {
+      {0, "0 ns"},       {850, "850 ns"},         {999.4, "999 ns"},
+      {1234, "1.2 µs"},  {76'100'000, "76.1 ms"}, {999'999'999, "1000.0 ms"},
+      {2.5e9, "2.50 s"}, {3.6e12, "3600.00 s"},   {-5, "-5 ns"},
+  };
+  for (const auto& [ns, want] : cases) EXPECT_EQ(FormatDurationFineNs(ns), want) << ns;
+}
+
+TEST(FormatDurationSeconds, Table) {
+  std::pair<double, std::string_view> cases[] = {
+      {0, "0 us"},     {0.00085, "850 us"}, {0.0123, "12.3 ms"}, {0.5, "500.0 ms"},
+      {1.0, "1.00 s"}, {2.5, "2.50 s"},     {125.0, "125.00 s"},
+  };
+  for (const auto& [s, want] : cases) EXPECT_EQ(FormatDurationSeconds(s), want) << s;
+}
+
+TEST(FormatDurationShortSeconds, Table) {
+  std::pair<double, std::string_view> cases[] = {
+      {0.0123, "12.3 ms"}, {0.0999, "99.9 ms"}, {0.1, "0.10 s"}, {1.42, "1.42 s"}, {0, "0.0 ms"},
+  };
+  for (const auto& [s, want] : cases) EXPECT_EQ(FormatDurationShortSeconds(s), want) << s;
+}
+
+TEST(FormatPercent, Table) {
+  EXPECT_EQ(FormatPercent(0.1234, 1), "12.3%");
+  EXPECT_EQ(FormatPercent(0.29, 0), "29%");
+  EXPECT_EQ(FormatPercent(1.0, 0), "100%");
+  EXPECT_EQ(FormatPercent(0.0, 1), "0.0%");
+  EXPECT_EQ(FormatPercent(-0.05, 1), "-5.0%");
+  EXPECT_EQ(FormatPercentShort(0.913), "91%");
+  EXPECT_EQ(FormatPercentShort(0.046), "4.6%");
+  EXPECT_EQ(FormatPercentShort(0.0994), "9.9%");
+  EXPECT_EQ(FormatPercentShort(0.0996), "10%");
+  EXPECT_EQ(FormatPercentShort(-0.046), "-4.6%");
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "base/version.h"
+
 namespace stallscope::cli {
 
-std::string ToolVersion() { return "stallscope 0.1.0"; }
+std::string ToolVersion() { return fmt::format("stallscope {}", kVersion); }
 
 Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t interval_ns) {
   Machine m;

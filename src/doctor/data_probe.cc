@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "base/clock.h"
+#include "base/units.h"
 #include "doctor/space.h"
 
 namespace stallscope::doctor {
@@ -33,11 +35,7 @@ constexpr size_t kSampleFiles = 4096;            // files kept from the scan (re
 constexpr size_t kRandomFiles = 64;              // files open at once for the random reads
 constexpr size_t kMaxLatencies = 1 << 20;        // per thread
 
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t MonotonicNs() { return SystemClock().MonotonicNs(); }
 
 struct DataFile {
   std::string path;
@@ -156,7 +154,7 @@ void ReadFiles(const std::vector<DataFile>& files, OpenMode mode, uint32_t threa
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) pool.emplace_back(reader);
   for (std::thread& t : pool) t.join();
-  out.read_seconds = static_cast<double>(MonotonicNs() - start) / 1e9;
+  out.read_seconds = NsToSeconds(MonotonicNs() - start);
   out.files_read = done;
   out.bytes_read = bytes;
   out.read_errors += errors;
@@ -194,7 +192,7 @@ void ReadRandom(const std::vector<DataFile>& files, OpenMode mode, uint32_t thre
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) pool.emplace_back(reader, t);
   for (std::thread& t : pool) t.join();
-  out.random_seconds = static_cast<double>(MonotonicNs() - start) / 1e9;
+  out.random_seconds = NsToSeconds(MonotonicNs() - start);
   for (int fd : fds) close(fd);
   std::vector<uint32_t> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());

@@ -13,7 +13,7 @@
 
 #include "doctor/check.h"
 #include "doctor/facts.h"
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_gpu_backend.h"
 
 namespace stallscope::doctor::testing {
 

@@ -11,7 +11,7 @@
 
 #include "doctor/check.h"
 #include "doctor/facts_test_util.h"
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_gpu_backend.h"
 #include "temp_dir.h"
 
 namespace stallscope::doctor {

@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/json_fields.h"
+#include "base/units.h"
 #include "host/file_reader.h"
 
 extern char** environ;
@@ -56,11 +58,7 @@ sys.stdout.write("STALLSCOPE_DOCTOR_PROBE " + json.dumps(r) + "\n")
 sys.stdout.flush()
 )PY";
 
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t MonotonicNs() { return SystemClock().MonotonicNs(); }
 
 /// Reads what is there from `fd` into `out` (up to the cap); false at EOF or error.
 bool Drain(int fd, std::string& out) {
@@ -203,8 +201,8 @@ PythonFacts ProbePython(const std::string& python, int64_t timeout_ns) {
             ? fmt::format("not found{}", python.find('/') == std::string::npos ? " on PATH" : "")
             : run.error().message;
   } else if (run->timed_out) {
-    p.error = fmt::format("no answer within {:g} s (importing torch hung?)",
-                          static_cast<double>(timeout_ns) / 1e9);
+    p.error =
+        fmt::format("no answer within {:g} s (importing torch hung?)", NsToSeconds(timeout_ns));
   } else {
     p = ParsePythonProbe(run->out);
     if (!p.ran) {

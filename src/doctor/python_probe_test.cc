@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/units.h"
 #include "temp_dir.h"
 
 namespace stallscope::doctor {
 namespace {
 
-constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kSecond = kNsPerSec;
 
 /// An executable shell script standing in for a Python interpreter.
 std::string FakePython(const stallscope::testing::TempDir& dir, const std::string& body) {

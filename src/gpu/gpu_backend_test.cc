@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_gpu_backend.h"
 
 namespace stallscope::gpu {
 namespace {

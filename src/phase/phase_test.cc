@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes/fake_clock.h"
 #include "temp_dir.h"
 
 #include "phase/phase_reader.h"

@@ -36,12 +36,7 @@ struct PhaseWriter::Ring {
 namespace {
 
 std::optional<int64_t> ParseInt(const std::optional<std::string>& text) {
-  if (!text) return std::nullopt;
-  int64_t value = 0;
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
+  return text ? ParseInt64(*text) : std::nullopt;
 }
 
 uint32_t RoundCapacity(uint32_t capacity) {

@@ -9,8 +9,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string Pct(const std::optional<uint32_t>& v) {
-  return v ? fmt::format("{}%", *v) : std::string("n/a");
+std::string PctCell(const std::optional<uint32_t>& pct) {
+  return pct ? FormatPercent(*pct / 100.0, 0) : std::string("n/a");
 }
 
 std::string MemCell(const gpu::GpuSample& g) {
@@ -51,8 +51,8 @@ std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample
     std::string temp = g.temperature_c ? fmt::format("{}C", *g.temperature_c) : "n/a";
     std::string clock = g.sm_clock_mhz ? fmt::format("{} MHz", *g.sm_clock_mhz) : "n/a";
     out += fmt::format("{:>3}  {:<24} {:>5} {:>6}  {:<23} {:<11} {:>5} {:>9}  {}\n", i, name,
-                       Pct(g.util_gpu_pct), Pct(g.util_mem_pct), MemCell(g), PowerCell(g), temp,
-                       clock, ThrottleCell(g));
+                       PctCell(g.util_gpu_pct), PctCell(g.util_mem_pct), MemCell(g), PowerCell(g),
+                       temp, clock, ThrottleCell(g));
   }
   return out;
 }

@@ -16,12 +16,6 @@ namespace {
 /// Host-sync call sites shown in the text report (all of them are in the JSON).
 constexpr size_t kSyncSitesShown = 5;
 
-std::string Seconds(double s) {
-  if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
-  if (s < 1.0) return fmt::format("{:.1f} ms", s * 1e3);
-  return fmt::format("{:.2f} s", s);
-}
-
 std::string JoinCommand(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
@@ -45,12 +39,12 @@ std::string JobLines(const diagnose::RunReport& r) {
   if (r.meta.exit_code && *r.meta.exit_code > 128)
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
   std::string out = fmt::format("Job     {}\n        {}, {} wall\n", JoinCommand(r.meta.command),
-                                exit, Seconds(r.wall_s));
+                                exit, FormatDurationSeconds(r.wall_s));
   for (const auto& rank : r.phases.ranks) {
     out += fmt::format(
         "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,
-        rank.count, rank.per_second, Seconds(rank.mean_step_s), Seconds(rank.std_step_s),
-        rank.variation_ratio,
+        rank.count, rank.per_second, FormatDurationSeconds(rank.mean_step_s),
+        FormatDurationSeconds(rank.std_step_s), rank.variation_ratio,
         rank.oscillating ? fmt::format(", OSCILLATING: > {}", kThresholds.oscillation_ratio.value)
                          : std::string());
   }
@@ -104,9 +98,11 @@ std::string PythonLines(const std::vector<diagnose::PythonProcess>& python) {
 
 std::string OverheadLine(const diagnose::RunOverhead& o) {
   if (!o.monitor_cpu_s) return "";
-  std::string out = fmt::format("Overhead stallscope used {} of CPU", Seconds(*o.monitor_cpu_s));
+  std::string out =
+      fmt::format("Overhead stallscope used {} of CPU", FormatDurationSeconds(*o.monitor_cpu_s));
   if (o.job_cpu_s && o.monitor_share) {
-    out += fmt::format(" = {:.2f}% of the job's {}", *o.monitor_share * 100, Seconds(*o.job_cpu_s));
+    out += fmt::format(" = {:.2f}% of the job's {}", *o.monitor_share * 100,
+                       FormatDurationSeconds(*o.job_cpu_s));
   }
   if (o.records_per_step) {
     out += fmt::format("; the job wrote {:.1f} phase records per step", *o.records_per_step);
@@ -297,10 +293,13 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
       out += gpu ? fmt::format("  {:>9} {:>6}\n", "gpu mean", "gpu") : "\n";
     }
     out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}", p.name,
-                       p.count, Seconds(p.total_s), p.share * 100, Seconds(p.mean_s),
-                       Seconds(p.p50_s), Seconds(p.p95_s), Seconds(p.p99_s), Seconds(p.max_s));
+                       p.count, FormatDurationSeconds(p.total_s), p.share * 100,
+                       FormatDurationSeconds(p.mean_s), FormatDurationSeconds(p.p50_s),
+                       FormatDurationSeconds(p.p95_s), FormatDurationSeconds(p.p99_s),
+                       FormatDurationSeconds(p.max_s));
     if (p.gpu) {
-      out += fmt::format("  {:>9} {:>5.1f}%", Seconds(p.gpu->mean_s), p.gpu->share * 100);
+      out += fmt::format("  {:>9} {:>5.1f}%", FormatDurationSeconds(p.gpu->mean_s),
+                         p.gpu->share * 100);
     }
     out += '\n';
   }
@@ -329,8 +328,8 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
                        diagnose::SyncSiteText(r.sync_sites[i]));
   }
   if (r.phases.outside_steps_s > 0.0005)
-    out +=
-        fmt::format("Outside steps (setup, final save): {}\n", Seconds(r.phases.outside_steps_s));
+    out += fmt::format("Outside steps (setup, final save): {}\n",
+                       FormatDurationSeconds(r.phases.outside_steps_s));
   if (!r.loaders.empty()) {
     out += '\n';  // (not "\n" + string: GCC 12 -O3 warns falsely, -Wrestrict)
     out += LoaderLines(r.loaders);
@@ -383,7 +382,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
         .Field("std_step_s", rank.std_step_s, 6);
     w.Field("variation_ratio", rank.variation_ratio, 4).FieldBool("oscillating", rank.oscillating);
     w.Key("step_s").BeginArray();
-    for (const auto& s : rank.steps) w.Double(static_cast<double>(s.end_ns - s.begin_ns) / 1e9, 6);
+    for (const auto& s : rank.steps) w.Double(NsToSeconds(s.end_ns - s.begin_ns), 6);
     w.EndArray().EndObject();
   }
   w.EndArray().EndObject();

@@ -16,16 +16,11 @@ using diagnose::TraceReport;
 using trace::IdleCause;
 using trace::StepCategory;
 
-/// 1234 ns → "1.2 µs", 76'100'000 → "76.1 ms", 2.5e9 → "2.50 s".
-std::string Dur(double ns) {
-  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
-  if (ns < 1e6) return fmt::format("{:.1f} µs", ns / 1e3);
-  if (ns < 1e9) return fmt::format("{:.1f} ms", ns / 1e6);
-  return fmt::format("{:.2f} s", ns / 1e9);
+/// Trace durations, int64 or averaged ns: 1234 → "1.2 µs" (base FormatDurationFineNs).
+template <typename Ns>
+std::string Dur(Ns ns) {
+  return FormatDurationFineNs(static_cast<double>(ns));
 }
-std::string Dur(int64_t ns) { return Dur(static_cast<double>(ns)); }
-
-std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
 
 std::string_view DialectName(trace::Dialect d) {
   switch (d) {
@@ -106,7 +101,7 @@ std::string GpuTable(const TraceReport& r) {
       double s = k.idle.total.Share(static_cast<IdleCause>(i));
       if (s < 0.005) continue;
       causes += fmt::format("{}{} {}", causes.empty() ? "" : ", ",
-                            trace::IdleCauseName(static_cast<IdleCause>(i)), Pct(s));
+                            trace::IdleCauseName(static_cast<IdleCause>(i)), FormatPercent(s, 1));
     }
     out += fmt::format(
         "          {:<6} {:>9} {:>6.1f}% {:>8.1f}% {:>11.1f}% {:>9}   {}\n", k.rank, Dur(t.span_ns),
@@ -167,7 +162,8 @@ std::string LaunchLines(const TraceRankReport& k) {
 std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   const auto& kr = k.kernels;
   if (kr.kernel_count == 0) return "";
-  std::string tc = kr.tensor_core_share ? Pct(*kr.tensor_core_share) : std::string("unknown");
+  std::string tc =
+      kr.tensor_core_share ? FormatPercent(*kr.tensor_core_share, 1) : std::string("unknown");
   std::string out = fmt::format(
       "  Kernels: {} in {}, mean {}; Tensor-core kernels {} of kernel time\n", kr.kernel_count,
       Dur(kr.kernel_time_ns),

@@ -7,7 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_clock.h"
+#include "fakes/fake_gpu_backend.h"
 #include "sample/sampler.h"
 
 // Counts C++ heap allocations so the test can show steady-state sampling allocates nothing.

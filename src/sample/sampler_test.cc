@@ -1,5 +1,7 @@
 #include "sample/sampler.h"
 
+#include "fakes/fake_clock.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <new>

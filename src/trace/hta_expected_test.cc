@@ -15,17 +15,13 @@
 #include "trace/timeline.h"
 #include "trace/trace_reader.h"
 
+#include "hta_traces.h"
+
 namespace stallscope::trace {
 namespace {
 
 std::optional<std::filesystem::path> HtaDir() {
-  std::filesystem::path shared;
-  if (const char* env = std::getenv("STALLSCOPE_SHARED_DIR"); env != nullptr && *env != '\0') {
-    shared = env;
-  } else {
-    shared = std::filesystem::path(STALLSCOPE_SOURCE_DIR) / ".." / "shared";
-  }
-  std::filesystem::path dir = shared / "traces" / "hta";
+  std::filesystem::path dir = testing::HtaTracesDir();
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
   return dir;

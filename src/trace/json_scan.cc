@@ -6,6 +6,8 @@
 #include <limits>
 #include <utility>
 
+#include "base/units.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -110,19 +112,6 @@ uint64_t PrefixXor(uint64_t x) {
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<int64_t> ParseInt(std::string_view s) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 __extension__ typedef __int128 Int128;  // NOLINT: GNU extension, used for exact scaling
 
 // Exponent forms ("1.5e3"): exact decimal scaling in 128-bit integers. Rare, so not tuned.
@@ -149,7 +138,7 @@ std::optional<int64_t> ParseMicrosSlow(std::string_view s) {
     }
   }
   if (digits == 0 || i + 1 >= s.size()) return std::nullopt;
-  auto e = ParseInt(s[i + 1] == '+' ? s.substr(i + 2) : s.substr(i + 1));
+  auto e = ParseInt64(s[i + 1] == '+' ? s.substr(i + 2) : s.substr(i + 1));
   if (!e || *e > 40 || *e < -80) return std::nullopt;
   exp10 += static_cast<int>(*e);
   for (; exp10 > 0; --exp10) {

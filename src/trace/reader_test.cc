@@ -1,9 +1,6 @@
-#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +15,8 @@
 #include "trace/byte_source.h"
 #include "trace/trace_reader.h"
 
+#include "hta_traces.h"
+
 namespace stallscope::trace {
 namespace {
 
@@ -25,11 +24,6 @@ namespace fs = std::filesystem;
 
 std::string Fixture(const std::string& name) {
   return std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/traces/" + name;
-}
-
-std::string SharedDir() {
-  if (const char* env = std::getenv("STALLSCOPE_SHARED_DIR")) return env;
-  return std::string(STALLSCOPE_SOURCE_DIR) + "/../shared";
 }
 
 std::string Slurp(const std::string& path) {
@@ -531,7 +525,7 @@ TEST(ReadTraces, PathOrderAndFirstError) {
 // Real traces (HTA test data; skipped when absent)
 
 TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
-  const std::string root = SharedDir() + "/traces/hta";
+  const std::string root = testing::HtaTracesDir().string();
   if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
   // Counts from `zcat F | grep -o '"cat": "kernel"' | wc -l` etc., and '"ph": "s"' ...
   struct Case {
@@ -647,43 +641,6 @@ TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
   for (const CollectiveInfo& c : nccl.collectives) {
     EXPECT_FALSE(c.collective.empty());
     EXPECT_TRUE(c.group_size == 1 || c.group_size == 2);  // 6× 1, 42× 2 in the file
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Throughput driver: STALLSCOPE_READER_BENCH=file [STALLSCOPE_READER_CHUNK=bytes]
-
-TEST(ReaderBench, Throughput) {
-  const char* path = std::getenv("STALLSCOPE_READER_BENCH");
-  if (path == nullptr) GTEST_SKIP() << "set STALLSCOPE_READER_BENCH=trace file";
-  ReadOptions options;
-  if (const char* chunk = std::getenv("STALLSCOPE_READER_CHUNK")) {
-    options.chunk_bytes = std::stoul(chunk);
-  }
-  if (std::getenv("STALLSCOPE_READER_UNTHREADED") != nullptr) options.threaded_inflate = false;
-  int repeat = 1;
-  if (const char* n = std::getenv("STALLSCOPE_READER_REPEAT")) repeat = std::stoi(n);
-  auto cpu_seconds = [] {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-  };
-  for (int i = 0; i < repeat; ++i) {
-    double cpu0 = cpu_seconds();
-    auto start = std::chrono::steady_clock::now();
-    Result<RankTrace> r = ReadTrace(path, options);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double cpu = cpu_seconds() - cpu0;
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    double mb = static_cast<double>(r->stats.bytes) / 1e6;
-    std::printf(
-        "%s: %.1f MB JSON, %lu events (%lu kept): wall %.3f s = %.0f MB/s, cpu %.3f s; "
-        "maxrss %ld MB\n",
-        path, mb, static_cast<unsigned long>(r->stats.events_total),
-        static_cast<unsigned long>(r->stats.complete), s, mb / s, cpu, usage.ru_maxrss / 1024);
   }
 }
 

@@ -16,6 +16,8 @@
 #include "trace/trace_model.h"
 #include "trace/trace_reader.h"
 
+#include "hta_traces.h"
+
 namespace stallscope::trace {
 namespace {
 
@@ -540,15 +542,11 @@ TEST(StepBreakdownFileTest, Torch113CpuOnly) {
   EXPECT_EQ(h.syncs.count, 0);
 }
 
-// Smoke test over the real GPU traces of /work/shared (skipped when absent): every step's parts
-// sum exactly to its wall time, idle causes sum to idle, in clean and HTA-compatible modes.
-std::string SharedDir() {
-  if (const char* env = std::getenv("STALLSCOPE_SHARED_DIR")) return env;
-  return std::string(STALLSCOPE_SOURCE_DIR) + "/../shared";
-}
-
+// Smoke test over the HTA reference traces (tests/support/hta_traces.h; skipped when absent):
+// every step's parts sum exactly to its wall time, idle causes sum to idle, in clean and
+// HTA-compatible modes.
 TEST(StepBreakdownFileTest, HtaTracesSumExactly) {
-  const std::string dir = SharedDir() + "/traces/hta";
+  const std::string dir = testing::HtaTracesDir().string();
   const char* files[] = {"trace_filter/sampled_rank-0.json.gz",
                          "trace_filter/sampled_rank-1.json.gz",
                          "trace_diff/control/control.json.gz",

@@ -1,15 +1,13 @@
 // The reader's file-level helpers: paths, ranks from file names, several files at once, and
 // the CUDA-graph post pass (trace_reader.h).
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
-#include <exception>
 #include <filesystem>
 #include <optional>
-#include <thread>
 #include <unordered_set>
 
+#include "base/thread_pool.h"
 #include "trace/names.h"
 #include "trace/trace_reader.h"
 
@@ -97,24 +95,12 @@ Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>
 
 Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
                                           const ReadOptions& options, unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max<size_t>(paths.size(), 1)));
   std::vector<std::optional<Result<RankTrace>>> results(paths.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < paths.size(); i = next++) {
-      // Thread entry point: the only place a std::bad_alloc may be turned into an Error.
-      try {
-        results[i].emplace(ReadTrace(paths[i], options));
-      } catch (const std::exception& e) {
-        results[i].emplace(MakeError(ErrorCode::kInternal, "{}: {}", paths[i], e.what()));
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  auto failures = ParallelFor(paths.size(), threads,
+                              [&](size_t i) { results[i].emplace(ReadTrace(paths[i], options)); });
+  for (const TaskFailure& f : failures) {
+    results[f.index].emplace(MakeError(ErrorCode::kInternal, "{}: {}", paths[f.index], f.what));
+  }
   std::vector<RankTrace> traces;
   traces.reserve(paths.size());
   for (auto& r : results) {

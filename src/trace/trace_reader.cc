@@ -18,6 +18,7 @@
 
 #include <simdjson.h>
 
+#include "base/units.h"
 #include "trace/byte_source.h"
 #include "trace/json_scan.h"
 
@@ -33,14 +34,6 @@ constexpr size_t kMaxBatchBytes = size_t{512} << 10;
 // document's end, and the scanner may write a closing ']' at the data's end.
 constexpr size_t kSlack = simdjson::SIMDJSON_PADDING + 64;
 
-bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -51,30 +44,7 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
 
 /// A JSON integer (pid, tid, stream, correlation, ...); whitespace around it is ignored.
 /// Raw tokens carry the whitespace up to the next structural character.
-std::optional<int64_t> ParseInt(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && IsJsonSpace(s[i])) ++i;
-  bool negative = i < s.size() && s[i] == '-';
-  if (negative) ++i;
-  size_t start = i;
-  uint64_t v = 0;
-  for (; i < s.size(); ++i) {
-    auto d = static_cast<unsigned>(s[i] - '0');
-    if (d > 9) break;
-    v = v * 10 + d;
-  }
-  size_t digits = i - start;
-  while (i < s.size() && IsJsonSpace(s[i])) ++i;
-  if (digits == 0 || i != s.size()) return std::nullopt;
-  if (digits > 18) {  // may overflow: let from_chars decide
-    int64_t exact = 0;
-    std::string_view t = Trim(s);
-    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), exact);
-    if (ec != std::errc() || ptr != t.data() + t.size()) return std::nullopt;
-    return exact;
-  }
-  return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
-}
+std::optional<int64_t> ParseJsonInt(std::string_view s) { return ParseInt64(Trim(s)); }
 
 /// Kineto `cat` → kind (case-insensitive; 2021 capitalised names and "Operator" included).
 /// README "Trace": the category table.
@@ -175,7 +145,7 @@ simdjson::error_code ReadId(od::value& v, IdValue* out) {
   od::json_type type;
   if (auto err = v.type().get(type)) return err;
   if (type == od::json_type::number) {
-    auto n = ParseInt(v.raw_json_token());
+    auto n = ParseJsonInt(v.raw_json_token());
     out->type = n ? IdValue::kNumber : IdValue::kBad;
     out->number = n.value_or(0);
   } else if (type == od::json_type::string) {
@@ -198,7 +168,7 @@ simdjson::error_code GetString(od::value& v, std::string_view* out) {
 std::optional<int64_t> ReadOptInt(od::value& v) {
   od::json_type type;
   if (v.type().get(type) || type != od::json_type::number) return std::nullopt;
-  return ParseInt(v.raw_json_token());
+  return ParseJsonInt(v.raw_json_token());
 }
 
 /// A string value as a view, without copying when it has no escapes (the common case): the
@@ -332,7 +302,7 @@ std::optional<int64_t> StreamFromText(std::string_view s) {
   if (s.size() <= kPrefix.size() || !EqualsIgnoreCase(s.substr(0, kPrefix.size()), kPrefix)) {
     return std::nullopt;
   }
-  return ParseInt(s.substr(kPrefix.size()));
+  return ParseJsonInt(s.substr(kPrefix.size()));
 }
 
 /// Reads one file: chunk loop, batches, per-event commit.
@@ -684,7 +654,7 @@ void ApplyTopLevelValues(od::parser& parser, const std::vector<TopLevelValue>& v
     } else if (v.key == "deviceProperties") {
       s = ApplyDeviceProperties(parser, v.raw, out);
     } else if (v.key == "baseTimeNanoseconds") {
-      out->base_time_ns = ParseInt(v.raw);
+      out->base_time_ns = ParseJsonInt(v.raw);
       if (!out->base_time_ns) s = MakeError(ErrorCode::kParse, "not an integer");
     }
     if (!s.ok()) {

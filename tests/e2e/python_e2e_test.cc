@@ -164,7 +164,7 @@ TEST_P(AnyPython, RecordsExplicitMarkersAndLeavesTheOutputAlone) {
   EXPECT_TRUE(r["job"]["no_phases"].empty());
 }
 
-/// "/root/.pyenv/versions/3.12.1/bin/python3" → "pyenv_3_12_1"; Debian's → "system".
+/// "$PYENV_ROOT/versions/3.12.1/bin/python3" → "pyenv_3_12_1"; Debian's → "system".
 std::string InterpreterName(const ::testing::TestParamInfo<std::string>& param) {
   if (param.param == kSystemPython) return "system";
   std::string v = fs::path(param.param).parent_path().parent_path().filename();

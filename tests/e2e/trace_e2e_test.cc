@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "hta_traces.h"
 #include "subprocess.h"
 
 namespace {
@@ -22,10 +23,7 @@ using stallscope::testing::Slurp;
 
 using Output = stallscope::testing::ProcessOutput;
 
-fs::path SharedTraces() {
-  if (const char* e = std::getenv("STALLSCOPE_SHARED_DIR")) return fs::path(e) / "traces" / "hta";
-  return fs::path(STALLSCOPE_SOURCE_DIR) / ".." / "shared" / "traces" / "hta";
-}
+fs::path SharedTraces() { return stallscope::testing::HtaTracesDir(); }
 
 fs::path Fixture(const std::string& name) {
   return fs::path(STALLSCOPE_SOURCE_DIR) / "tests" / "data" / "traces" / name;

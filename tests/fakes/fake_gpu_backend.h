@@ -1,5 +1,7 @@
 #pragma once
 
+// Test code (stallscope_testing, tests/fakes/CMakeLists.txt): never linked into the tool.
+
 #include <functional>
 #include <string>
 #include <string_view>

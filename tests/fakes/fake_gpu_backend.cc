@@ -1,4 +1,4 @@
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_gpu_backend.h"
 
 #include <fmt/format.h>
 
