@@ -4,7 +4,7 @@
 
 #include "temp_dir.h"
 
-#include "base/clock.h"
+#include "fakes/fake_clock.h"
 #include "phase/phase_reader.h"
 #include "phase/phase_writer.h"
 

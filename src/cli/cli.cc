@@ -16,15 +16,7 @@ void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
       ->default_val("/proc");
 }
 
-}  // namespace
-
-int Run(int argc, char** argv) {
-  CLI::App app{"stallscope: why is my GPU training slow, and what do I change?"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", ToolVersion());
-  app.footer("Run `stallscope COMMAND --help` for a command's options.\n");
-
-  RecordOptions rec;
+CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
   record->add_option("-i,--interval", rec.interval, "Sampling interval, 50ms or more")
       ->default_val("1s");
@@ -39,8 +31,10 @@ int Run(int argc, char** argv) {
       "  stallscope record -i 500ms -- python train.py --epochs 1\n"
       "With a command, the recording ends when it exits and its exit code is returned.\n");
   AddSamplingFlags(record, rec.sampling);
+  return record;
+}
 
-  TopOptions top;
+CLI::App* AddTop(CLI::App& app, TopOptions& top) {
   auto* top_cmd = app.add_subcommand("top", "Show GPUs and host now");
   top_cmd->add_flag("--once", top.once, "Print one snapshot and exit");
   top_cmd->add_flag("--json", top.json, "JSON output (numbers as numbers, units in key names)");
@@ -50,14 +44,18 @@ int Run(int argc, char** argv) {
   top_cmd->add_option("-i,--interval", top.interval, "Refresh interval")->default_val("1s");
   top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)");
   AddSamplingFlags(top_cmd, top.sampling);
+  return top_cmd;
+}
 
-  SummaryOptions sum;
+CLI::App* AddSummary(CLI::App& app, SummaryOptions& sum) {
   auto* summary =
       app.add_subcommand("summary", "Summarize a recording: per-GPU stats, load balance");
   summary->add_option("recording", sum.path, "A file written by `stallscope record`")->required();
   summary->add_flag("--json", sum.json, "JSON output");
+  return summary;
+}
 
-  RunOptions run;
+CLI::App* AddRun(CLI::App& app, RunOptions& run) {
   auto* run_cmd = app.add_subcommand("run", "Run a training job, time its phases, write a report");
   run_cmd->add_option("--name", run.name, "Run name (default: the script's name)");
   run_cmd->add_option("--out", run.out,
@@ -79,15 +77,19 @@ int Run(int argc, char** argv) {
       "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
       "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.\n");
   AddSamplingFlags(run_cmd, run.sampling);
+  return run_cmd;
+}
 
-  DiagnoseOptions diag;
+CLI::App* AddDiagnose(CLI::App& app, DiagnoseOptions& diag) {
   auto* diagnose = app.add_subcommand("diagnose", "Redo the analysis of a run directory");
   diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`");
   diagnose->add_flag("--thresholds", diag.thresholds,
                      "Print the verdict's thresholds table (Markdown) and exit");
   diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");
+  return diagnose;
+}
 
-  TraceOptions tr;
+CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
   auto* trace_cmd = app.add_subcommand(
       "trace", "Analyse torch.profiler traces: step breakdown, GPU idle causes, verdict");
   trace_cmd
@@ -112,13 +114,16 @@ int Run(int argc, char** argv) {
       "  stallscope trace traces/ --export-perfetto merged.json\n"
       "Write traces with torch.profiler.profile(schedule=..., on_trace_ready=\n"
       "  torch.profiler.tensorboard_trace_handler(DIR)) and call prof.step() every iteration.\n");
+  return trace_cmd;
+}
 
-  DoctorOptions doc;
-  int64_t doctor_workers = 0;
+/// `--workers` is kept apart: DoctorOptions::workers stays empty unless the flag is given.
+CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
+                    CLI::Option** workers_opt) {
   auto* doctor_cmd =
       app.add_subcommand("doctor", "Check the machine and the job's environment before a long run");
   doctor_cmd->add_flag("--json", doc.json, "JSON output (README \"doctor --json\")");
-  auto* workers_opt =
+  *workers_opt =
       doctor_cmd
           ->add_option("--workers", doctor_workers,
                        "DataLoader workers the job will use (judges /dev/shm, CPUs, threads)")
@@ -149,6 +154,33 @@ int Run(int argc, char** argv) {
       "1 when one does, 2 on bad flags. Run it in the job's environment (venv, container).\n"
       "Examples:\n  stallscope doctor\n  stallscope doctor --workers 8 --data /data/train "
       "--checkpoint-dir /ckpt\n  stallscope doctor --python ~/venvs/train/bin/python --json\n");
+  return doctor_cmd;
+}
+
+}  // namespace
+
+int Run(int argc, char** argv) {
+  CLI::App app{"stallscope: why is my GPU training slow, and what do I change?"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", ToolVersion());
+  app.footer("Run `stallscope COMMAND --help` for a command's options.\n");
+
+  RecordOptions rec;
+  TopOptions top;
+  SummaryOptions sum;
+  RunOptions run;
+  DiagnoseOptions diag;
+  TraceOptions tr;
+  DoctorOptions doc;
+  int64_t doctor_workers = 0;
+  CLI::Option* workers_opt = nullptr;
+  CLI::App* record = AddRecord(app, rec);
+  CLI::App* top_cmd = AddTop(app, top);
+  CLI::App* summary = AddSummary(app, sum);
+  CLI::App* run_cmd = AddRun(app, run);
+  CLI::App* diagnose = AddDiagnose(app, diag);
+  CLI::App* trace_cmd = AddTrace(app, tr);
+  CLI::App* doctor_cmd = AddDoctor(app, doc, doctor_workers, &workers_opt);
 
   try {
     app.parse(argc, argv);

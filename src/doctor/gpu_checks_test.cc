@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <span>
 
 #include "doctor/facts_test_util.h"
 
@@ -113,19 +114,30 @@ Check Gpu0(std::string_view id, const std::function<void(GpuFact&)>& change) {
   return c;
 }
 
-TEST(PerGpuChecks, Table) {
-  struct Case {
-    std::string name;
-    std::string id;
-    std::function<void(GpuFact&)> change;
-    S status;
-    std::string detail_has;
-  };
+struct PerGpuCase {
+  std::string name;
+  std::string id;
+  std::function<void(GpuFact&)> change;
+  S status;
+  std::string detail_has;
+};
+
+void ExpectPerGpu(std::span<const PerGpuCase> cases) {
+  for (const PerGpuCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Check check = Gpu0(c.id, c.change);
+    EXPECT_EQ(check.status, c.status) << check.detail;
+    EXPECT_TRUE(Contains(check.detail, c.detail_has)) << check.detail;
+    EXPECT_EQ(check.fix.empty(), c.status <= S::kSkip) << check.fix;
+  }
+}
+
+TEST(PerGpuChecks, PersistenceLinkEcc) {
   const auto busy = [](GpuFact& g) {
     g.now.util_gpu_pct = 100;
     g.now.clock_event_reasons = 0;
   };
-  const Case cases[] = {
+  const PerGpuCase cases[] = {
       {"persistence on", "gpu.persistence", [](GpuFact&) {}, S::kOk, "on"},
       {"persistence off", "gpu.persistence", [](GpuFact& g) { g.info.persistence_mode = false; },
        S::kWarn, "deinitialises"},
@@ -178,6 +190,12 @@ TEST(PerGpuChecks, Table) {
          g.health = {};
        },
        S::kSkip, "no ECC"},
+  };
+  ExpectPerGpu(cases);
+}
+
+TEST(PerGpuChecks, ThrottlePowerMigInUse) {
+  const PerGpuCase cases[] = {
       {"idle, not throttled", "gpu.throttle", [](GpuFact&) {}, S::kOk, "none (idle)"},
       {"hw thermal", "gpu.throttle",
        [](GpuFact& g) {
@@ -211,13 +229,7 @@ TEST(PerGpuChecks, Table) {
        S::kWarn, "processes not visible here"},
       {"lost gpu", "gpu.in_use", [](GpuFact& g) { g.now.lost = true; }, S::kFail, "lost"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    const Check check = Gpu0(c.id, c.change);
-    EXPECT_EQ(check.status, c.status) << check.detail;
-    EXPECT_TRUE(Contains(check.detail, c.detail_has)) << check.detail;
-    EXPECT_EQ(check.fix.empty(), c.status <= S::kSkip) << check.fix;
-  }
+  ExpectPerGpu(cases);
 }
 
 TEST(NumaCheck, GpuNodeAgainstAllowedCpus) {

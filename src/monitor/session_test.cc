@@ -11,7 +11,8 @@
 
 #include "temp_dir.h"
 
-#include "gpu/fake_gpu_backend.h"
+#include "fakes/fake_clock.h"
+#include "fakes/fake_gpu_backend.h"
 #include "sample/recording.h"
 
 namespace stallscope::monitor {
