@@ -1,20 +1,64 @@
 #!/usr/bin/env bash
-# Whole-process cost of `stallscope record`: CPU% of one core and peak RSS, over DURATION seconds
-# (default 60) at 1 Hz and 10 Hz with 1, 4 and 8 fake GPUs (tests/fakes/nvml, steady 90% util),
-# following a 20-process tree (sh + 19 sleeps) so the process sampler is exercised too.
-# Usage: bench/overhead.sh [BUILD_DIR] [DURATION_S]
-# Targets (issue 2): 1 Hz, 8 GPUs: <= 0.1% of a core and <= 6 MB RSS; 10 Hz: <= 0.5%.
+# Whole-process cost of `stallscope record`: CPU time (of one core) and peak RSS.
+#
+# Default (issue 11): `record -i 100ms --duration DURATION_S` (default 45 s) over 8 fake GPUs
+# (tests/fakes/nvml, tests/data/nvml/eight_gpus.json) following a 5-process tree (sh + 4 sleeps),
+# plus one 1 s run of the same: the difference between the two is the steady cost per sample,
+# without start-up (dlopen, NVML init, the scenario parse). Prints CPU % of a core, µs of CPU per
+# sample (whole run and steady), peak RSS; then one full sample in-process from
+# build/bench/sample_bench when it was built. Targets end in PASS or MISS; exit 1 on a MISS.
+#   --matrix: the older table instead: 1 Hz and 10 Hz x 1, 4, 8 GPUs, a 20-process tree.
+# CPU from getrusage(RUSAGE_CHILDREN) (µs resolution), peak RSS from GNU time.
+# Usage: bench/overhead.sh [--matrix] [BUILD_DIR] [DURATION_S]
 set -euo pipefail
+MATRIX=0
+if [ "${1:-}" = --matrix ]; then
+  MATRIX=1
+  shift
+fi
 BUILD=${1:-build}
-DURATION=${2:-60}
+DURATION=${2:-$([ $MATRIX = 1 ] && echo 60 || echo 45)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$BUILD/stallscope
 FAKE=$BUILD/tests/fakes/nvml/libnvidia-ml.so.1
 [ -x "$BIN" ] && [ -f "$FAKE" ] || { echo "build first: make build" >&2; exit 1; }
 command -v /usr/bin/time >/dev/null || { echo "needs GNU time: apt-get install time" >&2; exit 1; }
 TMP=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+root=
+cleanup() {
+  [ -n "$root" ] && kill $(pgrep -P "$root") "$root" 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
 
-scenario() {  # $1 = number of GPUs
+# Runs `record` once; prints "cpu_s max_rss_kb samples".
+measure() {  # $1 scenario, $2 interval, $3 duration (s), $4 root pid
+  local out="$TMP/rec.jsonl"
+  STALLSCOPE_NVML_LIB=$FAKE STALLSCOPE_FAKE_NVML_SCENARIO=$1 /usr/bin/python3 - "$BIN" "$2" "$3" \
+    "$4" "$out" <<'EOF'
+import os, resource, subprocess, sys, tempfile
+binary, interval, duration, pid, out = sys.argv[1:]
+# GNU time (which forks) reports the peak RSS: RUSAGE_CHILDREN's would be this interpreter's, as
+# subprocess spawns with vfork. The CPU time is getrusage's (µs; GNU time prints 10 ms), which
+# includes GNU time's own ~1 ms.
+with tempfile.NamedTemporaryFile("r") as rss:
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "record", "-i", interval,
+                    "--duration", duration + "s", "--pid", pid, "-o", out],
+                   check=True, stderr=subprocess.DEVNULL)
+    max_rss_kb = int(rss.read().split()[-1])
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out) as f:
+    samples = sum(1 for line in f if line.startswith('{"type":"sample"'))
+print(f"{ru.ru_utime + ru.ru_stime:.6f} {max_rss_kb} {samples}")
+EOF
+}
+
+tree() {  # $1 = processes in the tree: one shell with $1 - 1 sleeping children; sets $root
+  sh -c "for i in \$(seq $(($1 - 1))); do sleep 100000 & done; wait" </dev/null >/dev/null 2>&1 &
+  root=$!
+}
+
+scenario() {  # $1 = number of GPUs; steady-ish sawtooth load, one process each
   local n=$1 f="$TMP/gpus$1.json"
   {
     echo '{"driver_version":"550.54.15","gpus":['
@@ -30,23 +74,50 @@ scenario() {  # $1 = number of GPUs
   echo "$f"
 }
 
-# A 20-process tree to follow: one shell with 19 sleeping children.
-sh -c 'for i in $(seq 19); do sleep 100000 & done; wait' &
-TREE=$!
-
-printf '%-6s %-5s %10s %12s %10s\n' rate gpus cpu_pct peak_rss_mb samples
-for rate in 1 10; do
-  interval=$([ $rate = 1 ] && echo 1s || echo 100ms)
-  for n in 1 4 8; do
-    sc=$(scenario $n)
-    out="$TMP/rec.jsonl"
-    STALLSCOPE_NVML_LIB=$FAKE STALLSCOPE_FAKE_NVML_SCENARIO=$sc \
-      /usr/bin/time -f '%U %S %M' -o "$TMP/time" \
-      "$BIN" record -i $interval --duration ${DURATION}s --pid $TREE -o "$out" 2>/dev/null
-    read -r user sys rss_kb <"$TMP/time"
-    samples=$(($(wc -l <"$out") - 2))
-    cpu=$(awk -v u="$user" -v s="$sys" -v d="$DURATION" 'BEGIN { printf "%.3f", (u + s) / d * 100 }')
-    rss=$(awk -v k="$rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')
-    printf '%-6s %-5s %10s %12s %10s\n' "${rate}Hz" "$n" "$cpu" "$rss" "$samples"
+if [ $MATRIX = 1 ]; then
+  # Targets (issue 2): 1 Hz, 8 GPUs: <= 0.1% of a core and <= 6 MB RSS; 10 Hz: <= 0.5%.
+  tree 20
+  printf '%-6s %-5s %10s %12s %10s\n' rate gpus cpu_pct peak_rss_mb samples
+  for rate in 1 10; do
+    interval=$([ $rate = 1 ] && echo 1s || echo 100ms)
+    for n in 1 4 8; do
+      read -r cpu rss_kb samples < <(measure "$(scenario $n)" $interval "$DURATION" "$root")
+      awk -v c="$cpu" -v k="$rss_kb" -v d="$DURATION" -v r="${rate}Hz" -v n="$n" -v s="$samples" \
+        'BEGIN { printf "%-6s %-5s %10.3f %12.1f %10d\n", r, n, c / d * 100, k / 1024, s }'
+    done
   done
-done
+  exit 0
+fi
+
+SCENARIO=$ROOT/tests/data/nvml/eight_gpus.json
+tree 5
+sleep 0.5  # let the children start
+read -r cpu rss_kb samples < <(measure "$SCENARIO" 100ms "$DURATION" "$root")
+read -r cpu1 rss1_kb samples1 < <(measure "$SCENARIO" 100ms 1 "$root")
+echo "stallscope record -i 100ms --duration ${DURATION}s: 8 fake GPUs, 5-process tree"
+awk -v c="$cpu" -v k="$rss_kb" -v d="$DURATION" -v s="$samples" -v c1="$cpu1" -v s1="$samples1" '
+  BEGIN {
+    steady = (s > s1) ? (c - c1) / (s - s1) * 1e6 : 0
+    printf "  samples                %d\n", s
+    printf "  cpu                    %.3f%% of a core (%.3f s)\n", c / d * 100, c
+    printf "  cpu per sample         %.1f us (whole run); %.1f us steady (minus a 1 s run: %.3f s, %d samples)\n",
+      c / s * 1e6, steady, c1, s1
+    printf "  peak rss               %.2f MB (%d KiB)\n", k / 1024, k
+    miss = 0
+    printf "  target: peak rss <= 4 MB: %s\n", (k <= 4096) ? "PASS" : "MISS"; miss += k > 4096
+    exit miss > 0
+  }' || status=1
+if [ -x "$BUILD/bench/sample_bench" ]; then
+  echo "one full sample in-process: 8 GPUs + host + 5 processes + JSON line ($BUILD/bench/sample_bench)"
+  "$BUILD/bench/sample_bench" --benchmark_filter='BM_FullSample8Gpus/procs:5/' \
+    --benchmark_min_time=1 --benchmark_format=csv 2>/dev/null |
+    awk -F, '/BM_FullSample8Gpus/ {
+      cold = index($1, "sleep:1") > 0
+      printf "  %-44s %6.1f us of CPU\n", cold ? "cold caches (one sample per 100 ms)" : "warm caches (back to back)", $4
+      if (!cold) { warm = $4 }
+    }
+    END {
+      printf "  target: one sample (warm) <= 150 us of CPU: %s\n", (warm <= 150) ? "PASS" : "MISS"
+      exit (warm > 150) }' || status=1
+fi
+exit ${status:-0}

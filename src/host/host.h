@@ -94,14 +94,15 @@ struct ProcessSample {
 ///
 /// Per sample it reads /proc/{stat,meminfo,loadavg,diskstats,pressure/*} and the cgroup's
 /// cpu.max, cpu.stat and memory.max (the cgroup is found once, on the first sample), and
-/// statfs()s /dev/shm. On procfs and cgroupfs those files stay open (up to 10 fds) and are
-/// re-read with pread from offset 0, which makes their content anew: one syscall per file
-/// instead of open, read, read, close. A kept file whose read fails is closed and opened again
-/// on the next sample. Files on other filesystems (fixtures) are opened on every sample, so a
-/// file rewritten or replaced by rename between samples is seen. A file that cannot be opened
-/// because it is not there (ENOENT, ENOTDIR, EOPNOTSUPP, EACCES, EPERM: no PSI before Linux
-/// 4.20 or with psi=0, no cgroup v2 files on a v1 host) is not tried again for kReprobeNs.
-/// Each disk is classified (whole disk or not, by /sys/block/NAME) once, when first seen.
+/// statfs()s /dev/shm (kept open when it is a tmpfs, so there is no path lookup per sample). On
+/// procfs and cgroupfs those files stay open (up to 10 fds) and are re-read with pread from offset
+/// 0, which makes their content anew: one syscall per file instead of open, read, read, close. A
+/// kept file whose read fails is closed and opened again on the next sample. Files on other
+/// filesystems (fixtures) are opened on every sample, so a file rewritten or replaced by rename
+/// between samples is seen. A file that cannot be opened because it is not there (ENOENT, ENOTDIR,
+/// EOPNOTSUPP, EACCES, EPERM: no PSI before Linux 4.20 or with psi=0, no cgroup v2 files on a v1
+/// host) is not tried again for kReprobeNs. Each disk is classified (whole disk or not, by
+/// /sys/block/NAME) once, when first seen.
 class HostSampler {
  public:
   explicit HostSampler(ProcFs fs);
@@ -147,6 +148,7 @@ enum class TreeDiscovery {
 /// after 10 s (kStaticRefreshNs); so is whether io is readable. On procfs the per-process files
 /// stay open between samples and are re-read from offset 0, for up to 64 processes and a
 /// quarter of RLIMIT_NOFILE (4 fds each); they are closed when the process leaves the tree.
+/// /proc itself stays open too, when it is procfs.
 /// Once the buffers and caches have grown, a sample of a steady tree does not allocate.
 class ProcessTracker {
  public:

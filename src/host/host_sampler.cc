@@ -109,6 +109,7 @@ struct HostSampler::State {
   std::optional<uint64_t> prev_psi_total_us[3];
   std::optional<std::string> cgroup_dir;  // resolved on the first sample
   std::optional<uint64_t> prev_nr_throttled, prev_throttled_us;
+  ScopedFd shm_dir;  // the real /dev/shm (tmpfs), kept open: fstatvfs, no path walk per sample
 
   int64_t now_ns = 0;  // of the sample being taken
 
@@ -120,6 +121,7 @@ struct HostSampler::State {
   bool CountDisk(const ProcFs& fs, const DiskLine& disk);
   void ResolveCgroupDir(const ProcFs& fs);
   void ReadCgroup(const ProcFs& fs, HostSample& out);
+  void ReadShm(const ProcFs& fs, HostSample& out);
 };
 
 HostSampler::State::State(const ProcFs& fs) {
@@ -175,12 +177,29 @@ void HostSampler::Sample(int64_t now_ns, HostSample& out) {
   st.ReadPressure(out);
   st.ReadDisks(fs_, interval_ns, out);
   st.ReadCgroup(fs_, out);
+  st.ReadShm(fs_, out);
+  st.prev_ns = now_ns;
+}
+
+void HostSampler::State::ReadShm(const ProcFs& fs, HostSample& out) {
   struct statvfs vfs {};
-  if (statvfs(fs_.shm_path.c_str(), &vfs) == 0) {
+  bool ok = false;
+  if (shm_dir.valid()) {
+    ok = fstatvfs(shm_dir.get(), &vfs) == 0;
+  } else {
+    // A tmpfs directory (/dev/shm) is kept open; anything else (a fixture directory, which a
+    // test may remove) is looked up by path on every sample.
+    ScopedFd dir(::open(fs.shm_path.c_str(), O_PATH | O_CLOEXEC));
+    struct statfs sfs {};
+    ok = dir.valid() && fstatvfs(dir.get(), &vfs) == 0;
+    if (ok && fstatfs(dir.get(), &sfs) == 0 && sfs.f_type == TMPFS_MAGIC) {
+      shm_dir = std::move(dir);
+    }
+  }
+  if (ok) {
     out.shm_total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
     out.shm_used_bytes = static_cast<uint64_t>(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
   }
-  st.prev_ns = now_ns;
 }
 
 void HostSampler::State::ReadCpu(HostSample& out) {

@@ -101,6 +101,7 @@ struct ProcessTracker::State {
   std::vector<ProcEntry> prev, cur;
   size_t prev_n = 0, cur_n = 0;
   std::optional<bool> is_procfs;  // files may be kept open: probed on the first open /proc
+  ScopedFd proc_dir;              // /proc itself, kept open on procfs (saves an open per sample)
   size_t max_fd_procs = 0;
   size_t fd_procs_prev = 0;  // entries of prev that keep fds
   size_t fd_procs_new = 0;   // processes given kept fds in this sample
@@ -117,6 +118,7 @@ struct ProcessTracker::State {
   void BeginSample(int64_t sample_ns);
   void EndSample();
   void ProbeProcfs(int proc_fd);
+  int OpenProc(const std::string& proc_root, ScopedFd& scratch);
   int ReadKept(int dir_fd, ScopedFd& fd, bool keep);
   bool UseChildrenFiles(int proc_fd, int32_t root_pid, TreeDiscovery mode);
   void ScanLinks(int proc_fd);
@@ -152,10 +154,10 @@ void ProcessTracker::Sample(int64_t now_ns, std::vector<ProcessSample>& out) {
   st.BeginSample(now_ns);
   last_discovery_ = TreeDiscovery::kAuto;
   size_t n = 0;
-  ScopedFd proc = OpenDir(AT_FDCWD, fs_.proc_root.c_str());
-  if (proc.valid()) {
-    if (!st.is_procfs) st.ProbeProcfs(proc.get());
-    const bool walk = st.UseChildrenFiles(proc.get(), root_pid_, discovery_);
+  ScopedFd scratch;
+  const int proc = st.OpenProc(fs_.proc_root, scratch);
+  if (proc >= 0) {
+    const bool walk = st.UseChildrenFiles(proc, root_pid_, discovery_);
     last_discovery_ = walk ? TreeDiscovery::kChildrenFiles : TreeDiscovery::kFullScan;
     Found found = Found::kKnown;
     if (!st.UseKnownTree(root_pid_)) {
@@ -164,7 +166,7 @@ void ProcessTracker::Sample(int64_t now_ns, std::vector<ProcessSample>& out) {
       if (walk) {
         st.StartWalk(root_pid_);
       } else {
-        st.ScanLinks(proc.get());
+        st.ScanLinks(proc);
         st.CollectMembers(root_pid_);
       }
     }
@@ -173,7 +175,7 @@ void ProcessTracker::Sample(int64_t now_ns, std::vector<ProcessSample>& out) {
       const int32_t pid = st.members[i];
       // Entries are overwritten in place so their strings keep their capacity.
       if (n == out.size()) out.emplace_back();
-      const ReadOutcome outcome = st.ReadProcess(proc.get(), pid, found, out[n]);
+      const ReadOutcome outcome = st.ReadProcess(proc, pid, found, out[n]);
       if (outcome == ReadOutcome::kMalformed) ++st.malformed;
       if (outcome == ReadOutcome::kOk) {
         ++n;
@@ -229,6 +231,18 @@ void ProcessTracker::State::ProbeProcfs(int proc_fd) {
   const uint64_t fd_limit = getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
   max_fd_procs =
       *is_procfs ? std::min<uint64_t>(kMaxKeptFdProcesses, fd_limit / (4 * kFdsPerProcess)) : 0;
+}
+
+int ProcessTracker::State::OpenProc(const std::string& proc_root, ScopedFd& scratch) {
+  // procfs is kept open: the same mount for as long as we run. Another directory (a fixture,
+  // which a test may replace between samples) is opened on every sample, into `scratch`.
+  if (proc_dir.valid()) return proc_dir.get();
+  scratch = OpenDir(AT_FDCWD, proc_root.c_str());
+  if (!scratch.valid()) return -1;
+  if (!is_procfs) ProbeProcfs(scratch.get());
+  if (!*is_procfs) return scratch.get();
+  proc_dir = std::move(scratch);
+  return proc_dir.get();
 }
 
 int ProcessTracker::State::ReadKept(int dir_fd, ScopedFd& fd, bool keep) {

@@ -6,8 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
+
+#include "base/units.h"
 
 namespace stallscope::sample {
 namespace {
@@ -158,6 +161,48 @@ TEST(Recording, SampleLineHasSeedKeys) {
     EXPECT_NE(line.find(key), std::string::npos) << key << "\n" << line;
   }
   EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+// The sample line formats its timestamp without allocating; it must match FormatIsoUtc.
+TEST(Recording, SampleTimestampMatchesFormatIsoUtc) {
+  const int64_t instants[] = {0,
+                              -1,
+                              -1'000'000,
+                              -86'400'000'000'000 - 1,
+                              951'782'400'000'000'000,  // 2000-02-29
+                              1'700'000'000'123'456'789,
+                              4'102'444'799'999'999'999,             // 2099-12-31T23:59:59.999
+                              std::numeric_limits<int64_t>::max(),   // 2262
+                              std::numeric_limits<int64_t>::min()};  // 1677
+  for (int64_t wall_ns : instants) {
+    Sample s = MakeSample(0);
+    s.wall_ns = wall_ns;
+    std::string line;
+    AppendSampleJson(TwoGpuHeader(), s, line);
+    const std::string want = "\"timestamp\":\"" + FormatIsoUtc(wall_ns) + "\"";
+    EXPECT_NE(line.find(want), std::string::npos) << wall_ns << ": " << want;
+  }
+}
+
+// Clock-event bits without a name are written as ClockEventReasonNames does ("0x...").
+TEST(Recording, UnknownClockEventBitsAreWrittenInHex) {
+  const uint64_t idle = gpu::kClockEventGpuIdle;
+  const uint64_t thermal = gpu::kClockEventHwThermal;
+  for (uint64_t mask :
+       {uint64_t{0}, idle, uint64_t{1} << 40, thermal | (uint64_t{0xab} << 48), ~uint64_t{0}}) {
+    Sample s = MakeSample(0);
+    s.gpus[0].clock_event_reasons = mask;
+    std::string line;
+    AppendSampleJson(TwoGpuHeader(), s, line);
+    std::string want = "\"clock_event_reasons\":[";
+    bool first = true;
+    for (const std::string& name : gpu::ClockEventReasonNames(mask)) {
+      want += (first ? "\"" : ",\"") + name + "\"";
+      first = false;
+    }
+    want += "]";
+    EXPECT_NE(line.find(want), std::string::npos) << mask << ": " << want;
+  }
 }
 
 TEST(Recording, TornLastLineIsAWarningNotAnError) {

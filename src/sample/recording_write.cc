@@ -1,7 +1,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstring>
 
 #include "base/json_writer.h"
@@ -33,6 +36,59 @@ std::optional<double> Watts(const std::optional<uint32_t>& mw) {
   return *mw / 1000.0;
 }
 
+/// FormatIsoUtc ("2023-11-14T22:13:20.123Z") into `buf` without allocating: it runs per sample.
+/// int64 ns since the epoch span the years 1677..2262, so the year always has four digits.
+std::string_view IsoUtc(int64_t wall_ns, std::array<char, 32>& buf) {
+  using std::chrono::days;
+  int64_t secs = wall_ns / 1'000'000'000;
+  int64_t ms = (wall_ns % 1'000'000'000) / 1'000'000;
+  if (ms < 0) {
+    ms += 1000;
+    --secs;
+  }
+  const days day = std::chrono::floor<days>(std::chrono::seconds(secs));
+  const std::chrono::year_month_day ymd{std::chrono::sys_days(day)};
+  const int year = static_cast<int>(ymd.year());
+  const int64_t in_day = secs - std::chrono::seconds(day).count();
+  char* p = buf.data();
+  auto put = [&p](int64_t v, int digits) {
+    for (int i = digits - 1; i >= 0; --i, v /= 10) p[i] = static_cast<char>('0' + v % 10);
+    p += digits;
+  };
+  put(year, 4);
+  *p++ = '-';
+  put(static_cast<unsigned>(ymd.month()), 2);
+  *p++ = '-';
+  put(static_cast<unsigned>(ymd.day()), 2);
+  *p++ = 'T';
+  put(in_day / 3600, 2);
+  *p++ = ':';
+  put(in_day / 60 % 60, 2);
+  *p++ = ':';
+  put(in_day % 60, 2);
+  *p++ = '.';
+  put(ms, 3);
+  *p++ = 'Z';
+  return std::string_view(buf.data(), static_cast<size_t>(p - buf.data()));
+}
+
+/// The names of gpu::ClockEventReasonNames(mask) as a JSON array, without building the vector.
+void WriteClockEventReasons(JsonWriter& w, uint64_t mask) {
+  w.BeginArray();
+  uint64_t known = 0;
+  for (const gpu::ClockEventReasonInfo& reason : gpu::kClockEventReasons) {
+    known |= reason.bit;
+    if ((mask & reason.bit) != 0) w.String(reason.name);
+  }
+  // Bits newer drivers add, as ClockEventReasonNames writes them: fmt's "{:#x}".
+  if (const uint64_t unknown = mask & ~known; unknown != 0) {
+    std::array<char, 20> hex{'0', 'x'};
+    auto [end, ec] = std::to_chars(hex.data() + 2, hex.data() + hex.size(), unknown, 16);
+    w.String(std::string_view(hex.data(), static_cast<size_t>(end - hex.data())));
+  }
+  w.EndArray();
+}
+
 void WriteGpuStatic(JsonWriter& w, const gpu::GpuStatic& g) {
   w.BeginObject()
       .Field("gpu_index", g.index)
@@ -52,7 +108,9 @@ void WriteGpuStatic(JsonWriter& w, const gpu::GpuStatic& g) {
 
 void WriteGpuSample(JsonWriter& w, const gpu::GpuStatic* info, size_t index,
                     const gpu::GpuSample& g) {
-  w.BeginObject().Field("gpu_index", index).Field("gpu_name", info ? info->name : "");
+  w.BeginObject()
+      .Field("gpu_index", index)
+      .Field("gpu_name", info ? std::string_view(info->name) : std::string_view());
   w.FieldBool("lost", g.lost);
   // Seed 002 keys, in the seed's units: % , MiB ("MB" in the seed), W, °C.
   w.Field("utilization", g.util_gpu_pct)
@@ -72,9 +130,7 @@ void WriteGpuSample(JsonWriter& w, const gpu::GpuStatic* info, size_t index,
       .Field("clock_event_mask", g.clock_event_reasons);
   w.Key("clock_event_reasons");
   if (g.clock_event_reasons) {
-    w.BeginArray();
-    for (const auto& name : gpu::ClockEventReasonNames(*g.clock_event_reasons)) w.String(name);
-    w.EndArray();
+    WriteClockEventReasons(w, *g.clock_event_reasons);
   } else {
     w.Null();
   }
@@ -114,17 +170,20 @@ void WriteAggregate(JsonWriter& w, const AggregateStats& a) {
       .EndObject();
 }
 
-void WritePressure(JsonWriter& w, std::string_view prefix, const std::optional<host::Pressure>& p) {
-  std::string key(prefix);
-  size_t base = key.size();
-  key += "_some_avg10";
-  w.Field(key, p ? std::optional<double>(p->some_avg10_pct) : std::nullopt, 2);
-  key.resize(base);
-  key += "_full_avg10";
-  w.Field(key, p ? p->full_avg10_pct : std::nullopt, 2);
-  key.resize(base);
-  key += "_some_stall_us";
-  w.Field(key, p ? std::optional<uint64_t>(p->some_stall_us_delta) : std::nullopt);
+/// The keys of one pressure resource: constants, so a sample builds no key strings.
+struct PressureKeys {
+  std::string_view some_avg10, full_avg10, some_stall_us;
+};
+constexpr PressureKeys kPsiCpu{"psi_cpu_some_avg10", "psi_cpu_full_avg10", "psi_cpu_some_stall_us"};
+constexpr PressureKeys kPsiIo{"psi_io_some_avg10", "psi_io_full_avg10", "psi_io_some_stall_us"};
+constexpr PressureKeys kPsiMemory{"psi_memory_some_avg10", "psi_memory_full_avg10",
+                                  "psi_memory_some_stall_us"};
+
+void WritePressure(JsonWriter& w, const PressureKeys& keys,
+                   const std::optional<host::Pressure>& p) {
+  w.Field(keys.some_avg10, p ? std::optional<double>(p->some_avg10_pct) : std::nullopt, 2);
+  w.Field(keys.full_avg10, p ? p->full_avg10_pct : std::nullopt, 2);
+  w.Field(keys.some_stall_us, p ? std::optional<uint64_t>(p->some_stall_us_delta) : std::nullopt);
 }
 
 template <typename Member>
@@ -161,9 +220,9 @@ void WriteHost(JsonWriter& w, const host::HostSample& h) {
       .Field("load5", h.load5, 2)
       .Field("load15", h.load15, 2)
       .Field("procs_running", h.procs_running);
-  WritePressure(w, "psi_cpu", h.psi_cpu);
-  WritePressure(w, "psi_io", h.psi_io);
-  WritePressure(w, "psi_memory", h.psi_memory);
+  WritePressure(w, kPsiCpu, h.psi_cpu);
+  WritePressure(w, kPsiIo, h.psi_io);
+  WritePressure(w, kPsiMemory, h.psi_memory);
   w.Field("disk_read_bps", h.disk_read_bps)
       .Field("disk_write_bps", h.disk_write_bps)
       .Field("cgroup_cpu_quota_cpus", h.cgroup_cpu_quota_cpus, 2)
@@ -220,9 +279,10 @@ void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
 
 void AppendSampleJson(const RecordingHeader& header, const Sample& s, std::string& out) {
   JsonWriter w(out);
+  std::array<char, 32> iso;
   w.BeginObject()
       .Field("type", "sample")
-      .Field("timestamp", FormatIsoUtc(s.wall_ns))
+      .Field("timestamp", IsoUtc(s.wall_ns, iso))
       .Field("ts_ns", s.mono_ns)
       .Field("wall_ns", s.wall_ns);
   w.Key("multi_gpu_data").BeginArray();
