@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/vocabulary.h"
+
 namespace stallscope::analysis {
 namespace {
 
@@ -354,7 +356,7 @@ struct LoaderSeries {
 
 LoaderSeries SlowDataLoading(const RankSteps& rank) {
   LoaderSeries s;
-  s.data_loading_s = PhaseSeries(rank, "data_loading");
+  s.data_loading_s = PhaseSeries(rank, std::string(phase_name::kDataLoading));
   s.slow = FindOutliers(s.data_loading_s);
   s.is_slow.assign(s.data_loading_s.size(), false);
   for (size_t pos : s.slow.indices) s.is_slow[pos] = true;

@@ -136,7 +136,7 @@ void UseGpuTimes(const analysis::PhaseAnalysis& phases, double duration_s, Facts
     if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
   }
   auto order = [](const std::string& n) {
-    return n == "other" ? 0 : n == rule_util::kData ? 1 : 2;
+    return n == rule_util::kOther ? 0 : n == rule_util::kData ? 1 : 2;
   };
   std::stable_sort(donors.begin(), donors.end(), [&](const auto& a, const auto& b) {
     return order(a.first) != order(b.first) ? order(a.first) < order(b.first) : a.second > b.second;
@@ -334,8 +334,8 @@ void LoaderFacts(const std::vector<LoaderInfo>& loaders, Facts& c) {
 
 }  // namespace
 
-double Facts::Share(const std::string& phase) const {
-  auto it = phase_share.find(phase);
+double Facts::Share(std::string_view phase) const {
+  auto it = phase_share.find(std::string(phase));
   return it == phase_share.end() ? 0.0 : it->second;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -110,7 +111,7 @@ struct Facts {
   /// The GPU timeline of a profiler trace; empty for a live run.
   std::optional<TraceFacts> trace;
 
-  [[nodiscard]] double Share(const std::string& phase) const;
+  [[nodiscard]] double Share(std::string_view phase) const;
   /// Loader num_workers (0 when unknown and no worker process was seen).
   [[nodiscard]] int64_t NumWorkers() const;
 };

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/stats.h"
+#include "base/vocabulary.h"
 #include "diagnose/run_report.h"
 #include "diagnose/verdict.h"
 
@@ -41,12 +42,13 @@ std::string LoaderIterator(const trace::RankTrace& t) {
 std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t sync_ns, bool gpu) {
   std::map<std::string, double> p;
   auto get = [&](StepCategory cat) { return c.Get(cat); };
-  p["data_loading"] = Seconds(get(StepCategory::kDataLoader));
-  p["other"] = Seconds(get(StepCategory::kOther));
+  p[std::string(phase_name::kDataLoading)] = Seconds(get(StepCategory::kDataLoader));
+  p[std::string(phase_name::kOther)] = Seconds(get(StepCategory::kOther));
   if (!gpu) {
-    p["cpu_exec"] = Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
-                            get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
-                            get(StepCategory::kMemset) + get(StepCategory::kCommunication));
+    p[std::string(phase_name::kCpuExec)] =
+        Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
+                get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
+                get(StepCategory::kMemset) + get(StepCategory::kCommunication));
     return p;
   }
   int64_t runtime = get(StepCategory::kRuntime);
@@ -56,12 +58,12 @@ std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t syn
   // It goes to "other" as in a live run, where syncs are time outside the named phases (the
   // host-sync rule reads "other" together with the sync counters).
   int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
-  p["gpu_compute"] =
+  p[std::string(phase_name::kGpuCompute)] =
       Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
-  p["communication"] = Seconds(get(StepCategory::kCommunication));
-  p["other"] += Seconds(sync);
-  p["launch_overhead"] = Seconds(runtime - sync);
-  p["cpu_ops"] = Seconds(get(StepCategory::kCpuExec));
+  p[std::string(phase_name::kCommunication)] = Seconds(get(StepCategory::kCommunication));
+  p[std::string(phase_name::kOther)] += Seconds(sync);
+  p[std::string(phase_name::kLaunchOverhead)] = Seconds(runtime - sync);
+  p[std::string(phase_name::kCpuOps)] = Seconds(get(StepCategory::kCpuExec));
   return p;
 }
 
