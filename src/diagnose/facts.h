@@ -80,8 +80,8 @@ struct Facts {
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 
   // --- processes ------------------------------------------------------------------------------
-  int64_t main_procs = 0;    ///< "main" / "rank N" processes seen
-  int64_t worker_procs = 0;  ///< "dataloader worker" processes seen
+  int64_t main_procs = 0;    ///< kMain / kRank processes seen
+  int64_t worker_procs = 0;  ///< kDataLoaderWorker processes seen
   double main_cpu = 0;       ///< mean over main processes, CPUs (1 = one core)
   double main_running_share = 0;
   double main_blocked_share = 0;
