@@ -1,6 +1,7 @@
 #include "diagnose/trace_report.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <map>
@@ -17,7 +18,6 @@
 namespace stallscope::diagnose {
 namespace {
 
-using trace::IdleCause;
 using trace::StepCategory;
 
 constexpr double kNsPerS = 1e9;
@@ -79,15 +79,13 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   TraceFacts f;
   f.ranks = static_cast<int64_t>(ranks.size());
   int64_t window = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0;
-  std::map<std::string, int64_t> idle;
+  std::array<int64_t, trace::kIdleCauseCount> idle_ns{};
   std::vector<double> queues;
   for (const auto& r : ranks) {
     for (const auto& d : r.idle.devices) {
       ++f.gpu_devices;
       window += d.window_ns;
-      for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
-        idle[std::string(trace::IdleCauseName(static_cast<IdleCause>(i)))] += d.idle.ns[i];
-      }
+      for (size_t i = 0; i < trace::kIdleCauseCount; ++i) idle_ns[i] += d.idle.ns[i];
       std::string name;
       for (const auto& p : r.devices) {
         if (p.id == d.device) name = p.name;
@@ -110,8 +108,8 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
     if (top && top->samples > 0) queues.push_back(top->mean);
   }
   if (window > 0) {
-    for (const auto& [k, ns] : idle) {
-      f.idle_share[k] = static_cast<double>(ns) / static_cast<double>(window);
+    for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
+      f.idle_share[i] = static_cast<double>(idle_ns[i]) / static_cast<double>(window);
     }
   }
   if (span > 0) f.comm_share = static_cast<double>(comm) / static_cast<double>(span);
