@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/units.h"
+#include "base/vocabulary.h"
 
 namespace stallscope::analysis {
 namespace {
@@ -356,7 +357,7 @@ struct LoaderSeries {
 
 LoaderSeries SlowDataLoading(const RankSteps& rank) {
   LoaderSeries s;
-  s.data_loading_s = PhaseSeries(rank, "data_loading");
+  s.data_loading_s = PhaseSeries(rank, std::string(phase_name::kDataLoading));
   s.slow = FindOutliers(s.data_loading_s);
   s.is_slow.assign(s.data_loading_s.size(), false);
   for (size_t pos : s.slow.indices) s.is_slow[pos] = true;

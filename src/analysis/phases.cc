@@ -20,7 +20,7 @@ using phase::EventLog;
 using phase::LoggedEvent;
 using phase::RecordKind;
 
-constexpr std::string_view kOtherName = "other";
+constexpr std::string_view kOtherName = phase_name::kOther;
 constexpr std::string_view kNoStepsWarning =
     "no step boundaries: stallscope.step() was never called and no optimizer.step() was seen";
 /// Same guard as phase::PhaseAggregator: deeper nesting on one thread means lost end records;
@@ -613,11 +613,6 @@ PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t) {
                            " phase records with an invalid kind were skipped");
   }
   return out;
-}
-
-bool IsComputePhase(std::string_view name) {
-  return name == "forward_pass" || name == "backward_pass" || name == "optimizer_step" ||
-         name == "gpu_compute" || name == "cpu_exec";
 }
 
 PhaseAnalysis PhasesFromSteps(std::vector<RankSteps> ranks, const ThresholdSet& t) {

@@ -8,19 +8,14 @@
 #include <vector>
 
 #include "base/thresholds.h"
+#include "base/vocabulary.h"
 #include "phase/event_log.h"
 
 namespace stallscope::analysis {
 
-/// The exposed all-reduce wait of a DDP backward (python/stallscope/auto.py): from the moment the
-/// last gradient was ready until backward() returned. Not compute: time a rank waits for others.
-inline constexpr std::string_view kCommWaitPhase = "comm_wait";
-
-/// True for the phases that are the model's own work: forward_pass, backward_pass,
-/// optimizer_step (the Python hooks), and gpu_compute / cpu_exec (phases derived from a profiler
-/// trace, diagnose/trace_report.h). The verdict's compute share, the live status line and the
-/// periodic-side-work detector all ask this one question.
-[[nodiscard]] bool IsComputePhase(std::string_view name);
+// The phase vocabulary (base/vocabulary.h), under the names analysis' users know.
+inline constexpr std::string_view kCommWaitPhase = phase_name::kCommWait;
+using ::stallscope::IsComputePhase;
 
 /// GPU-side time of a phase: CUDA events recorded on the current stream at each instance's
 /// begin and end (python/stallscope/_cuda.py). Under CUDA's asynchrony forward_pass and

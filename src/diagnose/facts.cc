@@ -136,7 +136,7 @@ void UseGpuTimes(const analysis::PhaseAnalysis& phases, double duration_s, Facts
     if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
   }
   auto order = [](const std::string& n) {
-    return n == "other" ? 0 : n == rule_util::kData ? 1 : 2;
+    return n == rule_util::kOther ? 0 : n == rule_util::kData ? 1 : 2;
   };
   std::stable_sort(donors.begin(), donors.end(), [&](const auto& a, const auto& b) {
     return order(a.first) != order(b.first) ? order(a.first) < order(b.first) : a.second > b.second;
@@ -214,17 +214,18 @@ void ProcessFacts(const RunData& data, const RunReport& report, Facts& c) {
   std::vector<const ProcessRow*> mains, workers;
   std::set<int32_t> worker_pids;
   for (const ProcessRow& p : report.processes) {
-    if (p.role == "main" || p.role.starts_with("rank ")) {
+    ProcessRoleKind kind = p.role.kind;
+    if (kind == ProcessRoleKind::kMain || kind == ProcessRoleKind::kRank) {
       mains.push_back(&p);
       c.main_read_bytes += p.read_bytes;
     }
-    if (p.role == "dataloader worker") {
+    if (kind == ProcessRoleKind::kDataLoaderWorker) {
       workers.push_back(&p);
       worker_pids.insert(p.pid);
       c.worker_read_bytes += p.read_bytes;
       c.worker_threads_max = std::max(c.worker_threads_max, p.threads_max);
     }
-    if (p.role != "launcher") c.job_nvcsw_per_s += p.nonvoluntary_switches_per_s;
+    if (kind != ProcessRoleKind::kLauncher) c.job_nvcsw_per_s += p.nonvoluntary_switches_per_s;
   }
   c.main_procs = static_cast<int64_t>(mains.size());
   c.worker_procs = static_cast<int64_t>(workers.size());
@@ -334,8 +335,8 @@ void LoaderFacts(const std::vector<LoaderInfo>& loaders, Facts& c) {
 
 }  // namespace
 
-double Facts::Share(const std::string& phase) const {
-  auto it = phase_share.find(phase);
+double Facts::Share(std::string_view phase) const {
+  auto it = phase_share.find(std::string(phase));
   return it == phase_share.end() ? 0.0 : it->second;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,8 +80,8 @@ struct Facts {
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 
   // --- processes ------------------------------------------------------------------------------
-  int64_t main_procs = 0;    ///< "main" / "rank N" processes seen
-  int64_t worker_procs = 0;  ///< "dataloader worker" processes seen
+  int64_t main_procs = 0;    ///< kMain / kRank processes seen
+  int64_t worker_procs = 0;  ///< kDataLoaderWorker processes seen
   double main_cpu = 0;       ///< mean over main processes, CPUs (1 = one core)
   double main_running_share = 0;
   double main_blocked_share = 0;
@@ -110,7 +111,7 @@ struct Facts {
   /// The GPU timeline of a profiler trace; empty for a live run.
   std::optional<TraceFacts> trace;
 
-  [[nodiscard]] double Share(const std::string& phase) const;
+  [[nodiscard]] double Share(std::string_view phase) const;
   /// Loader num_workers (0 when unknown and no worker process was seen).
   [[nodiscard]] int64_t NumWorkers() const;
 };

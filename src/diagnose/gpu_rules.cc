@@ -82,8 +82,8 @@ std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
 
 std::optional<Finding> GpuBoundOnCpu(const Facts& c) {
   double compute = ComputeShare(c);
-  double data = c.Share(std::string(kData));
-  double other = c.Share("other");
+  double data = c.Share(kData);
+  double other = c.Share(kOther);
   double limit = T.cpu_compute_other_max.value;
   bool syncs = other >= limit && c.host_syncs_per_step >= T.host_sync_per_step_low.value;
   if (c.steps == 0 || compute < T.cpu_compute_share.value || data >= limit || syncs) {
@@ -296,7 +296,7 @@ std::pair<std::string, double> ExcessPhase(
     const std::map<std::string, std::map<int32_t, double>>& per_step, int32_t rank) {
   std::pair<std::string, double> best{"", 0.0};
   for (const auto& [name, by_rank] : per_step) {
-    if (name == analysis::kCommWaitPhase || name == "other") continue;
+    if (name == analysis::kCommWaitPhase || name == kOther) continue;
     auto own = by_rank.find(rank);
     if (own == by_rank.end()) continue;
     std::vector<double> others;
@@ -430,7 +430,7 @@ std::optional<Finding> StragglerRule(const Facts& c) {
 }
 
 std::optional<Finding> SmallBatchRule(const Facts& c) {
-  if (!c.has_gpu || c.Share(std::string(kData)) >= T.data_bound_share.value) return std::nullopt;
+  if (!c.has_gpu || c.Share(kData) >= T.data_bound_share.value) return std::nullopt;
   double util = MeanGpuUtil(c) * 100.0;  // the thresholds are in percent
   double mem = 0;
   const GpuFacts* fullest = nullptr;

@@ -42,7 +42,7 @@ void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
         "on fewer ranks");
   } else {
     Rec(f, 0, fmt::format("run the {} work {} instead of {}", g.phase, doubled, interval));
-    if (g.phase == "other") {
+    if (g.phase == kOther) {
       Rec(f, 1,
           "name the periodic work outside any phase with stallscope.phase(...) to see what "
           "it is (logging? eval?)");
@@ -64,7 +64,7 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Finding> HostSyncRule(const Facts& c) {
-  double other = c.Share("other");
+  double other = c.Share(kOther);
   double syncs = c.host_syncs_per_step;
   bool with_time =
       other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
@@ -74,7 +74,7 @@ std::optional<Finding> HostSyncRule(const Facts& c) {
                    fmt::format("{} of each step is spent outside forward/backward/optimizer/data "
                                "with {:.1f} host syncs (.item/.cpu) per step",
                                Pct(other), syncs));
-  f.evidence.push_back(ShareEvidence(c, "other", T.host_sync_other_share));
+  f.evidence.push_back(ShareEvidence(c, kOther, T.host_sync_other_share));
   f.evidence.push_back(
       Ev(fmt::format("{:.1f} host syncs per step (threshold {:.0f} with time "
                      "outside phases, or {:.0f})",

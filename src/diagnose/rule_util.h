@@ -11,12 +11,14 @@
 
 #include <fmt/format.h>
 
+#include "base/vocabulary.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose::rule_util {
 
 inline constexpr const ThresholdSet& T = kThresholds;
-inline constexpr std::string_view kData = "data_loading";
+inline constexpr std::string_view kData = phase_name::kDataLoading;
+inline constexpr std::string_view kOther = phase_name::kOther;
 
 /// 0.913 → "91%", 0.046 → "4.6%".
 inline std::string Pct(double fraction) {
@@ -75,7 +77,7 @@ inline Evidence AllowedEvidence(const Facts& c) {
 }
 
 inline Evidence ShareEvidence(const Facts& c, std::string_view phase, const Threshold& th) {
-  double share = c.Share(std::string(phase));
+  double share = c.Share(phase);
   return Ev(fmt::format("{} is {} of step time (threshold {}, {})", phase, Pct(share),
                         Pct(th.value), th.cite()),
             fmt::format("phase_share.{}", phase), share, "fraction", th.value);

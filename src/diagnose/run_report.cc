@@ -100,15 +100,17 @@ struct ProcAccumulator {
   int64_t first_ns = 0, last_ns = 0;
 };
 
-std::string RoleOf(int32_t pid, int32_t root, const std::set<int32_t>& workers,
+ProcessRole RoleOf(int32_t pid, int32_t root, const std::set<int32_t>& workers,
                    const std::map<int32_t, int32_t>& rank_of_main,
                    const std::set<int32_t>& launchers, int32_t world) {
-  if (workers.count(pid)) return "dataloader worker";
+  using enum ProcessRoleKind;
+  if (workers.count(pid)) return {kDataLoaderWorker};
   if (auto it = rank_of_main.find(pid); it != rank_of_main.end()) {
-    return world > 1 ? fmt::format("rank {}", it->second) : "main";
+    return world > 1 ? ProcessRole{kRank, it->second} : ProcessRole{kMain};
   }
-  if (launchers.count(pid)) return "launcher";
-  return pid == root ? (rank_of_main.empty() ? "main" : "launcher") : "child";
+  if (launchers.count(pid)) return {kLauncher};
+  if (pid == root) return {rank_of_main.empty() ? kMain : kLauncher};
+  return {kChild};
 }
 
 /// Processes that started (directly or through others) the processes that mark the ranks' steps:

@@ -7,6 +7,7 @@
 
 #include "analysis/phases.h"
 #include "analysis/summary.h"
+#include "base/vocabulary.h"
 #include "diagnose/findings.h"
 #include "diagnose/python_notes.h"
 #include "diagnose/run_dir.h"
@@ -36,7 +37,7 @@ struct RunData {
 struct ProcessRow {
   int32_t pid = 0;
   int32_t ppid = 0;
-  std::string role;  ///< "main", "rank N", "dataloader worker", "child"
+  ProcessRole role;  ///< decided once here; text only when rendered (base/vocabulary.h)
   std::string comm;
   std::string cmdline;
   int64_t samples = 0;

@@ -1,10 +1,13 @@
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "trace/host_attribution.h"
 
 namespace stallscope::diagnose {
 
@@ -23,10 +26,10 @@ struct TraceFacts {
 
   int64_t ranks = 0;
   int64_t gpu_devices = 0;  ///< devices with GPU events (0: a CPU-only trace)
-  /// GPU idle by what the host was doing meanwhile, keyed by trace::IdleCauseName ("sync",
-  /// "dataloader", "dependency" — the next kernel was already queued: waiting on a collective or
-  /// another stream —, "launch_overhead", "cpu_other", "unattributed").
-  std::map<std::string, double> idle_share;
+  /// GPU idle by what the host was doing meanwhile, indexed by trace::IdleCause (kDependency:
+  /// the next kernel was already queued, waiting on a collective or another stream). Read it
+  /// with Idle(cause); trace::IdleCauseName names a cause when rendering.
+  std::array<double, trace::kIdleCauseCount> idle_share{};
   double comm_share = 0;                 ///< communication kernels (union) / window
   std::optional<double> overlap_share;   ///< computing while communicating / communicating
   std::optional<double> queue_mean;      ///< mean launch-queue length of the busiest stream
@@ -34,9 +37,8 @@ struct TraceFacts {
   int64_t kernels = 0;
   int64_t cuda_graph_launches = 0;
 
-  [[nodiscard]] double Idle(const std::string& cause) const {
-    auto it = idle_share.find(cause);
-    return it == idle_share.end() ? 0.0 : it->second;
+  [[nodiscard]] double Idle(trace::IdleCause cause) const {
+    return idle_share[static_cast<size_t>(cause)];
   }
 };
 

@@ -1,6 +1,7 @@
 #include "diagnose/trace_report.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <map>
@@ -10,13 +11,13 @@
 #include <fmt/format.h>
 
 #include "base/stats.h"
+#include "base/vocabulary.h"
 #include "diagnose/run_report.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose {
 namespace {
 
-using trace::IdleCause;
 using trace::StepCategory;
 
 constexpr double kNsPerS = 1e9;
@@ -41,12 +42,13 @@ std::string LoaderIterator(const trace::RankTrace& t) {
 std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t sync_ns, bool gpu) {
   std::map<std::string, double> p;
   auto get = [&](StepCategory cat) { return c.Get(cat); };
-  p["data_loading"] = Seconds(get(StepCategory::kDataLoader));
-  p["other"] = Seconds(get(StepCategory::kOther));
+  p[std::string(phase_name::kDataLoading)] = Seconds(get(StepCategory::kDataLoader));
+  p[std::string(phase_name::kOther)] = Seconds(get(StepCategory::kOther));
   if (!gpu) {
-    p["cpu_exec"] = Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
-                            get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
-                            get(StepCategory::kMemset) + get(StepCategory::kCommunication));
+    p[std::string(phase_name::kCpuExec)] =
+        Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
+                get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
+                get(StepCategory::kMemset) + get(StepCategory::kCommunication));
     return p;
   }
   int64_t runtime = get(StepCategory::kRuntime);
@@ -56,12 +58,12 @@ std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t syn
   // It goes to "other" as in a live run, where syncs are time outside the named phases (the
   // host-sync rule reads "other" together with the sync counters).
   int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
-  p["gpu_compute"] =
+  p[std::string(phase_name::kGpuCompute)] =
       Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
-  p["communication"] = Seconds(get(StepCategory::kCommunication));
-  p["other"] += Seconds(sync);
-  p["launch_overhead"] = Seconds(runtime - sync);
-  p["cpu_ops"] = Seconds(get(StepCategory::kCpuExec));
+  p[std::string(phase_name::kCommunication)] = Seconds(get(StepCategory::kCommunication));
+  p[std::string(phase_name::kOther)] += Seconds(sync);
+  p[std::string(phase_name::kLaunchOverhead)] = Seconds(runtime - sync);
+  p[std::string(phase_name::kCpuOps)] = Seconds(get(StepCategory::kCpuExec));
   return p;
 }
 
@@ -77,15 +79,13 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   TraceFacts f;
   f.ranks = static_cast<int64_t>(ranks.size());
   int64_t window = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0;
-  std::map<std::string, int64_t> idle;
+  std::array<int64_t, trace::kIdleCauseCount> idle_ns{};
   std::vector<double> queues;
   for (const auto& r : ranks) {
     for (const auto& d : r.idle.devices) {
       ++f.gpu_devices;
       window += d.window_ns;
-      for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
-        idle[std::string(trace::IdleCauseName(static_cast<IdleCause>(i)))] += d.idle.ns[i];
-      }
+      for (size_t i = 0; i < trace::kIdleCauseCount; ++i) idle_ns[i] += d.idle.ns[i];
       std::string name;
       for (const auto& p : r.devices) {
         if (p.id == d.device) name = p.name;
@@ -108,8 +108,8 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
     if (top && top->samples > 0) queues.push_back(top->mean);
   }
   if (window > 0) {
-    for (const auto& [k, ns] : idle) {
-      f.idle_share[k] = static_cast<double>(ns) / static_cast<double>(window);
+    for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
+      f.idle_share[i] = static_cast<double>(idle_ns[i]) / static_cast<double>(window);
     }
   }
   if (span > 0) f.comm_share = static_cast<double>(comm) / static_cast<double>(span);

@@ -93,7 +93,7 @@ TEST(TraceVerdict, DataLoaderWaitIsDataBound) {
             std::string::npos);
   ASSERT_EQ(r.facts.gpus.size(), 1u);
   EXPECT_NEAR(r.facts.gpus[0].busy_share, 0.398, 0.002);
-  EXPECT_NEAR(r.facts.Idle("dataloader"), 0.6, 0.002);
+  EXPECT_NEAR(r.facts.Idle(trace::IdleCause::kDataLoader), 0.6, 0.002);
 }
 
 // The GPU is busy 97% of every step: gpu_bound, the good case.

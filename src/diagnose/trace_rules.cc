@@ -3,16 +3,18 @@
 #include <fmt/format.h>
 
 #include "diagnose/rule_util.h"
+#include "trace/host_attribution.h"
 
 namespace stallscope::diagnose {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+using trace::IdleCause;
 
 std::optional<Finding> HostLaunchRule(const Facts& c) {
   if (!c.trace || c.trace->gpu_devices == 0) return std::nullopt;
   const TraceFacts& t = *c.trace;
-  double launch = t.Idle("launch_overhead");
-  double cpu = t.Idle("cpu_other");
+  double launch = t.Idle(IdleCause::kLaunchOverhead);
+  double cpu = t.Idle(IdleCause::kCpuOther);
   double idle = launch + cpu;
   if (idle < T.launch_bound_idle_share.value) return std::nullopt;
   bool shallow = t.queue_mean && *t.queue_mean < T.launch_queue_shallow.value;
@@ -60,7 +62,7 @@ std::optional<Finding> HostLaunchRule(const Facts& c) {
 std::optional<Finding> CommunicationRule(const Facts& c) {
   if (!c.trace || c.trace->gpu_devices == 0) return std::nullopt;
   const TraceFacts& t = *c.trace;
-  double waiting = t.Idle("dependency");
+  double waiting = t.Idle(IdleCause::kDependency);
   double exposed_comm = t.comm_share * (1.0 - t.overlap_share.value_or(0.0));
   double cost = waiting + exposed_comm;
   if (cost < T.comm_exposed_share.value) return std::nullopt;

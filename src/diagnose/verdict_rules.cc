@@ -106,7 +106,7 @@ struct Prediction {
 std::optional<Prediction> Predict(const Facts& c, const Loading& l, int64_t workers) {
   if (c.step_mean_s <= 0 || workers <= 0) return std::nullopt;
   double t = c.step_mean_s;
-  double data_s = c.Share(std::string(kData)) * t;
+  double data_s = c.Share(kData) * t;
   Prediction p;
   p.workers = workers;
   p.compute_s = t - data_s;
@@ -172,7 +172,7 @@ void AddCgroupThrottleEvidence(const Facts& c, Finding& f) {
 }
 
 std::string DataCpuReason(const Facts& c, const Loading& l, bool saturated) {
-  double share = c.Share(std::string(kData));
+  double share = c.Share(kData);
   if (l.num_workers == 0) {
     return fmt::format(
         "the main process spends {} of each step loading data (num_workers=0) while using "
@@ -270,8 +270,8 @@ std::optional<Finding> DataBoundCpu(const Facts& c, const Loading& l, double con
                                       : c.worker_cpu_sum >= pegged_cpus || target <= l.num_workers;
   bool oversubscribed = OversubscriptionOf(c).hit;
 
-  Finding f = Make(FindingClass::kDataBoundCpu, confidence, c.Share(std::string(kData)),
-                   DataCpuReason(c, l, saturated));
+  Finding f =
+      Make(FindingClass::kDataBoundCpu, confidence, c.Share(kData), DataCpuReason(c, l, saturated));
   f.evidence.push_back(ShareEvidence(c, kData, T.data_bound_share));
   AddLoaderCpuEvidence(c, l, f);
   f.evidence.push_back(AllowedEvidence(c));
@@ -356,7 +356,7 @@ void AddIoWorkersAdvice(const Facts& c, const Loading& l, double read_mib_per_s,
                   "little CPU; {} allowed)",
                   l.num_workers, target, Cpus(c.allowed_cpus)));
   if (c.step_mean_s <= 0) return;
-  double t = c.step_mean_s, data_s = c.Share(std::string(kData)) * t;
+  double t = c.step_mean_s, data_s = c.Share(kData) * t;
   // Each worker spends about one current batch time per batch; all of the job's CPU work shares
   // the allowed CPUs; the storage must deliver proportionally more bytes per second.
   double batch_s = l.num_workers == 0 ? data_s : static_cast<double>(l.num_workers) * t;
@@ -377,7 +377,7 @@ void AddIoWorkersAdvice(const Facts& c, const Loading& l, double read_mib_per_s,
 
 std::optional<Finding> DataBoundIo(const Facts& c, const Loading& l, double confidence,
                                    std::string_view how) {
-  double share = c.Share(std::string(kData));
+  double share = c.Share(kData);
   Finding f =
       Make(FindingClass::kDataBoundIo, confidence, share,
            fmt::format("{} {} {} of each step loading data (num_workers={}) and {}",
@@ -407,7 +407,7 @@ std::optional<Finding> DataBoundIo(const Facts& c, const Loading& l, double conf
 /// recording is missing) the wait is known but not whether CPU or storage causes it: name the
 /// wait, give the loader knobs, and say how to split CPU from storage.
 std::optional<Finding> DataBoundWithoutHostFacts(const Facts& c, const Loading& l) {
-  double share = c.Share(std::string(kData));
+  double share = c.Share(kData);
   Finding f = Make(FindingClass::kDataBoundCpu, T.confidence_guess.value, share,
                    c.has_gpu ? fmt::format("the GPU waits for the next batch {} of the time (the "
                                            "host is inside the DataLoader while no GPU work runs)",
@@ -433,7 +433,7 @@ std::optional<Finding> DataBoundWithoutHostFacts(const Facts& c, const Loading& 
 }
 
 std::optional<Finding> DataBoundRule(const Facts& c) {
-  double share = c.Share(std::string(kData));
+  double share = c.Share(kData);
   if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
   Loading l = LoadingOf(c);
   if (!l.known && c.host_cpus == 0) return DataBoundWithoutHostFacts(c, l);

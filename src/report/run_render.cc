@@ -134,7 +134,7 @@ std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
     const std::string cmd = Elide(p.cmdline.empty() ? p.comm : p.cmdline, 26);
     out += fmt::format(
         "{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n",
-        p.pid, p.role, cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
+        p.pid, ToString(p.role), cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
         p.sleeping_share * 100, p.blocked_share * 100, p.threads_max,
         FormatBytes(static_cast<double>(p.read_bytes)),
         FormatBytes(static_cast<double>(p.write_bytes)));
@@ -428,7 +428,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.BeginObject()
         .Field("pid", p.pid)
         .Field("ppid", p.ppid)
-        .Field("role", p.role)
+        .Field("role", ToString(p.role))
         .Field("comm", p.comm)
         .Field("cmdline", p.cmdline);
     w.Field("samples", p.samples)

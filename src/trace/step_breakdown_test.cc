@@ -164,6 +164,23 @@ TEST(NameTraitsTest, Table) {
 
 // ------------------------------------------------------------------------------ breakdown
 
+// The one name table of IdleCause: the trace report's JSON keys and text rows. Never rename.
+TEST(IdleCauseTest, NameTable) {
+  const std::pair<IdleCause, std::string_view> table[] = {
+      {I::kSync, "sync"},
+      {I::kDataLoader, "dataloader"},
+      {I::kDependency, "dependency"},
+      {I::kLaunchOverhead, "launch_overhead"},
+      {I::kCpuOther, "cpu_other"},
+      {I::kUnattributed, "unattributed"},
+  };
+  static_assert(std::size(table) == kIdleCauseCount);
+  for (size_t i = 0; i < kIdleCauseCount; ++i) {
+    EXPECT_EQ(static_cast<size_t>(table[i].first), i);
+    EXPECT_EQ(IdleCauseName(table[i].first), table[i].second);
+  }
+}
+
 TEST(StepBreakdownTest, PriorityClaimsOverlappingCategories) {
   RankTrace t = Make({
       {K::kUserAnnotation, "ProfilerStep#3", 0, 100},

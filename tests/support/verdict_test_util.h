@@ -94,11 +94,11 @@ class FakeRun {
     return *this;
   }
 
-  ProcessRow& Process(int32_t pid, std::string role, double cpu_pct, double running,
+  ProcessRow& Process(int32_t pid, ProcessRole role, double cpu_pct, double running,
                       double blocked = 0, double nvcsw_per_s = 0, uint32_t threads_running = 1) {
     ProcessRow p;
     p.pid = pid;
-    p.role = std::move(role);
+    p.role = role;
     p.samples = kSamples;
     p.cpu_mean_pct = cpu_pct;
     p.running_share = running;
@@ -119,13 +119,14 @@ class FakeRun {
 
   FakeRun& Main(double cpu_pct, double running, double blocked = 0, double nvcsw_per_s = 0,
                 uint32_t threads_running = 1) {
-    Process(kMainPid, "main", cpu_pct, running, blocked, nvcsw_per_s, threads_running);
+    Process(kMainPid, {ProcessRoleKind::kMain}, cpu_pct, running, blocked, nvcsw_per_s,
+            threads_running);
     return *this;
   }
 
   FakeRun& Workers(int n, double cpu_pct_each, double running, double blocked = 0) {
     for (int i = 0; i < n; ++i)
-      Process(100 + i, "dataloader worker", cpu_pct_each, running, blocked);
+      Process(100 + i, {ProcessRoleKind::kDataLoaderWorker}, cpu_pct_each, running, blocked);
     return *this;
   }
 
