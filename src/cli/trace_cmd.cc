@@ -1,9 +1,9 @@
 // `stallscope trace`: analyse torch.profiler (Kineto / Chrome) traces of one rank or a whole job.
-#include <charconv>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "base/units.h"
 #include "cli/commands.h"
 #include "diagnose/trace_report.h"
 #include "report/trace_render.h"
@@ -13,27 +13,21 @@
 namespace stallscope::cli {
 namespace {
 
-bool ParseInt(std::string_view s, int64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 /// "A:B", "A:", ":B" or "A" → inclusive ProfilerStep numbers.
 Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
   if (text.empty()) return OkStatus();
   auto colon = text.find(':');
   std::string_view a = std::string_view(text).substr(0, colon);
   std::string_view b = colon == std::string::npos ? a : std::string_view(text).substr(colon + 1);
-  int64_t v = 0;
   if (!a.empty()) {
-    if (!ParseInt(a, v))
+    o.first_step = ParseInt64(a);
+    if (!o.first_step)
       return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
-    o.first_step = v;
   }
   if (!b.empty()) {
-    if (!ParseInt(b, v))
+    o.last_step = ParseInt64(b);
+    if (!o.last_step)
       return MakeError(ErrorCode::kInvalidArgument, "--steps {}: expected A:B", text);
-    o.last_step = v;
   }
   if (o.first_step && o.last_step && *o.first_step > *o.last_step) {
     return MakeError(ErrorCode::kInvalidArgument, "--steps {}: A is after B", text);

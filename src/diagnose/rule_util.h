@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/units.h"
 #include "base/vocabulary.h"
 #include "diagnose/verdict.h"
 
@@ -20,16 +21,11 @@ inline constexpr const ThresholdSet& T = kThresholds;
 inline constexpr std::string_view kData = phase_name::kDataLoading;
 inline constexpr std::string_view kOther = phase_name::kOther;
 
-/// 0.913 → "91%", 0.046 → "4.6%".
-inline std::string Pct(double fraction) {
-  double p = fraction * 100.0;
-  return std::fabs(p) < 9.95 ? fmt::format("{:.1f}%", p) : fmt::format("{:.0f}%", p);
-}
+/// 0.913 → "91%", 0.046 → "4.6%" (base/units.h FormatPercentShort, the rules' short name).
+inline std::string Pct(double fraction) { return FormatPercentShort(fraction); }
 
-/// 0.0123 → "12.3 ms", 1.42 → "1.42 s".
-inline std::string Secs(double s) {
-  return s < 0.1 ? fmt::format("{:.1f} ms", s * 1000.0) : fmt::format("{:.2f} s", s);
-}
+/// 0.0123 → "12.3 ms", 1.42 → "1.42 s" (base/units.h FormatDurationShortSeconds).
+inline std::string Secs(double s) { return FormatDurationShortSeconds(s); }
 
 inline std::string GiB(double mib) { return fmt::format("{:.1f}", mib / 1024.0); }
 

@@ -190,7 +190,7 @@ std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysi
       r.read_bytes = *a.last_read - std::min(*a.first_read, *a.last_read);
     if (a.first_write && a.last_write)
       r.write_bytes = *a.last_write - std::min(*a.first_write, *a.last_write);
-    double span_s = static_cast<double>(a.last_ns - a.first_ns) / 1e9;
+    double span_s = NsToSeconds(a.last_ns - a.first_ns);
     if (a.first_nvcsw && a.last_nvcsw && span_s > 0) {
       r.nonvoluntary_switches_per_s =
           static_cast<double>(*a.last_nvcsw - std::min(*a.first_nvcsw, *a.last_nvcsw)) / span_s;
@@ -227,7 +227,7 @@ std::vector<Series> MachineSeries(const RunData& d) {
   const auto& samples = d.recording.samples;
   int64_t t0 =
       d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
-  auto t = [&](int64_t mono) { return static_cast<double>(mono - t0) / 1e9; };
+  auto t = [&](int64_t mono) { return NsToSeconds(mono - t0); };
   std::vector<Series> out;
   size_t gpus = d.recording.header.gpus.size();
   for (size_t g = 0; g < gpus; ++g) {
@@ -411,9 +411,9 @@ RunReport BuildRunReport(const RunData& d) {
   r.dir = d.paths.dir;
   r.warnings = d.warnings;
   if (d.meta.end_mono_ns) {
-    r.wall_s = static_cast<double>(*d.meta.end_mono_ns - d.meta.start_mono_ns) / 1e9;
+    r.wall_s = NsToSeconds(*d.meta.end_mono_ns - d.meta.start_mono_ns);
   } else if (!d.recording.samples.empty()) {
-    r.wall_s = static_cast<double>(d.recording.samples.back().mono_ns - d.meta.start_mono_ns) / 1e9;
+    r.wall_s = NsToSeconds(d.recording.samples.back().mono_ns - d.meta.start_mono_ns);
   }
   r.phases = analysis::AnalyzePhases(d.events, kThresholds);
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);

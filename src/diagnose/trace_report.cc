@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "base/stats.h"
+#include "base/thread_pool.h"
+#include "base/units.h"
 #include "base/vocabulary.h"
 #include "diagnose/run_report.h"
 #include "diagnose/verdict.h"
@@ -19,10 +21,6 @@ namespace stallscope::diagnose {
 namespace {
 
 using trace::StepCategory;
-
-constexpr double kNsPerS = 1e9;
-
-double Seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerS; }
 
 std::string LoaderIterator(const trace::RankTrace& t) {
   for (uint32_t id = 0; id < t.names.size(); ++id) {
@@ -42,13 +40,13 @@ std::string LoaderIterator(const trace::RankTrace& t) {
 std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t sync_ns, bool gpu) {
   std::map<std::string, double> p;
   auto get = [&](StepCategory cat) { return c.Get(cat); };
-  p[std::string(phase_name::kDataLoading)] = Seconds(get(StepCategory::kDataLoader));
-  p[std::string(phase_name::kOther)] = Seconds(get(StepCategory::kOther));
+  p[std::string(phase_name::kDataLoading)] = NsToSeconds(get(StepCategory::kDataLoader));
+  p[std::string(phase_name::kOther)] = NsToSeconds(get(StepCategory::kOther));
   if (!gpu) {
     p[std::string(phase_name::kCpuExec)] =
-        Seconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
-                get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
-                get(StepCategory::kMemset) + get(StepCategory::kCommunication));
+        NsToSeconds(get(StepCategory::kCpuExec) + get(StepCategory::kRuntime) +
+                    get(StepCategory::kKernel) + get(StepCategory::kMemcpy) +
+                    get(StepCategory::kMemset) + get(StepCategory::kCommunication));
     return p;
   }
   int64_t runtime = get(StepCategory::kRuntime);
@@ -58,19 +56,19 @@ std::map<std::string, double> StepPhases(const trace::CategoryNs& c, int64_t syn
   // It goes to "other" as in a live run, where syncs are time outside the named phases (the
   // host-sync rule reads "other" together with the sync counters).
   int64_t sync = std::clamp<int64_t>(sync_ns, 0, runtime);
-  p[std::string(phase_name::kGpuCompute)] =
-      Seconds(get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
-  p[std::string(phase_name::kCommunication)] = Seconds(get(StepCategory::kCommunication));
-  p[std::string(phase_name::kOther)] += Seconds(sync);
-  p[std::string(phase_name::kLaunchOverhead)] = Seconds(runtime - sync);
-  p[std::string(phase_name::kCpuOps)] = Seconds(get(StepCategory::kCpuExec));
+  p[std::string(phase_name::kGpuCompute)] = NsToSeconds(
+      get(StepCategory::kKernel) + get(StepCategory::kMemcpy) + get(StepCategory::kMemset));
+  p[std::string(phase_name::kCommunication)] = NsToSeconds(get(StepCategory::kCommunication));
+  p[std::string(phase_name::kOther)] += NsToSeconds(sync);
+  p[std::string(phase_name::kLaunchOverhead)] = NsToSeconds(runtime - sync);
+  p[std::string(phase_name::kCpuOps)] = NsToSeconds(get(StepCategory::kCpuExec));
   return p;
 }
 
 void Detect(TraceRankReport& r) {
   std::vector<double> steps;
   steps.reserve(r.series.step_ns.size());
-  for (int64_t ns : r.series.step_ns) steps.push_back(Seconds(ns));
+  for (int64_t ns : r.series.step_ns) steps.push_back(NsToSeconds(ns));
   r.step_outliers = analysis::FindOutliers(steps);
   r.step_period = analysis::DetectPeriod(steps);
 }
@@ -247,36 +245,25 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
                      paths.empty() ? std::string(".") : paths.front());
   }
   if (before_analysis) return AnalyzeAllAtOnce(files, read, options, threads, before_analysis);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned wanted = ThreadsFor(SIZE_MAX, threads);  // 0: one per core
   // Fewer files than cores: each rank's analyses may use a second thread.
-  bool spare_core = threads > files.size();
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(files.size()));
+  const bool spare_core = wanted > files.size();
   std::vector<std::optional<TraceRankReport>> done(files.size());
-  std::optional<Error> failure;
-  std::mutex mu;
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) {
-      // Thread entry point: the one place an exception (std::bad_alloc) becomes an Error.
-      try {
-        auto t = trace::ReadTrace(files[i], read);
-        if (!t.ok()) {
-          std::lock_guard lock(mu);
-          if (!failure) failure = t.error();
-          continue;
-        }
-        done[i] = AnalyzeRank(std::move(t).value(), options, spare_core, files.size() > 1);
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        if (!failure) failure = MakeError(ErrorCode::kInternal, "{}: {}", files[i], e.what());
-      }
+  std::vector<std::optional<Error>> errors(files.size());
+  std::vector<TaskFailure> crashed = ParallelFor(files.size(), wanted, [&](size_t i) {
+    auto t = trace::ReadTrace(files[i], read);
+    if (!t.ok()) {
+      errors[i] = t.error();
+      return;
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-  if (failure) return *failure;
+    done[i] = AnalyzeRank(std::move(t).value(), options, spare_core, files.size() > 1);
+  });
+  for (const TaskFailure& f : crashed) {
+    errors[f.index] = MakeError(ErrorCode::kInternal, "{}: {}", files[f.index], f.what);
+  }
+  for (const auto& e : errors) {
+    if (e) return *e;  // the first failing file in path order
+  }
   std::vector<TraceRankReport> ranks;
   for (auto& d : done) ranks.push_back(std::move(*d));
   return BuildTraceReport(std::move(ranks), options);

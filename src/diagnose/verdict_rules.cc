@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "analysis/detect.h"
+#include "base/units.h"
 #include "diagnose/gpu_rules.h"
 #include "diagnose/loop_rules.h"
 #include "diagnose/rule_util.h"
@@ -535,7 +536,7 @@ std::optional<Finding> PrefetchRule(const Facts& c) {
   std::set<int64_t> stalled(worst->steps.begin(), worst->steps.end());
   std::vector<double> calm_share;
   for (const auto& s : worst_rank->steps) {
-    double len = static_cast<double>(s.end_ns - s.begin_ns) / 1e9;
+    double len = NsToSeconds(s.end_ns - s.begin_ns);
     if (!stalled.count(s.index) && len > 0) calm_share.push_back(PhaseOf(s, kData) / len);
   }
   double calm = Median(calm_share);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <utility>
 
+#include "base/units.h"
 #include "host/file_reader.h"
 #include "host/host.h"
 #include "host/proc_parse.h"
@@ -18,7 +19,6 @@ namespace stallscope::host {
 namespace {
 
 constexpr uint64_t kSectorBytes = 512;  // iostats.rst: diskstats sectors are always 512 bytes
-constexpr double kNsPerSecond = 1e9;
 
 /// Shares of `cur - prev`; empty when a counter went backwards or no tick passed.
 std::optional<CpuShares> Shares(const CpuTimes& prev, const CpuTimes& cur) {
@@ -46,7 +46,8 @@ std::optional<CpuShares> Shares(const CpuTimes& prev, const CpuTimes& cur) {
 /// Rate per second of a counter delta over `interval_ns` (> 0), rounded to the nearest unit.
 uint64_t PerSecond(uint64_t delta, int64_t interval_ns) {
   return static_cast<uint64_t>(
-      std::llround(static_cast<double>(delta) * kNsPerSecond / static_cast<double>(interval_ns)));
+      std::llround(static_cast<double>(delta) * static_cast<double>(kNsPerSec) /
+                   static_cast<double>(interval_ns)));
 }
 
 /// Growth of a counter; a counter that went backwards (reset, device re-added) grew by 0.

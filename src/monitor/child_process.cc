@@ -11,6 +11,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/units.h"
+
 extern char** environ;
 
 namespace stallscope::monitor {
@@ -129,8 +131,8 @@ int WaitSignal(int64_t timeout_ns) {
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
-  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
-              static_cast<long>(timeout_ns % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(timeout_ns / kNsPerSec),
+              static_cast<long>(timeout_ns % kNsPerSec)};
   int sig = sigtimedwait(&set, nullptr, &ts);
   return sig > 0 ? sig : 0;
 }

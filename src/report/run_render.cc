@@ -348,11 +348,9 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   return out;
 }
 
-std::string RenderRunReportJson(const diagnose::RunReport& r) {
-  std::string out;
-  JsonWriter w(out);
-  w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
-  WriteVerdictJson(w, r.verdict);
+namespace {
+
+void WriteJobJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("job")
       .BeginObject()
       .Field("name", r.meta.name)
@@ -364,6 +362,9 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
       .FieldBool("auto_hooks", r.meta.auto_hooks)
       .FieldArray("no_phases", r.no_phases)
       .EndObject();
+}
+
+void WriteStepsJson(JsonWriter& w, const diagnose::RunReport& r) {
   int64_t steps = 0;
   double duration = 0;
   for (const auto& rank : r.phases.ranks) {
@@ -386,12 +387,9 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.EndArray().EndObject();
   }
   w.EndArray().EndObject();
-  w.Key("phases").BeginArray();
-  for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
-  w.EndArray();
-  w.Key("counters").BeginObject();
-  for (const auto& [name, n] : r.phases.counters_total) w.Field(name, n);
-  w.EndObject();
+}
+
+void WriteSyncSitesJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("sync_sites").BeginArray();
   for (const auto& s : r.sync_sites) {
     w.BeginObject()
@@ -405,6 +403,9 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.Field("count", s.count).EndObject();
   }
   w.EndArray();
+}
+
+void WriteLoadersJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("dataloaders").BeginArray();
   for (const auto& l : r.loaders) {
     w.BeginObject()
@@ -423,6 +424,9 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.EndArray().EndObject();
   }
   w.EndArray();
+}
+
+void WriteProcessesJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("processes").BeginArray();
   for (const auto& p : r.processes) {
     w.BeginObject()
@@ -443,6 +447,9 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.Field("nonvoluntary_switches_per_s", p.nonvoluntary_switches_per_s, 1).EndObject();
   }
   w.EndArray();
+}
+
+void WritePythonJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("python").BeginArray();
   for (const auto& p : r.python) {
     w.BeginObject()
@@ -459,6 +466,37 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
     w.EndObject().EndObject();
   }
   w.EndArray();
+}
+
+void WriteSeriesJson(JsonWriter& w, const diagnose::RunReport& r) {
+  w.Key("series").BeginArray();
+  for (const auto& s : r.series) {
+    w.BeginObject().Field("name", s.name).Field("unit", s.unit).Key("points").BeginArray();
+    for (const auto& p : s.points) w.BeginArray().Double(p.t_s, 3).Double(p.value, 2).EndArray();
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+std::string RenderRunReportJson(const diagnose::RunReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
+  WriteVerdictJson(w, r.verdict);
+  WriteJobJson(w, r);
+  WriteStepsJson(w, r);
+  w.Key("phases").BeginArray();
+  for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
+  w.EndArray();
+  w.Key("counters").BeginObject();
+  for (const auto& [name, n] : r.phases.counters_total) w.Field(name, n);
+  w.EndObject();
+  WriteSyncSitesJson(w, r);
+  WriteLoadersJson(w, r);
+  WriteProcessesJson(w, r);
+  WritePythonJson(w, r);
   w.Key("overhead")
       .BeginObject()
       .Field("monitor_cpu_s", r.overhead.monitor_cpu_s, 3)
@@ -467,13 +505,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
       .Field("records", r.overhead.records)
       .Field("records_per_step", r.overhead.records_per_step, 2)
       .EndObject();
-  w.Key("series").BeginArray();
-  for (const auto& s : r.series) {
-    w.BeginObject().Field("name", s.name).Field("unit", s.unit).Key("points").BeginArray();
-    for (const auto& p : s.points) w.BeginArray().Double(p.t_s, 3).Double(p.value, 2).EndArray();
-    w.EndArray().EndObject();
-  }
-  w.EndArray();
+  WriteSeriesJson(w, r);
   w.FieldArray("warnings", r.warnings).EndObject();
   out += "\n";
   return out;

@@ -524,19 +524,19 @@ TEST(ReadTraces, PathOrderAndFirstError) {
 // ---------------------------------------------------------------------------------------------
 // Real traces (HTA test data; skipped when absent)
 
-TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
-  const std::string root = testing::HtaTracesDir().string();
-  if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
-  // Counts from `zcat F | grep -o '"cat": "kernel"' | wc -l` etc., and '"ph": "s"' ...
-  struct Case {
-    std::string file;
-    int32_t rank;
-    std::map<EventKind, uint64_t> kinds;
-    uint64_t flows;
-    uint64_t metadata;
-  };
+/// One HTA trace's counts, from `zcat F | grep -o '"cat": "kernel"' | wc -l` etc., and
+/// '"ph": "s"' ...
+struct HtaCountCase {
+  std::string file;
+  int32_t rank;
+  std::map<EventKind, uint64_t> kinds;
+  uint64_t flows;
+  uint64_t metadata;
+};
+
+std::vector<HtaCountCase> HtaCountCases() {
   using K = EventKind;
-  const std::vector<Case> cases = {
+  return {
       {"trace_diff/control/control.json.gz",
        3,
        {{K::kKernel, 8568},
@@ -605,7 +605,12 @@ TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
        0,
        44},
   };
-  for (const Case& c : cases) {
+}
+
+TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
+  const std::string root = testing::HtaTracesDir().string();
+  if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
+  for (const HtaCountCase& c : HtaCountCases()) {
     RankTrace t = MustRead(root + "/" + c.file);
     std::map<EventKind, uint64_t> kinds;
     for (const Event& e : t.events) ++kinds[e.kind];
