@@ -1,8 +1,9 @@
 """Facts stallscope.auto reports as info records: the process (info "torch") and each
-DataLoader (info "dataloader"). Read without changing anything; torch is passed in, never
-imported here."""
+DataLoader (info "dataloader", and "dataloader_workers" when its workers change). Read without
+changing anything; torch is passed in, never imported here."""
 
 import os
+import weakref
 
 
 def _env_int(name):
@@ -66,6 +67,35 @@ def loader_settings(loader, serial, pids, intra_op_threads):
         "intra_op_threads": intra_op_threads,
         "worker_pids": pids,
     }
+
+
+class LoaderReporter:
+    """Which DataLoaders were reported, so each gets one "dataloader" info, and another
+    "dataloader_workers" when its worker processes changed (non-persistent workers: new
+    processes every epoch). Loaders are held weakly; serials are 1-based and never reused in
+    the process, not even after forget()."""
+
+    def __init__(self):
+        self._loaders = weakref.WeakKeyDictionary()  # loader -> [serial, worker pids]
+        self._serial = 0
+
+    def forget(self):
+        """Forgets the loaders seen (a new install); serials go on."""
+        self._loaders = weakref.WeakKeyDictionary()
+
+    def seen(self, loader, it, intra_op_threads):
+        """At `loader`.__iter__, which returned `it`: the info to record as (kind, data), or
+        None. `intra_op_threads()` is called only for a loader seen the first time."""
+        pids = worker_pids(it)
+        entry = self._loaders.get(loader)
+        if entry is not None:
+            if pids and pids != entry[1]:
+                entry[1] = pids
+                return "dataloader_workers", {"loader": entry[0], "worker_pids": pids}
+            return None
+        self._serial += 1
+        self._loaders[loader] = [self._serial, pids]
+        return "dataloader", loader_settings(loader, self._serial, pids, intra_op_threads())
 
 
 def default_start_method():

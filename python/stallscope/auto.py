@@ -110,8 +110,7 @@ _undo = []  # callables that undo what install() did (patches, hook handles), in
 _user_marks_steps = False
 _primary_optimizer = None  # weakref to the optimizer whose step() ends a step
 _process_info_sent = False
-_loaders = None  # WeakKeyDictionary: DataLoader -> [serial, worker pids]
-_loader_serial = 0  # serials of reported loaders, 1-based, never reused
+_loaders = _facts.LoaderReporter()  # the DataLoaders reported in this process
 _get_worker_info = None
 _is_compiling = None
 _torch = None
@@ -564,28 +563,13 @@ def _wrap_loader_iter(original):
         it = _in_phase(PHASE_DATA, original, self)
         if not _off:
             try:
-                _report_loader(self, it)
+                record = _loaders.seen(self, it, _torch.get_num_threads)
+                if record is not None:
+                    _call_api("info", *record)
             except Exception as e:
                 report_error("DataLoader settings", e)
         return it
     return __iter__
-
-
-def _report_loader(loader, it):
-    """info "dataloader" for a loader seen the first time, "dataloader_workers" when the worker
-    processes of a known one changed (non-persistent workers: new processes every epoch)."""
-    pids = _facts.worker_pids(it)
-    entry = _loaders.get(loader)
-    if entry is not None:
-        if pids and pids != entry[1]:
-            entry[1] = pids
-            _call_api("info", "dataloader_workers", {"loader": entry[0], "worker_pids": pids})
-        return
-    global _loader_serial
-    _loader_serial += 1
-    _loaders[loader] = [_loader_serial, pids]
-    _call_api("info", "dataloader", _facts.loader_settings(
-        loader, _loader_serial, pids, _torch.get_num_threads()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -786,11 +770,11 @@ def install(api=None, global_hooks=True):
 
 def _reset(api, torch):
     global _api, _torch, _tls, _user_marks_steps, _primary_optimizer, _process_info_sent
-    global _loaders, _get_worker_info, _is_compiling
+    global _get_worker_info, _is_compiling
     _api, _torch = api, torch
     _tls = _ThreadState()  # phases left open by an earlier install are forgotten on all threads
     _user_marks_steps, _primary_optimizer, _process_info_sent = False, None, False
-    _loaders = weakref.WeakKeyDictionary()
+    _loaders.forget()
     _get_worker_info = torch.utils.data.get_worker_info
     # torch >= 2.3: torch.compiler.is_compiling; 2.0-2.2: torch._utils.is_compiling; 1.x: none.
     _is_compiling = (getattr(getattr(torch, "compiler", None), "is_compiling", None)

@@ -482,6 +482,44 @@ class InProcessTest(InProcessBase):
         self.assertGreater(watch.ready_ns, 0)
 
 
+class LoaderReporterTest(unittest.TestCase):
+    """_facts.LoaderReporter with stand-ins for a DataLoader and its iterator: no torch needed."""
+
+    class Loader:
+        num_workers, batch_size, dataset = 2, 4, [0] * 10
+
+    class Worker:
+        def __init__(self, pid):
+            self.pid = pid
+
+    def iterator(self, *pids):
+        it = type("Iter", (), {})()
+        it._workers = [self.Worker(pid) for pid in pids]
+        return it
+
+    def test_once_per_loader_then_only_new_workers(self):
+        reporter = _facts.LoaderReporter()
+        first, second = self.Loader(), self.Loader()
+        threads = unittest.mock.Mock(return_value=3)
+        kind, data = reporter.seen(first, self.iterator(11, 12), threads)
+        self.assertEqual((kind, data["loader"], data["worker_pids"]), ("dataloader", 1, [11, 12]))
+        self.assertEqual((data["dataset_len"], data["intra_op_threads"]), (10, 3))
+        self.assertIsNone(reporter.seen(first, self.iterator(11, 12), threads))  # persistent
+        self.assertIsNone(reporter.seen(first, self.iterator(), threads))  # no PIDs: no news
+        self.assertEqual(reporter.seen(first, self.iterator(13, 14), threads),
+                         ("dataloader_workers", {"loader": 1, "worker_pids": [13, 14]}))
+        self.assertEqual(reporter.seen(second, self.iterator(), threads)[1]["loader"], 2)
+        self.assertEqual(threads.call_count, 2)  # asked only for a new loader
+
+    def test_serials_go_on_after_forget(self):
+        reporter = _facts.LoaderReporter()
+        loader = self.Loader()
+        reporter.seen(loader, self.iterator(), int)
+        reporter.forget()
+        self.assertEqual(reporter.seen(loader, self.iterator(), int)[1]["loader"], 2)
+        self.assertEqual(reporter.seen(self.Loader(), self.iterator(), int)[1]["loader"], 3)
+
+
 # A stand-in for the stallscope core, first on PYTHONPATH in subprocess tests: it writes each
 # call as a JSON line [pid, monotonic ns, kind, name] to $STALLSCOPE_RUN_DIR/events.jsonl;
 # FAKE_FAIL=phase makes phase() raise.
