@@ -27,7 +27,7 @@ PYTHON_DIR = os.path.dirname(TESTS_DIR)
 sys.path.insert(0, PYTHON_DIR)
 sys.path.insert(0, TESTS_DIR)
 
-from stallscope import _facts, auto  # noqa: E402  (after the path tweak)
+from stallscope import _facts, _hooks, auto  # noqa: E402  (after the path tweak)
 
 try:
     import torch
@@ -182,7 +182,7 @@ class TransformDataset(Dataset):
 class InProcessBase(unittest.TestCase):
     def setUp(self):
         auto.uninstall()
-        auto._error_reported = False
+        _hooks.state.error_reported = False
         self.api = FakeApi()
 
     def tearDown(self):
@@ -258,7 +258,7 @@ class InProcessTest(InProcessBase):
         for fail in ("phase", "exit", "count", "info", "step"):
             with self.subTest(fail=fail):
                 auto.uninstall()
-                auto._error_reported = False
+                _hooks.state.error_reported = False
                 self.install(FakeApi(fail=[fail]))
                 err = io.StringIO()
                 with contextlib.redirect_stderr(err):
@@ -316,7 +316,7 @@ class InProcessTest(InProcessBase):
         # forkserver/spawn workers install the hooks afresh (sitecustomize runs there too);
         # get_worker_info() is what keeps them quiet.
         self.install()
-        auto._get_worker_info = lambda: object()
+        _hooks.state.get_worker_info = lambda: object()
         model = nn.Linear(2, 2)
         loss = model(torch.zeros(1, 2)).sum()
         loss.backward()

@@ -13,8 +13,8 @@ import importlib
 import unittest
 
 from test_auto import (HAS_ALWAYS_CALL, HAS_OPTIMIZER_HOOKS, DataLoader, FakeApi, InProcessBase,
-                       TransformDataset, auto, needs_torch, nn, raise_from_forward, tiny_run,
-                       torch, torch2_hooks)
+                       TransformDataset, _hooks, auto, needs_torch, nn, raise_from_forward,
+                       tiny_run, torch, torch2_hooks)
 
 
 class WorkloadCase(InProcessBase):
@@ -131,7 +131,7 @@ class GlobalHookTest(WorkloadCase):
     def test_forward_that_raises_leaves_no_phase_open(self):
         self.install()
         raise_from_forward(self)
-        self.assertIsNone(auto._tls.active)
+        self.assertIsNone(_hooks.state.tls.active)
         self.api.events.clear()
         tiny_run(epochs=1, checkpoint=False)
         self.assertEqual(self.api.names()[:12], [
@@ -149,7 +149,7 @@ class GlobalHookTest(WorkloadCase):
 
         with self.assertRaises(KeyboardInterrupt):
             Interrupted()(torch.zeros(1))
-        self.assertEqual(auto._tls.active, "forward_pass")
+        self.assertEqual(_hooks.state.tls.active, "forward_pass")
         torch.ones(1, requires_grad=True).sum().backward()
         self.assertEqual(self.api.names()[-4:], [
             "B:forward_pass", "E:forward_pass", "B:backward_pass", "E:backward_pass"])
@@ -173,7 +173,7 @@ class GlobalHookTest(WorkloadCase):
             Recursive(fail=True)(torch.zeros(1, 2))
         self.assertEqual(self.api.names(), ["I:torch", "B:forward_pass", "E:forward_pass",
                                             "B:forward_pass", "E:forward_pass"])
-        self.assertIsNone(auto._tls.active)
+        self.assertIsNone(_hooks.state.tls.active)
 
     def test_step_that_raises_is_closed_by_the_next_step(self):
         self.install()
@@ -182,12 +182,12 @@ class GlobalHookTest(WorkloadCase):
         opt = flaky_sgd([param])
         with self.assertRaisesRegex(RuntimeError, "step failed"):
             opt.step()
-        self.assertEqual(auto._tls.active, "optimizer_step")  # torch ran no post hook
+        self.assertEqual(_hooks.state.tls.active, "optimizer_step")  # torch ran no post hook
         opt.step()
         self.assertEqual(self.api.names()[1:], [
             "B:optimizer_step", "E:optimizer_step",  # closed by the next pre hook
             "B:optimizer_step", "E:optimizer_step", "S"])
-        self.assertIsNone(auto._tls.active)
+        self.assertIsNone(_hooks.state.tls.active)
 
     def test_stale_step_does_not_silence_the_next_forward(self):
         self.install()
@@ -201,7 +201,7 @@ class GlobalHookTest(WorkloadCase):
 
     def test_nothing_recorded_while_compiling(self):
         self.install()
-        auto._is_compiling = lambda: True
+        _hooks.state.is_compiling = lambda: True
         model = nn.Linear(2, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.ones(1, 2)).sum().backward()
@@ -214,7 +214,7 @@ class GlobalHookTest(WorkloadCase):
 
     def test_nothing_recorded_where_worker_info_is_set(self):
         self.install()
-        auto._get_worker_info = lambda: object()
+        _hooks.state.get_worker_info = lambda: object()
         model = nn.Linear(2, 2)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.zeros(1, 2)).sum().backward()
