@@ -1,5 +1,5 @@
 """Tests for comm_wait, DDP's exposed all-reduce wait cut from the end of backward_pass
-(python/stallscope/auto.py), and the API it records with (stallscope._begin_at/_end_at).
+(python/stallscope/_hooks.py), and the API it records with (stallscope._begin_at/_end_at).
 
 DdpTest runs gloo DDP ranks in subprocesses under the startup shim with test_auto's fake core;
 it skips where torch has no torch.distributed or no gloo.

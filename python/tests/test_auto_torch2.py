@@ -1,4 +1,5 @@
-"""Tests for stallscope.auto's torch 2.x global-hook code (python/stallscope/auto.py).
+"""Tests for stallscope.auto's torch 2.x global-hook code (python/stallscope/_hooks.py, put in
+place by _install.py).
 
 GlobalHookTest runs the global-hook code on every torch: against torch's own global hooks where
 it has them (forward hooks with always_call: torch >= 2.1; optimizer step hooks: >= 2.0), else
