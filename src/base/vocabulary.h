@@ -14,7 +14,7 @@ namespace stallscope {
 
 /// Phase names. A phase reaches us from the job as a string (the ring's interned names,
 /// src/phase/README.md), so a phase stays a string id; these are the names some code knows by
-/// meaning. The Python hooks (python/stallscope/auto.py) write the first five; a profiler trace's
+/// meaning. The Python hooks (python/stallscope/_hooks.py) write the first five; a profiler trace's
 /// step breakdown (diagnose/trace_report.cc) writes the trace-derived ones; analysis writes
 /// "other". Never rename one: recordings and reports carry them.
 namespace phase_name {
@@ -22,7 +22,7 @@ inline constexpr std::string_view kDataLoading = "data_loading";
 inline constexpr std::string_view kForward = "forward_pass";
 inline constexpr std::string_view kBackward = "backward_pass";
 inline constexpr std::string_view kOptimizer = "optimizer_step";
-/// The exposed all-reduce wait of a DDP backward (python/stallscope/auto.py): from the moment the
+/// The exposed all-reduce wait of a DDP backward (python/stallscope/_hooks.py): from the moment the
 /// last gradient was ready until backward() returned. Not compute: time a rank waits for others.
 inline constexpr std::string_view kCommWait = "comm_wait";
 /// Step time covered by no phase (analysis/phases.cc), and in a trace the host's sync waits.

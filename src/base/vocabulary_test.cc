@@ -47,7 +47,7 @@ TEST(PhaseName, ComputePhasesAreTheModelsWork) {
 }
 
 TEST(PhaseName, NamesAreTheOnesTheHooksWrite) {
-  // python/stallscope/auto.py writes these; recordings and reports carry them: never rename.
+  // python/stallscope/_hooks.py writes these; recordings and reports carry them: never rename.
   EXPECT_EQ(phase_name::kDataLoading, "data_loading");
   EXPECT_EQ(phase_name::kForward, "forward_pass");
   EXPECT_EQ(phase_name::kBackward, "backward_pass");

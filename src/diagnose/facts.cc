@@ -20,7 +20,7 @@ std::optional<double> Fraction(const std::optional<double>& pct) {
   return *pct / 100.0;
 }
 
-constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/auto.py
+constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/_hooks.py
 
 std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
   std::vector<TorchProcess> out;

@@ -35,7 +35,7 @@ struct GpuFacts {
   std::vector<std::pair<std::string, int64_t>> throttle_reasons;
 };
 
-/// One process's info("torch") item (python/stallscope/auto.py).
+/// One process's info("torch") item (python/stallscope/_hooks.py).
 struct TorchProcess {
   int32_t pid = 0;
   int32_t rank = 0;

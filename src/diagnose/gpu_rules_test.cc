@@ -140,7 +140,7 @@ TEST(Straggler, OneRankSlowerInDataLoading) {
 }
 
 /// DDP in lockstep: every rank's step is as long; rank `slow` loads data longer and the others
-/// wait for it in comm_wait (python/stallscope/auto.py splits it off backward_pass).
+/// wait for it in comm_wait (python/stallscope/_hooks.py splits it off backward_pass).
 std::vector<analysis::RankSteps> LockstepRanks(int32_t n, int32_t slow, double slow_data_s) {
   std::vector<analysis::RankSteps> ranks;
   for (int32_t r = 0; r < n; ++r) {
