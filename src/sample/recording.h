@@ -41,6 +41,7 @@ class RecordingWriter {
   /// Writes the trailer line {"type":"end",...} with the followed command's exit code, if any.
   [[nodiscard]] Status Finish(int64_t end_mono_ns, std::optional<int> exit_code);
 
+  /// Sample lines written in full (a failed write is not counted).
   int64_t samples_written() const { return samples_; }
 
  private:

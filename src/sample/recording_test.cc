@@ -1,6 +1,7 @@
 #include "sample/recording.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -288,6 +289,29 @@ TEST(Recording, SigkillMidRecordLeavesReadableFile) {
   for (size_t i = 0; i < rec->samples.size(); ++i) {
     ASSERT_EQ(rec->samples[i].mono_ns, 5'000'000'000 + static_cast<int64_t>(i) * 500'000'000);
   }
+}
+
+// A sample line that cannot be written in full is not counted: the trailer's "samples" and
+// `record`'s "N samples in FILE" say what the file holds.
+TEST(Recording, FailedWritesAreNotCounted) {
+  std::string path = TempPath("full.jsonl");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // over RLIMIT_FSIZE, write(2) fails with EFBIG instead
+    auto w = RecordingWriter::Open(path, TwoGpuHeader(), RecordingFormat::kJsonl);
+    if (!w.ok()) _exit(2);
+    if (!w->Append(MakeSample(0)).ok()) _exit(3);
+    const auto size = static_cast<rlim_t>(std::filesystem::file_size(path));
+    const struct rlimit limit = {size + 10, size + 10};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(4);
+    if (w->Append(MakeSample(1)).ok()) _exit(5);  // a partial line, then EFBIG
+    _exit(w->samples_written() == 1 ? 0 : 6);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Recording, CsvHasOneColumnSetPerGpu) {

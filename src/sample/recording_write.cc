@@ -376,8 +376,9 @@ Status RecordingWriter::Append(const Sample& sample) {
   } else {
     AppendCsvRow(header_, sample, line_);
   }
-  ++samples_;
-  return WriteLine();
+  Status written = WriteLine();
+  if (written.ok()) ++samples_;  // the trailer's "samples" counts the lines in the file
+  return written;
 }
 
 Status RecordingWriter::AppendEvent(std::string_view kind, int64_t mono_ns,
