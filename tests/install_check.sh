@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest install_layout: `cmake --install BUILD --prefix P` into a temporary prefix gives the
 # layout the binary looks for (src/cli/run_cmd.cc FindPythonDir) and a working install:
-#   P/bin/stallscope --version                 prints "stallscope VERSION"
+#   P/bin/stallscope --version                 prints "stallscope VERSION" (through stallscope-full)
 #   P/lib/stallscope/python/stallscope/         the package, its _version.py and libstallscope_rec.so
 #   P/lib/stallscope/python/sitecustomize.py    the startup shim
 # and the installed package imports from there, finds its recorder library, and is what
@@ -18,12 +18,14 @@ fail() { echo "install_check: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$prefix" > "$prefix.log" 2>&1 || { cat "$prefix.log" >&2; fail "cmake --install failed"; }
 rm -f "$prefix.log"
 
-for f in bin/stallscope bin/stallscope-gpu-check lib/stallscope/python/sitecustomize.py \
+for f in bin/stallscope bin/stallscope-full bin/stallscope-gpu-check lib/stallscope/python/sitecustomize.py \
   lib/stallscope/python/stallscope/__init__.py lib/stallscope/python/stallscope/_version.py \
   lib/stallscope/python/stallscope/libstallscope_rec.so; do
   [ -f "$prefix/$f" ] || fail "$f not installed (prefix $prefix)"
 done
-[ -x "$prefix/bin/stallscope" ] || fail "bin/stallscope is not executable"
+for f in bin/stallscope bin/stallscope-full; do
+  [ -x "$prefix/$f" ] || fail "$f is not executable"
+done
 
 got=$("$prefix/bin/stallscope" --version)
 [ "$got" = "stallscope $version" ] || fail "bin/stallscope --version: '$got', expected 'stallscope $version'"

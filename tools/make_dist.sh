@@ -5,7 +5,9 @@
 #   → BUILD_DIR/stallscope-<version>-linux-<machine>.tar.gz
 #
 # Layout (README "Bundle"):
-#   bin/stallscope                 static libstdc++, rpath $ORIGIN/../lib
+#   bin/stallscope                 `record`, and the rest through stallscope-full (README "Two
+#                                  binaries"); static libstdc++, rpath $ORIGIN/../lib
+#   bin/stallscope-full            every command; static libstdc++, rpath $ORIGIN/../lib
 #   bin/stallscope-gpu-check       tools/gpu_check.py
 #   lib/<soname>                   every library the binary needs beyond the system runtime
 #   lib/stallscope/python/         the Python package + sitecustomize.py (`run` finds it here)
@@ -46,15 +48,18 @@ max_version() {
 rm -rf "$build/stage" "$build"/stallscope-*.tar.gz
 mkdir -p "$stage/bin" "$stage/lib/stallscope/python/stallscope" "$stage/examples"
 
-install -m 755 "$binary" "$stage/bin/stallscope"
-strip --strip-unneeded "$stage/bin/stallscope"
+for b in stallscope stallscope-full; do
+  install -m 755 "$build/$b" "$stage/bin/$b"
+  strip --strip-unneeded "$stage/bin/$b"
+done
 install -m 755 tools/gpu_check.py "$stage/bin/stallscope-gpu-check"
 
-ldd "$binary" | awk '$2 == "=>" { print $1, $3 }' | while read -r soname path; do
-  system_lib "$soname" && continue
-  [ -f "$path" ] || { echo "make_dist: $binary needs $soname: not found" >&2; exit 1; }
-  install -m 644 "$path" "$stage/lib/$soname"
-done
+ldd "$binary" "$build/stallscope-full" | awk '$2 == "=>" { print $1, $3 }' | sort -u |
+  while read -r soname path; do
+    system_lib "$soname" && continue
+    [ -f "$path" ] || { echo "make_dist: stallscope needs $soname: not found" >&2; exit 1; }
+    install -m 644 "$path" "$stage/lib/$soname"
+  done
 
 # The package as CMake assembled it (python/CMakeLists.txt), without the optional pybind11
 # extension `_core`: it is built for Debian's python3.11 only and needs GCC 12's libstdc++.

@@ -23,11 +23,14 @@ def graph(src):
         if not re.search(rf'add_library\(\s*stallscope_{module}\b', text):
             continue
         deps.setdefault(module, set())
+        # stallscope_<module>_<part> (e.g. cli_record) is a library of the module itself.
+        def own(name):
+            return name == module or name.startswith(module + '_')
         for target, body in LINK_RE.findall(text):
-            if target != module:
+            if not own(target):
                 continue
             deps[module] |= {d for d in re.findall(r'stallscope::(\w+)', body)
-                             if d not in ('warnings',) and d != module}
+                             if d not in ('warnings',) and not own(d)}
     return deps
 
 

@@ -4,27 +4,34 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/record_args.h"
 
 namespace stallscope::cli {
 namespace {
 
-void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
-  cmd->add_option("--nvml-lib", o.nvml_lib,
-                  "Path of libnvidia-ml.so to load (default: $STALLSCOPE_NVML_LIB, then "
-                  "libnvidia-ml.so.1, then libnvidia-ml.so)");
-  cmd->add_option("--proc-root", o.proc_root, "Root of the proc filesystem (for tests)")
-      ->default_val("/proc");
+void AddSpec(CLI::App* cmd, const OptionSpec& spec, RecordOptions& rec, SamplingOptions& sampling) {
+  CLI::Option* opt = nullptr;
+  if (spec.flag != nullptr) {
+    opt = cmd->add_flag(spec.names, *spec.flag(rec), spec.help);
+  } else if (spec.number != nullptr) {
+    opt = cmd->add_option(spec.names, *spec.number(rec), spec.help);
+  } else if (spec.text != nullptr) {
+    opt = cmd->add_option(spec.names, *spec.text(rec), spec.help);
+  } else {
+    opt = cmd->add_option(spec.names, *spec.sampling(sampling), spec.help);
+  }
+  if (spec.default_value != nullptr) opt->default_val(spec.default_value);
 }
 
+void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
+  RecordOptions unused;  // sampling specs write to `o` only
+  for (const OptionSpec& spec : SamplingOptionSpecs()) AddSpec(cmd, spec, unused, o);
+}
+
+/// From the specs the front binary parses too (record_args.h).
 CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
-  record->add_option("-i,--interval", rec.interval, "Sampling interval, 50ms or more")
-      ->default_val("1s");
-  record->add_option("-o,--output", rec.output,
-                     "Output file ('-' for stdout; default stallscope-record-<time>.jsonl)");
-  record->add_option("--duration", rec.duration, "Stop recording after this long (e.g. 60s, 10m)");
-  record->add_flag("--csv", rec.csv, "Write CSV (one row per sample) instead of JSON Lines");
-  record->add_option("--pid", rec.pid, "Follow the process tree of this PID");
+  for (const OptionSpec& spec : RecordOptionSpecs()) AddSpec(record, spec, rec, rec.sampling);
   record->add_option("command", rec.command, "Command to start and follow (after --)");
   record->footer(
       "Examples:\n  stallscope record --duration 60s -o run.jsonl\n"
@@ -199,6 +206,20 @@ int Run(int argc, char** argv) {
   if (diagnose->parsed()) return RunDiagnose(diag);
   if (trace_cmd->parsed()) return RunTrace(tr);
   return 2;
+}
+
+std::optional<RecordOptions> ParseRecordWithCli11(int argc, const char* const* argv) {
+  CLI::App app;
+  app.require_subcommand(1);
+  RecordOptions rec;
+  CLI::App* record = AddRecord(app, rec);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError&) {
+    return std::nullopt;
+  }
+  if (!record->parsed()) return std::nullopt;
+  return rec;
 }
 
 }  // namespace stallscope::cli

@@ -64,12 +64,17 @@ class E2e : public ::testing::Test {
   /// Runs the binary with `args`; `scenario` empty = no NVML reachable at all.
   Output Run(const std::vector<std::string>& args, const std::string& scenario = "",
              double timeout_s = 60) {
+    return RunBinary(STALLSCOPE_BIN, args, scenario, timeout_s);
+  }
+
+  Output RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                   const std::string& scenario = "", double timeout_s = 60) {
     auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_", "LD_LIBRARY_PATH="});
     if (!scenario.empty()) {
       env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
       env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario);
     }
-    std::vector<std::string> argv = {STALLSCOPE_BIN};
+    std::vector<std::string> argv = {binary};
     argv.insert(argv.end(), args.begin(), args.end());
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     last_pid_ = stallscope::testing::Spawn(argv, env, out.string(), err.string());
@@ -89,6 +94,68 @@ TEST_F(E2e, HelpForEveryCommand) {
     EXPECT_EQ(sub.exit_code, 0) << cmd;
     EXPECT_NE(sub.out.find("Usage"), std::string::npos) << cmd << sub.out;
   }
+}
+
+// `stallscope` runs `record` itself and execs stallscope-full, beside it, for everything else
+// (README.md "Two binaries"): same help, same options, same exit codes.
+TEST_F(E2e, FrontExecsTheFullBinaryForAllButRecord) {
+  const fs::path full = fs::path(STALLSCOPE_BIN).parent_path() / "stallscope-full";
+  auto front_help = Run({"record", "--help"});
+  auto full_help = RunBinary(full.string(), {"record", "--help"});
+  EXPECT_EQ(front_help.exit_code, 0);
+  EXPECT_EQ(full_help.exit_code, 0);
+  std::string expected = full_help.out;
+  expected.replace(expected.find(full.string()), full.string().size(), STALLSCOPE_BIN);
+  EXPECT_EQ(front_help.out, expected);
+  auto bad = Run({"record", "--no-such-flag"});
+  EXPECT_EQ(bad.exit_code, RunBinary(full.string(), {"record", "--no-such-flag"}).exit_code);
+  EXPECT_NE(bad.exit_code, 0);
+  auto version = Run({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("stallscope ", 0), 0u) << version.out;
+
+  // Without stallscope-full beside it: one line naming the missing file, exit 127.
+  const fs::path alone = dir_ / "stallscope";
+  fs::copy_file(STALLSCOPE_BIN, alone);
+  auto missing = RunBinary(alone.string(), {"summary", "x.jsonl"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_EQ(missing.err, "stallscope: cannot run " + (dir_ / "stallscope-full").string() +
+                             ": No such file or directory (an incomplete installation: "
+                             "reinstall stallscope)\n");
+  // `record` itself still works there.
+  auto rec = RunBinary(alone.string(), {"record", "-i", "100ms", "--duration", "300ms", "-o",
+                                        (dir_ / "alone.jsonl").string()});
+  EXPECT_EQ(rec.exit_code, 0) << rec.err;
+}
+
+// `record`'s process maps no C++ runtime, JSON reader or {fmt} library: its footprint is the
+// sampler's (issue 11: <= 4 MB; bench/overhead.sh). Sanitizer builds link libstdc++.so.
+TEST_F(E2e, RecordLoadsNoReaderLibraries) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "sanitizer build: the front binary uses the shared libstdc++";
+#else
+  std::vector<std::string> env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
+  env.push_back(std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB);
+  env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + Scenario(2));
+  const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+  const pid_t pid =
+      stallscope::testing::Spawn({STALLSCOPE_BIN, "record", "-i", "100ms", "--duration", "10s",
+                                  "-o", (dir_ / "rec.jsonl").string()},
+                                 env, out.string(), err.string());
+  // Once the first sample is written, every library `record` uses is loaded.
+  for (int i = 0; i < 100 && Slurp(dir_ / "rec.jsonl").find("\"sample\"") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string maps = Slurp("/proc/" + std::to_string(pid) + "/maps");
+  kill(pid, SIGINT);
+  auto done = stallscope::testing::CollectOutput(pid, out, err, 30);
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(maps.find("libnvidia-ml.so.1"), std::string::npos) << maps;
+  for (const char* lib : {"libstdc++", "libsimdjson", "libfmt", "libz."}) {
+    EXPECT_EQ(maps.find(lib), std::string::npos) << lib << " is mapped:\n" << maps;
+  }
+#endif
 }
 
 TEST_F(E2e, NoNvmlStillWorksAndSaysSoOnce) {
