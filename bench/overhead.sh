@@ -6,7 +6,8 @@
 # plus one 1 s run of the same: the difference between the two is the steady cost per sample,
 # without start-up (dlopen, NVML init, the scenario parse). Prints CPU % of a core, µs of CPU per
 # sample (whole run and steady), peak RSS; then one full sample in-process from
-# build/bench/sample_bench when it was built. Targets end in PASS or MISS; exit 1 on a MISS.
+# build/bench/sample_bench when it was built, and the floor (bench/sample_floor.c: the same
+# wake-ups and /proc reads in a bare C loop). Targets end in PASS or MISS; exit 1 on a MISS.
 #   --matrix: the older table instead: 1 Hz and 10 Hz x 1, 4, 8 GPUs, a 20-process tree.
 # CPU from getrusage(RUSAGE_CHILDREN) (µs resolution), peak RSS from GNU time.
 # Usage: bench/overhead.sh [--matrix] [BUILD_DIR] [DURATION_S]
@@ -107,6 +108,22 @@ awk -v c="$cpu" -v k="$rss_kb" -v d="$DURATION" -v s="$samples" -v c1="$cpu1" -v
     printf "  target: peak rss <= 4 MB: %s\n", (k <= 4096) ? "PASS" : "MISS"; miss += k > 4096
     exit miss > 0
   }' || status=1
+if [ -x "$BUILD/bench/sample_floor" ]; then
+  # The same wake-ups, the same kept-open /proc files (host, and stat of each tree member) and a
+  # 4 KiB write, in C with nothing else: what any sampler pays here. `record` also reads the
+  # members' status and io every few seconds, statvfs(/dev/shm) and NVML.
+  files=()
+  for f in /proc/stat /proc/meminfo /proc/loadavg /proc/pressure/cpu /proc/pressure/io \
+    /proc/pressure/memory /proc/diskstats; do
+    [ -r "$f" ] && files+=("$f")
+  done
+  for p in $root $(pgrep -P "$root"); do files+=("/proc/$p/stat"); done
+  floor=$("$BUILD/bench/sample_floor" 100 200 "${files[@]}")
+  echo "the floor: a C loop waking every 100 ms to pread the same ${#files[@]} /proc files and write a line ($BUILD/bench/sample_floor)"
+  awk -v f="$floor" -v c="$cpu" -v c1="$cpu1" -v s="$samples" -v s1="$samples1" 'BEGIN {
+    steady = (s > s1) ? (c - c1) / (s - s1) * 1e6 : 0
+    printf "  cpu per iteration      %.1f us; record above it: %.1f us per sample\n", f, steady - f }'
+fi
 if [ -x "$BUILD/bench/sample_bench" ]; then
   echo "one full sample in-process: 8 GPUs + host + 5 processes + JSON line ($BUILD/bench/sample_bench)"
   "$BUILD/bench/sample_bench" --benchmark_filter='BM_FullSample8Gpus/procs:5/' \
