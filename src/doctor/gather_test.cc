@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "doctor/check.h"
-#include "doctor/facts_test_util.h"
+#include "doctor_facts_test_util.h"
 #include "fakes/fake_gpu_backend.h"
 #include "temp_dir.h"
 

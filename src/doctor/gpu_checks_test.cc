@@ -5,7 +5,7 @@
 #include <functional>
 #include <span>
 
-#include "doctor/facts_test_util.h"
+#include "doctor_facts_test_util.h"
 
 namespace stallscope::doctor {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "doctor/facts_test_util.h"
+#include "doctor_facts_test_util.h"
 
 namespace stallscope::doctor {
 namespace {

@@ -15,8 +15,8 @@
 #include "base/clock.h"
 #include "host/file_reader.h"
 #include "host/host.h"
-#include "host/host_test_util.h"
 #include "host/proc_parse.h"
+#include "host_test_util.h"
 
 namespace stallscope::host {
 namespace {

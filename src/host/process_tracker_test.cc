@@ -19,7 +19,7 @@
 
 #include "base/clock.h"
 #include "host/host.h"
-#include "host/host_test_util.h"
+#include "host_test_util.h"
 
 extern char** environ;
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "doctor/facts_test_util.h"
+#include "doctor_facts_test_util.h"
 #include "golden.h"
 
 namespace stallscope::report {
