@@ -67,7 +67,7 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 # real torch.profiler trace (checked in).
 demo: build
 	./$(BUILD)/stallscope top --once
-	./$(BUILD)/stallscope record -i 500ms --duration 10s -o $(BUILD)/demo.jsonl
+	./$(BUILD)/stallscope record -i 500ms --duration 10s --force -o $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope summary $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope trace tests/data/traces/steps_torch113_cpu.json
 	examples/demo_fix.sh $(BUILD) 60

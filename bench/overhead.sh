@@ -44,7 +44,7 @@ binary, interval, duration, pid, out = sys.argv[1:]
 # includes GNU time's own ~1 ms.
 with tempfile.NamedTemporaryFile("r") as rss:
     subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "record", "-i", interval,
-                    "--duration", duration + "s", "--pid", pid, "-o", out],
+                    "--duration", duration + "s", "--pid", pid, "--force", "-o", out],
                    check=True, stderr=subprocess.DEVNULL)
     max_rss_kb = int(rss.read().split()[-1])
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)

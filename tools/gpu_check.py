@@ -478,7 +478,7 @@ def step_record(s, bin_, python, quick):
     rows = []
     idle = os.path.join(s.out, "record-idle.jsonl")
     r = s.run("record-idle", [bin_, "record", "-i", "100ms", "--duration",
-                              "3s" if quick else "5s", "-o", idle], 30)
+                              "3s" if quick else "5s", "--force", "-o", idle], 30)
     if r is None or r.rc != 0:
         rows.append(failed("record: utilization while idle", "< 10%", r))
     else:
@@ -487,7 +487,8 @@ def step_record(s, bin_, python, quick):
     burn = os.path.join(s.out, "record-burn.jsonl")
     window_path = os.path.join(s.out, "burn-window.json")
     seconds = 6 if quick else 12
-    r = s.run("record-burn", [bin_, "record", "-i", "100ms", "-o", burn, "--", python, "-c",
+    r = s.run("record-burn", [bin_, "record", "-i", "100ms", "--force", "-o", burn, "--", python,
+                              "-c",
                               BURN, str(seconds), window_path], seconds + 120)
     expected = "busiest GPU mean > %.0f%%" % BURN_MIN_UTIL_PCT
     if r is None or r.rc != 0 or not os.path.exists(window_path):
@@ -509,7 +510,8 @@ def step_runs(s, bin_, python, quick, scratch):
     train = os.path.join(ROOT, "examples", "train.py")
     for situation, expected, extra, steps, quick_steps in SITUATIONS:
         run_dir = os.path.join(s.out, "run-" + situation)
-        argv = [bin_, "run", "--out", run_dir, "-i", "200ms", "--quiet", "--", python, train,
+        argv = [bin_, "run", "--force", "--out", run_dir, "-i", "200ms", "--quiet", "--", python,
+                train,
                 "--situation", situation, "--device", "cuda",
                 "--steps", str(quick_steps if quick else steps),
                 "--out-dir", os.path.join(scratch, situation),

@@ -9,12 +9,26 @@
 namespace stallscope::cli {
 namespace {
 
+/// A whole number of at least `min`, said in words ("must be 1 or more") rather than as CLI11's
+/// range of doubles.
+CLI::Validator AtLeast(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& value) -> std::string {
+        int64_t n = 0;
+        if (!CLI::detail::lexical_cast(value, n) || n < min) {
+          return fmt::format("{}: must be a whole number, {} or more", value, min);
+        }
+        return {};
+      },
+      fmt::format("INT>={}", min));
+}
+
 void AddSpec(CLI::App* cmd, const OptionSpec& spec, RecordOptions& rec, SamplingOptions& sampling) {
   CLI::Option* opt = nullptr;
   if (spec.flag != nullptr) {
     opt = cmd->add_flag(spec.names, *spec.flag(rec), spec.help);
   } else if (spec.number != nullptr) {
-    opt = cmd->add_option(spec.names, *spec.number(rec), spec.help);
+    opt = cmd->add_option(spec.names, *spec.number(rec), spec.help)->check(AtLeast(spec.min_value));
   } else if (spec.text != nullptr) {
     opt = cmd->add_option(spec.names, *spec.text(rec), spec.help);
   } else {
@@ -49,7 +63,8 @@ CLI::App* AddTop(CLI::App& app, TopOptions& top) {
                     "One status line per interval, with a warning when GPU utilization stays "
                     "under 30% for 10 samples");
   top_cmd->add_option("-i,--interval", top.interval, "Refresh interval")->default_val("1s");
-  top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)");
+  top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)")
+      ->check(AtLeast(1));
   AddSamplingFlags(top_cmd, top.sampling);
   return top_cmd;
 }
@@ -77,7 +92,10 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
   run_cmd
       ->add_option("--report-every", run.report_every,
                    "Interim phase report every N steps (0 = off)")
-      ->default_val(100);
+      ->default_val(100)
+      ->check(AtLeast(0));
+  run_cmd->add_flag("--force", run.force,
+                    "Reuse a previous run's --out directory (its files are replaced)");
   run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
@@ -134,7 +152,7 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
       doctor_cmd
           ->add_option("--workers", doctor_workers,
                        "DataLoader workers the job will use (judges /dev/shm, CPUs, threads)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(AtLeast(0));
   doctor_cmd->add_option("--data", doc.data,
                          "Training data directory: read throughput and IOPS (reads only)");
   doctor_cmd->add_option("--data-time", doc.data_time, "Time bound of the --data test")
@@ -192,8 +210,9 @@ int Run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code != 0 && doctor_cmd->parsed() ? 2 : code;  // doctor: 2 on bad flags (README)
+    // CLI11 prints the help or the error; a usage error exits 2 (README "Commands"), whatever
+    // CLI11's own code for it (105 for a value out of range, 109 for an unknown flag, ...).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   if (doctor_cmd->parsed()) {
     if (workers_opt->count() > 0) doc.workers = doctor_workers;

@@ -15,7 +15,8 @@ struct RecordOptions {
   std::string output;  ///< empty → stallscope-record-<time>.jsonl; "-" → stdout
   std::string duration;
   bool csv = false;
-  int32_t pid = 0;
+  bool force = false;  ///< replace an existing output file
+  int32_t pid = 0;     ///< 0: none (--pid takes 1 or more)
   std::vector<std::string> command;
 };
 /// `stallscope record`. Returns the followed command's exit code, else 0; 1 on errors.
@@ -46,6 +47,7 @@ struct RunOptions {
   std::string interval = "1s";
   bool no_auto = false;
   bool quiet = false;
+  bool force = false;          ///< replace the files of a previous run in --out
   int64_t report_every = 100;  ///< interim phase report every N steps (0 = off)
   std::vector<std::string> command;
 };

@@ -28,7 +28,12 @@ constexpr OptionSpec kRecord[] = {
     {.names = "--pid",
      .help = "Follow the process tree of this PID",
      .default_value = nullptr,
+     .min_value = 1,
      .number = [](RecordOptions& o) { return &o.pid; }},
+    {.names = "--force",
+     .help = "Replace the output file if it exists",
+     .default_value = nullptr,
+     .flag = [](RecordOptions& o) { return &o.force; }},
 };
 
 constexpr OptionSpec kSampling[] = {
@@ -113,7 +118,7 @@ std::optional<RecordOptions> ParseRecordArgs(int argc, const char* const* argv) 
     if (value->empty()) return std::nullopt;
     if (spec->number != nullptr) {
       auto n = PlainInt32(*value);
-      if (!n) return std::nullopt;
+      if (!n || *n < spec->min_value) return std::nullopt;  // CLI11 says why
       *spec->number(o) = *n;
     } else if (spec->text != nullptr) {
       spec->text(o)->assign(*value);

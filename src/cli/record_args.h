@@ -13,6 +13,7 @@ struct OptionSpec {
   const char* names;  ///< CLI11's form: "-i,--interval" or "--csv"
   const char* help;
   const char* default_value;  ///< nullptr: none
+  int32_t min_value = 0;      ///< an integer option's smallest value
   // Where the value goes: exactly one is set.
   std::string* (*text)(RecordOptions&) = nullptr;        ///< a text option of `record`
   int32_t* (*number)(RecordOptions&) = nullptr;          ///< an integer option of `record`

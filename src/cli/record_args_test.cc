@@ -25,6 +25,7 @@ void ExpectSame(const RecordOptions& a, const RecordOptions& b, const std::strin
   EXPECT_EQ(a.output, b.output) << what;
   EXPECT_EQ(a.duration, b.duration) << what;
   EXPECT_EQ(a.csv, b.csv) << what;
+  EXPECT_EQ(a.force, b.force) << what;
   EXPECT_EQ(a.pid, b.pid) << what;
   EXPECT_EQ(a.command, b.command) << what;
   EXPECT_EQ(a.sampling.nvml_lib, b.sampling.nvml_lib) << what;
@@ -42,8 +43,7 @@ TEST(RecordArgs, AgreesWithCli11OnWhatItParses) {
   const std::vector<std::vector<const char*>> lines = {
       {},
       {"-i", "100ms", "--duration", "45s", "--pid", "1234", "-o", "out.jsonl"},
-      {"--interval=500ms", "--output=run.jsonl", "--csv"},
-      {"--pid=-5"},
+      {"--interval=500ms", "--output=run.jsonl", "--csv", "--force"},
       {"-o", "-", "--duration", "2s"},
       {"--nvml-lib", "/opt/lib/libnvidia-ml.so.1", "--proc-root", "/tmp/proc"},
       {"--nvml-lib=/x.so", "--proc-root=/p", "-i", "1s"},
@@ -73,7 +73,9 @@ TEST(RecordArgs, LeavesTheRestToCli11) {
       {"--help"},
       {"-h"},
       {"--no-such-flag"},
-      {"-i"},                    // value missing
+      {"-i"},          // value missing
+      {"--pid", "0"},  // follows nothing: CLI11 says --pid takes 1 or more
+      {"--pid=-5"},
       {"--pid", "12x"},          // not a number
       {"--pid", "99999999999"},  // out of range
       {"-i", "1s", "-i", "2s"},  // repeated
@@ -84,6 +86,9 @@ TEST(RecordArgs, LeavesTheRestToCli11) {
       {"--version"},
   };
   for (const auto& line : lines) EXPECT_FALSE(Front(line).has_value()) << Join(line);
+  // Refused by CLI11 too (it prints why): a PID must be 1 or more.
+  EXPECT_FALSE(Cli11({"--pid", "0"}).has_value());
+  EXPECT_FALSE(Cli11({"--pid=-5"}).has_value());
   // Not `record` at all.
   const char* summary[] = {"stallscope", "summary", "x.jsonl"};
   EXPECT_FALSE(ParseRecordArgs(3, summary).has_value());

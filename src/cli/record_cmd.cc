@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -20,6 +21,17 @@ std::string DefaultOutputName(int64_t wall_ns) {
     if (c != '-' && c != ':') compact.push_back(c == 'T' ? '-' : c);
   }
   return "stallscope-record-" + compact + ".jsonl";
+}
+
+/// Why `path` must not be written without --force: an existing regular file with something in
+/// it (an empty one, a device such as /dev/null, or stdout "-" are fine).
+std::optional<std::string> RefuseToReplace(const std::string& path, bool force) {
+  struct stat st {};
+  if (force || path == "-" || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return fmt::format("{}: is a directory", path);
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) return std::nullopt;
+  return fmt::format("{}: exists ({}); give --force to replace it, or another -o", path,
+                     FormatBytes(static_cast<double>(st.st_size)));
 }
 
 struct Deadlines {
@@ -68,6 +80,11 @@ int RunRecord(const RecordOptions& o) {
   if (!o.duration.empty()) {
     auto d = ParseDurationNs(o.duration);
     if (!d.ok()) return fmt::print(stderr, "stallscope record: {}\n", d.error().message), 2;
+    if (*d <= 0) {
+      return fmt::print(stderr, "stallscope record: --duration {}: must be more than 0\n",
+                        o.duration),
+             2;
+    }
     deadlines.duration_ns = *d;
   }
   if (o.pid > 0 && !o.command.empty()) {
@@ -78,6 +95,9 @@ int RunRecord(const RecordOptions& o) {
   SystemClock clock;
   Machine machine = OpenMachine(o.sampling, clock, *interval);
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
+  if (auto refused = RefuseToReplace(path, o.force)) {
+    return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
+  }
 
   // A write error ends the recording (it is the product): the sampler stops, the error is
   // printed at the end and the exit code is 1 (a followed command still runs to its end).

@@ -5,8 +5,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -110,14 +113,65 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
   return 0;
 }
 
+/// Makes `dir` ready for a new run: created when missing; when a previous run's files are there,
+/// refused unless --force, which then removes them (and only them: anything else in `dir` is a
+/// reason to refuse, as are leftovers of an interrupted atomic write, "*.tmp.<pid>").
+Status PrepareOutDir(const std::string& dir, bool force) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    return MakeError(ErrorCode::kInvalidArgument, "--out {}: exists and is not a directory", dir);
+  }
+  std::vector<fs::path> ours;
+  std::string others;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool known =
+        std::find(std::begin(diagnose::kRunDirEntries), std::end(diagnose::kRunDirEntries), name) !=
+            std::end(diagnose::kRunDirEntries) ||
+        name.find(".tmp.") != std::string::npos;
+    if (known) {
+      ours.push_back(entry.path());
+    } else {
+      others += (others.empty() ? "" : ", ") + name;
+    }
+  }
+  if (!others.empty()) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "--out {}: not empty and not a run directory ({}); give an empty or new folder", dir,
+        others);
+  }
+  if (!ours.empty() && !force) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--out {}: holds a previous run; give --force to replace it, or another --out",
+                     dir);
+  }
+  for (const fs::path& p : ours) {
+    fs::remove_all(p, ec);
+    if (ec) return MakeError(ErrorCode::kIo, "{}: cannot remove: {}", p.string(), ec.message());
+  }
+  fs::create_directories(fs::path(dir) / "phases", ec);
+  if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", dir, ec.message());
+  return OkStatus();
+}
+
 /// The run directory: --out, else a fresh stallscope-runs/<date>-<time>-<name>.
 Result<diagnose::RunPaths> MakeRunPaths(const RunOptions& o, const std::string& name,
                                         int64_t wall_ns) {
   if (o.out.empty()) return diagnose::CreateRunDir("stallscope-runs", name, wall_ns);
-  std::error_code ec;
-  fs::create_directories(fs::path(o.out) / "phases", ec);
-  if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", o.out, ec.message());
+  TRY_STATUS(PrepareOutDir(o.out, o.force));
   return diagnose::RunPaths{o.out};
+}
+
+/// Why `name` cannot name a run (it becomes part of a folder name), if it cannot.
+std::optional<std::string> BadRunName(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return "a run name cannot be empty, . or ..";
+  for (char c : name) {
+    if (c == '/') return "a run name cannot contain '/' (it names a folder)";
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return "a run name cannot contain control characters";
+  }
+  return std::nullopt;
 }
 
 /// run.json as the job starts.
@@ -191,8 +245,14 @@ int RunRun(const RunOptions& o) {
   monitor::BlockTerminationSignals();
   SystemClock clock;
   std::string name = o.name.empty() ? diagnose::DefaultRunName(o.command) : o.name;
+  if (auto bad = BadRunName(name)) {
+    return fmt::print(stderr, "stallscope run: --name {}: {}\n", EscapeControl(name), *bad), 2;
+  }
   auto paths = MakeRunPaths(o, name, clock.WallNs());
-  if (!paths.ok()) return fmt::print(stderr, "stallscope run: {}\n", paths.error().message), 1;
+  if (!paths.ok()) {
+    const bool usage = paths.error().code == ErrorCode::kInvalidArgument;
+    return fmt::print(stderr, "stallscope run: {}\n", paths.error().message), usage ? 2 : 1;
+  }
 
   Machine machine = OpenMachine(o.sampling, clock, *interval);
   diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock);

@@ -12,6 +12,13 @@ namespace stallscope::diagnose {
 /// Version of run.json and report.json (README "Run directory").
 inline constexpr int kRunSchemaVersion = 1;
 
+/// Every name `run` writes in a run directory (the monitor's events.bin and its names, the
+/// Python notes, the rings' folder): what `run --force` may replace in a previous run's --out.
+/// RunE2e.DataBoundWithoutWorkersShowsDataLoading checks a real run writes nothing else.
+inline constexpr const char* kRunDirEntries[] = {
+    "run.json", "recording.jsonl", "report.txt",         "report.json",
+    "phases",   "events.bin",      "events.names.jsonl", "python.jsonl"};
+
 /// The files of a run directory.
 struct RunPaths {
   std::string dir;

@@ -158,6 +158,64 @@ TEST_F(E2e, RecordLoadsNoReaderLibraries) {
 #endif
 }
 
+// Nothing the user owns is overwritten without --force (issue 12, finding 2).
+TEST_F(E2e, RefusesToReplaceWhatTheUserOwnsWithoutForce) {
+  const std::string rec = (dir_ / "mine.jsonl").string();
+  std::ofstream(rec) << "my notes\n";
+  auto refused = Run({"record", "-o", rec, "--duration", "300ms"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find(rec + ": exists (9 B); give --force to replace it"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Slurp(rec), "my notes\n");
+  auto forced = Run({"record", "-o", rec, "--duration", "300ms", "--force", "-i", "100ms"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(Slurp(rec).rfind("{\"type\":\"header\"", 0), 0u);
+
+  // run --out: a previous run is kept unless --force, which replaces its files and only those.
+  const std::string out = (dir_ / "run").string();
+  auto first = Run({"run", "--quiet", "--out", out, "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(first.exit_code, 3) << first.err;
+  const std::string first_json = Slurp(dir_ / "run" / "run.json");
+  auto again = Run({"run", "--quiet", "--out", out, "--", "true"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_EQ(again.err,
+            "stallscope run: --out " + out +
+                ": holds a previous run; give --force to replace it, or another --out\n");
+  EXPECT_EQ(Slurp(dir_ / "run" / "run.json"), first_json);
+  auto replaced = Run({"run", "--quiet", "--force", "--out", out, "--", "true"});
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  auto meta = nlohmann::json::parse(Slurp(dir_ / "run" / "run.json"));
+  EXPECT_EQ(meta["command"], nlohmann::json::array({"true"}));
+  EXPECT_EQ(meta["exit_code"], 0);
+  // A folder with files stallscope did not write is never cleared, --force or not.
+  std::ofstream(dir_ / "run" / "notes.txt") << "mine";
+  auto foreign = Run({"run", "--quiet", "--force", "--out", out, "--", "true"});
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.err.find("not empty and not a run directory (notes.txt)"), std::string::npos)
+      << foreign.err;
+  EXPECT_EQ(Slurp(dir_ / "run" / "notes.txt"), "mine");
+}
+
+// Values that would silently do nothing, or forever, are usage errors (exit 2, one line).
+TEST_F(E2e, NumbersThatMeanNothingAreRefused) {
+  const std::string rec = (dir_ / "r.jsonl").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"record", "--pid", "0", "-o", rec}, "--pid: 0: must be a whole number, 1 or more"},
+      {{"record", "--pid=-1", "-o", rec}, "--pid: -1: must be a whole number, 1 or more"},
+      {{"record", "--duration", "0s", "-o", rec}, "--duration 0s: must be more than 0"},
+      {{"top", "-n", "0"}, "--count: 0: must be a whole number, 1 or more"},
+      {{"run", "--report-every", "-5", "--", "true"},
+       "--report-every: -5: must be a whole number, 0 or more"},
+      {{"run", "--name", "a/b", "--", "true"}, "--name a/b: a run name cannot contain '/'"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto o = Run(args, "", 20);
+    EXPECT_EQ(o.exit_code, 2) << args[1] << " " << args[2] << "\n" << o.err;
+    EXPECT_NE(o.err.find(message), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(rec));
+  }
+}
+
 TEST_F(E2e, NoNvmlStillWorksAndSaysSoOnce) {
   auto o = Run({"top", "--once"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
@@ -212,7 +270,7 @@ TEST_F(E2e, RecordReturnsTheCommandsExitCode) {
   auto doc = nlohmann::json::parse(s.out);
   EXPECT_EQ(doc["exit_code"], 7);
 
-  auto missing = Run({"record", "-o", rec, "--", "/nonexistent/cmd"});
+  auto missing = Run({"record", "-o", (dir_ / "missing.jsonl").string(), "--", "/nonexistent/cmd"});
   EXPECT_EQ(missing.exit_code, 127);
   EXPECT_NE(missing.err.find("cannot start '/nonexistent/cmd'"), std::string::npos) << missing.err;
 }

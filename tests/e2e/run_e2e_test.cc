@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "diagnose/run_dir.h"
 #include "subprocess.h"
 
 namespace {
@@ -142,6 +143,14 @@ TEST_F(RunE2e, DataBoundWithoutWorkersShowsDataLoading) {
   EXPECT_NE(j["verdict"]["principal"]["recommendations"][0]["text"].get<std::string>().find(
                 "num_workers=0 → num_workers="),
             std::string::npos);
+  // Nothing in the run directory but what `run --force` may replace.
+  for (const auto& entry : fs::directory_iterator(RunDir())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_NE(std::find(std::begin(stallscope::diagnose::kRunDirEntries),
+                        std::end(stallscope::diagnose::kRunDirEntries), name),
+              std::end(stallscope::diagnose::kRunDirEntries))
+        << name << " is not in diagnose::kRunDirEntries";
+  }
 }
 
 // The cost estimate is checkable: the predicted rate after the first fix against a re-run with it.
