@@ -93,6 +93,23 @@ TEST(WriterOptionsTest, FromEnv) {
   }
 }
 
+// STALLSCOPE_RING_RECORDS=4294967295 once mapped 2 GiB in every process of the job: a requested
+// capacity is clamped to kMaxCapacity (and raised to kMinCapacity).
+TEST(PhaseWriterTest, RingSizeIsBounded) {
+  for (const auto& [requested, slots] : {std::pair{UINT32_MAX, kMaxCapacity},
+                                         std::pair{5000u, 8192u}, std::pair{1u, kMinCapacity}}) {
+    TempDir dir;
+    FakeClock clock(1'000);
+    PhaseWriter writer(Options(dir, requested), &clock);
+    writer.Begin(writer.NameId("forward_pass"));
+    std::vector<std::string> rings;
+    for (const auto& e : std::filesystem::directory_iterator(dir.Sub("phases")))
+      rings.push_back(e.path().string());
+    ASSERT_EQ(rings.size(), 1u) << requested;
+    EXPECT_EQ(std::filesystem::file_size(rings[0]), RingFileBytes(slots)) << requested;
+  }
+}
+
 TEST(PhaseWriterTest, GpuSpanCarriesTheHostBeginAndTheGpuTime) {
   TempDir dir;
   FakeClock clock(9'000);

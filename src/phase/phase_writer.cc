@@ -40,10 +40,7 @@ std::optional<int64_t> ParseInt(const std::optional<std::string>& text) {
 }
 
 uint32_t RoundCapacity(uint32_t capacity) {
-  // At least 1 Ki slots; at most 64 Mi (2 GiB of file) so a typo cannot fill a disk.
-  constexpr uint32_t kMin = 1024;
-  constexpr uint32_t kMax = 64u * 1024 * 1024;
-  return std::bit_ceil(std::clamp(capacity, kMin, kMax));
+  return std::bit_ceil(std::clamp(capacity, kMinCapacity, kMaxCapacity));
 }
 
 /// Copies `name` into a name-table entry, cut to 47 bytes on a UTF-8 character boundary.

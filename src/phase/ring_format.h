@@ -44,6 +44,11 @@ inline constexpr uint32_t kSlotsOffset = kHeaderBlockBytes + kNameCapacity * kNa
 inline constexpr uint32_t kSlotBytes = 32;
 /// Default ring capacity in records (a power of two): 64 Ki records = 2 MiB.
 inline constexpr uint32_t kDefaultCapacity = 64 * 1024;
+/// Bounds of a requested capacity (STALLSCOPE_RING_RECORDS): 1 Ki records, and 1 Mi records
+/// (32 MiB of file per process, ~17 minutes of a 1,000-records/s job that nobody drains), so
+/// that a typo cannot map gigabytes in every process of the job.
+inline constexpr uint32_t kMinCapacity = 1024;
+inline constexpr uint32_t kMaxCapacity = 1024 * 1024;
 
 /// The fixed header at offset 0. Immutable after the file is published, except the atomics.
 struct RingHeader {
