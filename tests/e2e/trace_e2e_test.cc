@@ -61,7 +61,8 @@ class TraceE2e : public ::testing::Test {
 TEST_F(TraceE2e, HelpNamesTheFlags) {
   Output o = Run({"trace", "--help"});
   EXPECT_EQ(o.exit_code, 0);
-  for (const char* flag : {"--json", "--rank", "--steps", "--hta-compat", "--export-perfetto"}) {
+  for (const char* flag :
+       {"--json", "--rank", "--steps", "--hta-compat", "--export-perfetto", "--force"}) {
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -168,6 +169,51 @@ TEST_F(TraceE2e, VerdictsOnReferenceTraces) {
   nlohmann::json host =
       Json({"trace", (SharedTraces() / "nccl_parser_config/nccl_data.json.gz").string()});
   EXPECT_EQ(host["verdict"]["principal"]["class"], "host_launch_bound");
+}
+
+// Issue 12 finding 5: `trace T --export-perfetto T` overwrote the input trace. Refused before
+// anything is read, also through a symlink, a hard link or a folder of inputs, even with --force.
+TEST_F(TraceE2e, ExportPerfettoOntoAnInputIsRefused) {
+  fs::create_directories(dir_ / "ranks");
+  const fs::path input = dir_ / "ranks" / "t.json";
+  fs::copy_file(Fixture("steps_kineto_gpu.json"), input);
+  const std::string original = Slurp(input);
+  fs::create_symlink(input, dir_ / "link.json");
+  fs::create_hard_link(input, dir_ / "hard.json");
+  const std::vector<std::vector<std::string>> cases = {
+      {input.string(), "--export-perfetto", input.string()},
+      {input.string(), "--export-perfetto", input.string(), "--force"},
+      {input.string(), "--export-perfetto", (dir_ / "link.json").string()},
+      {input.string(), "--export-perfetto", (dir_ / "hard.json").string(), "--force"},
+      {(dir_ / "link.json").string(), "--export-perfetto", input.string()},
+      {(dir_ / "ranks").string(), "--export-perfetto", input.string(), "--force"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> argv = {"trace"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    SCOPED_TRACE(::testing::PrintToString(argv));
+    Output o = Run(argv);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("is the input trace"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_TRUE(o.out.empty()) << o.out;
+    EXPECT_EQ(Slurp(input), original);
+  }
+}
+
+// Nothing the user owns is overwritten without --force.
+TEST_F(TraceE2e, ExportPerfettoOverwritesAnExistingFileOnlyWithForce) {
+  const fs::path out = dir_ / "mine.json";
+  std::ofstream(out) << "mine";
+  const std::string input = Fixture("steps_kineto_gpu.json").string();
+  Output o = Run({"trace", input, "--export-perfetto", out.string()});
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_EQ(o.err, "stallscope trace: --export-perfetto " + out.string() +
+                       ": exists; add --force to overwrite it\n");
+  EXPECT_EQ(Slurp(out), "mine");
+  o = Run({"trace", input, "--export-perfetto", out.string(), "--force"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::parse(Slurp(out), nullptr, false).is_object());
 }
 
 // Two ranks of one job: both analysed, compared across ranks, one merged Perfetto timeline.
