@@ -216,6 +216,45 @@ TEST_F(TraceE2e, ExportPerfettoOverwritesAnExistingFileOnlyWithForce) {
   EXPECT_TRUE(nlohmann::json::parse(Slurp(out), nullptr, false).is_object());
 }
 
+/// Every "*_pct" share (not cv_pct, a spread) anywhere in `j` lies in [0, 100].
+void ExpectSharesInRange(const nlohmann::json& j, const std::string& at = "") {
+  if (j.is_object()) {
+    for (const auto& [key, v] : j.items()) {
+      if (v.is_number() && key.ends_with("_pct") && key != "cv_pct") {
+        EXPECT_GE(v.get<double>(), 0.0) << at << "." << key;
+        EXPECT_LE(v.get<double>(), 100.0) << at << "." << key;
+      }
+      ExpectSharesInRange(v, at + "." + key);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i)
+      ExpectSharesInRange(j[i], at + "[" + std::to_string(i) + "]");
+  }
+}
+
+// Issue 12 finding 3: `"ts": 9223372036854775` (µs) gave idle -195% and compute 295%, and a
+// kernel with dur 2^53 µs vanished uncounted. Both are now malformed: counted and warned about.
+TEST_F(TraceE2e, OutOfRangeTimesAreMalformedAndSharesStayInRange) {
+  std::string text = Slurp(Fixture("steps_kineto_gpu.json"));
+  const std::string extra =
+      R"({"ph": "X", "cat": "kernel", "name": "huge_dur", "pid": 0, "tid": 7, "ts": 20, )"
+      R"("dur": 9007199254740992, "args": {"device": 0, "stream": 7}},)"
+      R"({"ph": "X", "cat": "kernel", "name": "huge_ts", "pid": 0, "tid": 7, )"
+      R"("ts": 9223372036854775, "dur": 5, "args": {"device": 0, "stream": 7}},)";
+  const std::string key = "\"traceEvents\": [";
+  text.insert(text.find(key) + key.size(), extra);
+  const fs::path trace = dir_ / "t.json";
+  std::ofstream(trace) << text;
+  Output o = Run({"trace", trace.string(), "--json"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find(trace.string() + ": 2 malformed events skipped"), std::string::npos)
+      << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.out;
+  ExpectSharesInRange(j);
+  EXPECT_EQ(o.out.find("huge_"), std::string::npos);
+}
+
 // Two ranks of one job: both analysed, compared across ranks, one merged Perfetto timeline.
 TEST_F(TraceE2e, FolderOfRanksAndPerfettoExport) {
   fs::path src = SharedTraces() / "trace_filter";
