@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -253,6 +254,24 @@ TEST_F(TraceE2e, OutOfRangeTimesAreMalformedAndSharesStayInRange) {
   ASSERT_TRUE(j.is_object()) << o.out;
   ExpectSharesInRange(j);
   EXPECT_EQ(o.out.find("huge_"), std::string::npos);
+}
+
+// Issue 12 finding 9: `--steps 100:200` on a trace of steps 551..552 analysed the whole trace.
+TEST_F(TraceE2e, StepsOutsideTheTraceAreAnError) {
+  std::string text = Slurp(Fixture("steps_kineto_gpu.json"));
+  for (auto [from, to] : {std::pair{"ProfilerStep#1\"", "ProfilerStep#551\""},
+                          std::pair{"ProfilerStep#2\"", "ProfilerStep#552\""}}) {
+    text.replace(text.find(from), std::string(from).size(), to);
+  }
+  const fs::path trace = dir_ / "t.json";
+  std::ofstream(trace) << text;
+  Output o = Run({"trace", trace.string(), "--steps", "100:200"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(o.err, "stallscope trace: " + trace.string() +
+                       ": no step in 100..200 (the trace has 551..552)\n");
+  EXPECT_TRUE(o.out.empty()) << o.out;
+  o = Run({"trace", trace.string(), "--steps", "552:552"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
 // Two ranks of one job: both analysed, compared across ranks, one merged Perfetto timeline.
