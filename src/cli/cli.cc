@@ -132,6 +132,8 @@ CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
   trace_cmd->add_option("--top", tr.top, "Rows of the top-kernels table")->default_val(8);
   trace_cmd->add_option("--export-perfetto", tr.export_perfetto,
                         "Also write one merged timeline of all ranks for ui.perfetto.dev");
+  trace_cmd->add_flag("--force", tr.force,
+                      "Let --export-perfetto overwrite an existing file (never an input trace)");
   trace_cmd->add_option("-j,--threads", tr.threads, "Ranks read in parallel (default: all cores)");
   trace_cmd->footer(
       "Examples:\n  stallscope trace trace.json.gz\n  stallscope trace traces/ --json > "

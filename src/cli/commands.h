@@ -71,6 +71,7 @@ struct TraceOptions {
   bool per_step = false;
   size_t top = 8;
   std::string export_perfetto;
+  bool force = false;    ///< --force: --export-perfetto may overwrite an existing file
   unsigned threads = 0;  ///< 0 = all cores
 };
 /// `stallscope trace PATH...`: 0 on success, 1 when a file cannot be read or is not a trace, 2 on

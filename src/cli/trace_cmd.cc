@@ -1,4 +1,6 @@
 // `stallscope trace`: analyse torch.profiler (Kineto / Chrome) traces of one rank or a whole job.
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -35,6 +37,38 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
   return OkStatus();
 }
 
+/// The same file: same device and inode, so a symlink or a hard link to an input counts too.
+bool SameFile(const struct stat& a, const std::string& path) {
+  struct stat b {};
+  return ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/// Issue 12 finding 5: `--export-perfetto` once overwrote the input trace it named. Checked
+/// before anything is read: never one of the inputs (even with --force), and an existing file
+/// only with --force (nothing the user owns is overwritten without it).
+Status CheckExportPath(const TraceOptions& o) {
+  if (o.export_perfetto.empty()) return OkStatus();
+  const std::string& out = o.export_perfetto;
+  struct stat st {};
+  if (::stat(out.c_str(), &st) != 0) return OkStatus();  // a new file: cannot be an input
+  std::vector<std::string> inputs = o.paths;
+  if (auto files = trace::ExpandTracePaths(o.paths); files.ok())
+    inputs.insert(inputs.end(), files->begin(), files->end());
+  for (const std::string& in : inputs) {
+    if (SameFile(st, in)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--export-perfetto {}: is the input trace {}; choose another file", out, in);
+    }
+  }
+  if (S_ISDIR(st.st_mode))
+    return MakeError(ErrorCode::kInvalidArgument, "--export-perfetto {}: is a directory", out);
+  if (!o.force) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--export-perfetto {}: exists; add --force to overwrite it", out);
+  }
+  return OkStatus();
+}
+
 /// --export-perfetto: writes every rank's events, read in full, before the analysis.
 diagnose::TracesHook PerfettoExport(const std::string& path) {
   return [path](const std::vector<trace::RankTrace>& traces) -> Status {
@@ -53,6 +87,10 @@ int RunTrace(const TraceOptions& o) {
   trace::AnalysisOptions analysis;
   analysis.hta_compat = o.hta_compat;
   if (auto st = ParseSteps(o.steps, analysis); !st.ok()) {
+    fmt::print(stderr, "stallscope trace: {}\n", st.error().message);
+    return 2;
+  }
+  if (auto st = CheckExportPath(o); !st.ok()) {
     fmt::print(stderr, "stallscope trace: {}\n", st.error().message);
     return 2;
   }

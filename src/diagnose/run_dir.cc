@@ -9,15 +9,90 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json_fields.h"
 #include "base/json_writer.h"
 
 namespace stallscope::diagnose {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+/// Reads run.json's fields with their types checked. A field that is absent keeps its default
+/// (older run.json files lack the newer fields); null means "not known yet" only for the fields
+/// the writer leaves null while the job runs (end_mono_ns, exit_code, monitor_cpu_s, job_cpu_s);
+/// any other null or a value of the wrong type is an error naming the file and the field.
+class MetaFields {
+ public:
+  MetaFields(const nlohmann::json& j, std::string file) : j_(j), file_(std::move(file)) {}
+
+  template <typename T>
+  void Read(const char* key, T& out) {
+    const nlohmann::json* v = Find(key);
+    if (v == nullptr) return;
+    if (v->is_null()) return Fail(key, "is null", Expected<T>());
+    std::optional<T> got = Convert<T>(key);
+    if (!got) return Fail(key, "has the wrong type or range", Expected<T>());
+    out = std::move(*got);
+  }
+  template <typename T>
+  void ReadOptional(const char* key, std::optional<T>& out) {
+    const nlohmann::json* v = Find(key);
+    if (v == nullptr || v->is_null()) return;
+    std::optional<T> got = Convert<T>(key);
+    if (!got) return Fail(key, "has the wrong type or range", Expected<T>());
+    out = std::move(got);
+  }
+  /// The first error met, if any.
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  const nlohmann::json* Find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || error_ ? nullptr : &*it;
+  }
+  template <typename T>
+  std::optional<T> Convert(const char* key) const {
+    const nlohmann::json& v = *j_.find(key);
+    if constexpr (std::is_same_v<T, double>) {
+      if (v.is_number()) return v.get<double>();
+      return std::nullopt;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (!v.is_array()) return std::nullopt;
+      std::vector<std::string> out;
+      for (const auto& a : v) {
+        if (!a.is_string()) return std::nullopt;
+        out.push_back(a.get<std::string>());
+      }
+      return out;
+    } else {
+      return JsonOpt<T>(j_, key);
+    }
+  }
+  template <typename T>
+  static const char* Expected() {
+    if constexpr (std::is_same_v<T, bool>) return "true or false";
+    if constexpr (std::is_same_v<T, std::string>) return "a string";
+    if constexpr (std::is_same_v<T, double>) return "a number";
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) return "an array of strings";
+    return "an integer";
+  }
+  void Fail(const char* key, const char* what, const char* expected) {
+    error_ = MakeError(ErrorCode::kParse, "{}: field \"{}\" {} (expected {})", file_, key, what,
+                       expected);
+  }
+
+  const nlohmann::json& j_;
+  std::string file_;
+  std::optional<Error> error_;
+};
+
+}  // namespace
 
 std::string DefaultRunName(const std::vector<std::string>& command) {
   // The first argument that looks like a script names the run; else the program itself.
@@ -111,29 +186,24 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
     return MakeError(ErrorCode::kParse, "{}: run.json is not valid JSON", paths.dir);
   }
   RunMeta m;
-  m.schema_version = j.value("schema_version", 0);
-  m.tool_version = j.value("tool", "");
-  m.name = j.value("name", "");
-  if (j.contains("command") && j["command"].is_array()) {
-    for (const auto& a : j["command"]) {
-      if (a.is_string()) m.command.push_back(a.get<std::string>());
-    }
-  }
-  m.hostname = j.value("hostname", "");
-  m.pid = j.value("pid", 0);
-  m.start_wall_ns = j.value<int64_t>("start_wall_ns", 0);
-  m.start_mono_ns = j.value<int64_t>("start_mono_ns", 0);
-  if (j.contains("end_mono_ns") && j["end_mono_ns"].is_number())
-    m.end_mono_ns = j["end_mono_ns"].get<int64_t>();
-  if (j.contains("exit_code") && j["exit_code"].is_number())
-    m.exit_code = j["exit_code"].get<int>();
-  m.status = j.value("status", "running");
-  m.auto_hooks = j.value("auto_hooks", true);
-  m.interval_ns = j.value<int64_t>("interval_ns", 0);
-  if (j.contains("monitor_cpu_s") && j["monitor_cpu_s"].is_number())
-    m.monitor_cpu_s = j["monitor_cpu_s"].get<double>();
-  if (j.contains("job_cpu_s") && j["job_cpu_s"].is_number())
-    m.job_cpu_s = j["job_cpu_s"].get<double>();
+  m.schema_version = 0;  // absent: written before versions were
+  MetaFields f(j, paths.run_json());
+  f.Read("schema_version", m.schema_version);
+  f.Read("tool", m.tool_version);
+  f.Read("name", m.name);
+  f.Read("command", m.command);
+  f.Read("hostname", m.hostname);
+  f.Read("pid", m.pid);
+  f.Read("start_wall_ns", m.start_wall_ns);
+  f.Read("start_mono_ns", m.start_mono_ns);
+  f.ReadOptional("end_mono_ns", m.end_mono_ns);
+  f.ReadOptional("exit_code", m.exit_code);
+  f.Read("status", m.status);
+  f.Read("auto_hooks", m.auto_hooks);
+  f.Read("interval_ns", m.interval_ns);
+  f.ReadOptional("monitor_cpu_s", m.monitor_cpu_s);
+  f.ReadOptional("job_cpu_s", m.job_cpu_s);
+  if (f.error()) return *f.error();
   return m;
 }
 

@@ -22,7 +22,7 @@ std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
     if (m.kind != "info" || (m.name != "dataloader" && m.name != "dataloader_workers")) continue;
     auto j = nlohmann::json::parse(m.data_json, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;
-    auto key = std::make_pair(m.pid, j.value<int64_t>("loader", 0));
+    auto key = std::make_pair(m.pid, JsonOpt<int64_t>(j, "loader").value_or(0));
     if (m.name == "dataloader") {
       LoaderInfo l;
       l.pid = m.pid;

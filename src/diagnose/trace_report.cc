@@ -221,6 +221,22 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
 
 namespace {
 
+/// Issue 12 finding 9: `--steps 100:200` on a trace of steps 551..552 analysed the whole trace
+/// with a warning. A --steps range that holds no step of a rank is an error naming its file.
+Status CheckStepRange(const TraceRankReport& r, const trace::AnalysisOptions& options) {
+  if ((!options.first_step && !options.last_step) || !r.timeline.steps.empty()) return OkStatus();
+  auto bound = [](const std::optional<int64_t>& n) { return n ? std::to_string(*n) : ""; };
+  const std::string asked = bound(options.first_step) + ".." + bound(options.last_step);
+  const trace::Timeline& t = r.timeline;
+  if (!t.trace_first_step) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "{}: no step in {} (the trace has no ProfilerStep#N ranges)", r.path, asked);
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "{}: no step in {} (the trace has {}..{}{})",
+                   r.path, asked, *t.trace_first_step, *t.trace_last_step,
+                   t.last_step_dropped ? "; --hta-compat drops the last step" : "");
+}
+
 /// AnalyzeTraceFiles with a hook: every rank read and held, the hook, then the analyses.
 Result<TraceReport> AnalyzeAllAtOnce(const std::vector<std::string>& files,
                                      const trace::ReadOptions& read,
@@ -229,7 +245,10 @@ Result<TraceReport> AnalyzeAllAtOnce(const std::vector<std::string>& files,
   TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, threads));
   TRY_STATUS(before_analysis(traces));
   std::vector<TraceRankReport> ranks;
-  for (auto& t : traces) ranks.push_back(AnalyzeRank(std::move(t), options));
+  for (auto& t : traces) {
+    ranks.push_back(AnalyzeRank(std::move(t), options));
+    TRY_STATUS(CheckStepRange(ranks.back(), options));
+  }
   return BuildTraceReport(std::move(ranks), options);
 }
 
@@ -257,6 +276,7 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
       return;
     }
     done[i] = AnalyzeRank(std::move(t).value(), options, spare_core, files.size() > 1);
+    if (auto st = CheckStepRange(*done[i], options); !st.ok()) errors[i] = st.error();
   });
   for (const TaskFailure& f : crashed) {
     errors[f.index] = MakeError(ErrorCode::kInternal, "{}: {}", files[f.index], f.what);

@@ -2,9 +2,16 @@
 // rules engine `run` uses.
 #include "diagnose/trace_report.h"
 
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "diagnose/verdict.h"
+#include "subprocess.h"
+#include "temp_dir.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -259,6 +266,57 @@ TEST(AnalyzeTraceFiles, NoTraceFilesIsAnErrorWithOrWithoutAHook) {
     EXPECT_EQ(r.error().message, ".: no trace files (*.json, *.json.gz)");
   }
   EXPECT_EQ(calls, 0);  // nothing to export either
+}
+
+// Issue 12 finding 9: `--steps 100:200` on a trace of steps 551..552 analysed the whole trace
+// with a warning. Now an error naming the file, the range asked and the trace's steps.
+TEST(AnalyzeTraceFiles, StepRangeWithNoStepIsAnErrorNamingTheTracesSteps) {
+  stallscope::testing::TempDir dir("steps_range");
+  std::string text = stallscope::testing::Slurp(kTraces + "steps_kineto_gpu.json");
+  for (auto [from, to] : {std::pair{"ProfilerStep#1\"", "ProfilerStep#551\""},
+                          std::pair{"ProfilerStep#2\"", "ProfilerStep#552\""}}) {
+    text.replace(text.find(from), std::string(from).size(), to);
+  }
+  const std::string path = dir.Sub("t.json");
+  std::ofstream(path) << text;
+  const std::string no_steps = dir.Sub("no_steps.json");
+  std::ofstream(no_steps) << R"({"traceEvents": [{"ph":"X","cat":"kernel","name":"k","pid":0,)"
+                             R"("tid":7,"ts":10,"dur":90,"args":{"device":0,"stream":7}}]})";
+  struct Case {
+    std::string file;
+    std::optional<int64_t> first, last;
+    bool hta;
+    std::string error;  // "" = analysed
+  };
+  const Case cases[] = {
+      {path, 100, 200, false, path + ": no step in 100..200 (the trace has 551..552)"},
+      {path, std::nullopt, 200, false, path + ": no step in ..200 (the trace has 551..552)"},
+      {path, 553, std::nullopt, false, path + ": no step in 553.. (the trace has 551..552)"},
+      {path, 552, 552, true,
+       path + ": no step in 552..552 (the trace has 551..552; --hta-compat drops the last step)"},
+      {path, 100, std::nullopt, false, ""},
+      {path, 552, 600, false, ""},
+      {no_steps, 1, 2, false,
+       no_steps + ": no step in 1..2 (the trace has no ProfilerStep#N ranges)"},
+      {no_steps, std::nullopt, std::nullopt, false, ""},
+  };
+  for (const Case& c : cases) {
+    trace::AnalysisOptions o;
+    o.first_step = c.first;
+    o.last_step = c.last;
+    o.hta_compat = c.hta;
+    for (const TracesHook& hook :
+         {TracesHook{}, TracesHook([](const auto&) { return OkStatus(); })}) {
+      SCOPED_TRACE(c.error + (hook ? " (hook)" : ""));
+      auto r = AnalyzeTraceFiles({c.file}, {}, o, 1, hook);
+      if (c.error.empty()) {
+        EXPECT_TRUE(r.ok()) << r.error().message;
+      } else {
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.error().message, c.error);
+      }
+    }
+  }
 }
 
 }  // namespace

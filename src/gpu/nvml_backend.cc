@@ -19,6 +19,11 @@ constexpr size_t kInitialProcUtilCapacity = 128;
 // NVML keeps ~100 GPU-utilization samples (observed: 100 on Ampere/Hopper); never trust a driver
 // answer to size a buffer without a cap.
 constexpr unsigned int kMaxDriverSampleBuffer = 4096;
+// NVIDIA's driver supports at most NV_MAX_DEVICES = 32 GPUs per system (open-gpu-kernel-modules,
+// src/common/sdk/nvidia/inc/nvlimits.h); nvmlDeviceGetCount counts physical GPUs, not MIG
+// instances. 256 leaves room for future drivers; a larger count is a broken library (issue 12
+// finding 4: 0xFFFFFFFF devices made the slots' reserve throw bad_alloc).
+constexpr unsigned int kMaxDevices = 256;
 
 /// Answers that will not change while we run: stop asking.
 bool IsUnsupported(nv::nvmlReturn_t rc) {
@@ -155,6 +160,12 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(std::unique_ptr<NvmlLibra
   if (rc != nv::NVML_SUCCESS) {
     return MakeError(ErrorCode::kInternal, "nvmlDeviceGetCount failed: {} ({})",
                      backend->ErrorString(rc), static_cast<int>(rc));
+  }
+  if (count > kMaxDevices) {
+    return MakeError(ErrorCode::kUnsupported,
+                     "nvmlDeviceGetCount reported {} devices, more than the {} any NVIDIA driver "
+                     "supports: a broken libnvidia-ml?",
+                     count, kMaxDevices);
   }
   backend->gpus_.reserve(count);
   for (uint32_t i = 0; i < count; ++i) backend->AddGpu(i, options);

@@ -350,6 +350,35 @@ TEST_F(NvmlBackendTest, HealthOfALostGpuIsEmpty) {
   EXPECT_FALSE(backend.Health(2).power_limit_default_mw);  // out of range
 }
 
+// Issue 12 finding 4: a library reporting 0xFFFFFFFF devices made Open throw bad_alloc (and
+// 1,000,000 took 2.7 GB and 15 s). More than kMaxDevices is now a one-line error.
+TEST_F(NvmlBackendTest, AbsurdDeviceCountIsAnErrorNotBadAlloc) {
+  for (const char* count : {"4294967295", "1000000", "257"}) {
+    SCOPED_TRACE(count);
+    setenv(kScenarioEnv,
+           WriteScenario("nvml_absurd_count.json",
+                         std::string(R"({"device_count": )") + count + R"(, "gpus": [{}]})")
+               .c_str(),
+           1);
+    Result<std::unique_ptr<GpuBackend>> opened = OpenNvml({.library_path = STALLSCOPE_FAKE_NVML});
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.error().message,
+              std::string("nvmlDeviceGetCount reported ") + count +
+                  " devices, more than the 256 any NVIDIA driver supports: a broken libnvidia-ml?");
+  }
+}
+
+TEST_F(NvmlBackendTest, DeviceCountBeyondTheHandlesKeepsLostSlots) {
+  setenv(kScenarioEnv,
+         WriteScenario("nvml_count_4.json", R"({"device_count": 4, "gpus": [{}, {}]})").c_str(), 1);
+  Result<std::unique_ptr<GpuBackend>> opened = OpenNvml({.library_path = STALLSCOPE_FAKE_NVML});
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  ASSERT_EQ((*opened)->DeviceCount(), 4U);
+  GpuSample s;
+  (*opened)->Sample(3, s);
+  EXPECT_TRUE(s.lost);
+}
+
 TEST_F(NvmlBackendTest, InitFailureVersionMismatch) {
   setenv(kScenarioEnv,
          WriteScenario("nvml_version_mismatch.json", R"({"init_error": "lib_rm_version_mismatch"})")

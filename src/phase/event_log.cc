@@ -8,10 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json_fields.h"
 #include "base/units.h"
 
 namespace stallscope::phase {
@@ -162,20 +165,43 @@ Status ReadBinary(const std::string& path, EventLog& log) {
   return OkStatus();
 }
 
+/// j[key] into `out` when present (absent keeps the default); false when present but null, of
+/// the wrong type or out of range: the line is then malformed.
+template <typename T>
+bool ReadField(const nlohmann::json& j, const char* key, T& out) {
+  if (!j.contains(key)) return true;
+  std::optional<T> v = JsonOpt<T>(j, key);
+  if (v) out = std::move(*v);
+  return v.has_value();
+}
+
+void WarnMalformed(const std::string& path, int64_t malformed, EventLog& log) {
+  if (malformed > 0)
+    log.warnings.push_back(fmt::format("{}: {} malformed line(s) skipped", path, malformed));
+}
+
 void ReadNames(const std::string& path, EventLog& log) {
   std::ifstream in(path);
   std::string line;
+  int64_t malformed = 0;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    std::string type = j.value("type", "");
-    if (type == "name") {
-      log.names[{j.value("pid", 0), j.value<uint16_t>("id", 0)}] = j.value("name", "");
-    } else if (type == "process") {
-      log.processes.push_back({j.value("pid", 0), j.value("rank", 0), j.value("world_size", 1),
-                               j.value<int64_t>("start_monotonic_ns", 0)});
+    if (j.is_discarded() || !j.is_object()) continue;  // a torn last line after a crash
+    std::string type, name;
+    EventProcess p;
+    uint16_t id = 0;
+    bool ok = ReadField(j, "type", type) && ReadField(j, "pid", p.pid);
+    if (ok && type == "name" && ReadField(j, "id", id) && ReadField(j, "name", name)) {
+      log.names[{p.pid, id}] = name;
+    } else if (ok && type == "process" && ReadField(j, "rank", p.rank) &&
+               ReadField(j, "world_size", p.world_size) &&
+               ReadField(j, "start_monotonic_ns", p.start_monotonic_ns)) {
+      log.processes.push_back(p);
+    } else if (!ok || type == "name" || type == "process") {
+      ++malformed;
     }
   }
+  WarnMalformed(path, malformed, log);
 }
 
 // The monitor never wrote events.bin (killed before its first flush): read the rings themselves.
@@ -210,18 +236,21 @@ void ReadMeta(const std::string& dir, EventLog& log) {
     if (name.size() < 11 || name.substr(name.size() - 11) != ".meta.jsonl") continue;
     std::ifstream in(entry.path());
     std::string line;
+    int64_t malformed = 0;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object()) continue;  // a torn last line after a crash
       MetaItem m;
-      m.ts_ns = j.value<int64_t>("ts_ns", 0);
-      m.pid = j.value("pid", 0);
-      m.rank = j.value("rank", 0);
-      m.kind = j.value("kind", "");
-      m.name = j.value("name", "");
+      if (!ReadField(j, "ts_ns", m.ts_ns) || !ReadField(j, "pid", m.pid) ||
+          !ReadField(j, "rank", m.rank) || !ReadField(j, "kind", m.kind) ||
+          !ReadField(j, "name", m.name)) {
+        ++malformed;
+        continue;
+      }
       m.data_json = j.contains("data") ? j["data"].dump() : "{}";
       log.meta.push_back(std::move(m));
     }
+    WarnMalformed(entry.path().string(), malformed, log);
   }
   std::stable_sort(log.meta.begin(), log.meta.end(),
                    [](const MetaItem& a, const MetaItem& b) { return a.ts_ns < b.ts_ns; });

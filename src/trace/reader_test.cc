@@ -265,6 +265,60 @@ TEST(ReadTrace, MalformedEventsAreCounted) {
                                       path + ": 1 events with negative dur kept with dur 0"}));
 }
 
+// Issue 12 finding 3: ts or dur near 2^63 ns (µs × 1000) overflowed ts + dur in the analysis
+// (idle -195%, compute 295%), and a kernel with dur 2^53 µs vanished uncounted. Times out of
+// the sane range are malformed: counted, warned about, skipped.
+TEST(ReadTrace, OutOfRangeTimesAreMalformed) {
+  struct Case {
+    const char* name;
+    const char* ts;
+    const char* dur;
+    bool kept;
+  };
+  const Case cases[] = {
+      {"plain", "0", "10", true},
+      {"epoch_us", "1795291885180641.788", "12.5", true},
+      {"ts_last_sane", "4611686018427387.903", "1", true},      // 2^62 ns - 1
+      {"ts_first_insane", "4611686018427387.904", "1", false},  // 2^62 ns
+      {"ts_issue", "9223372036854775", "1", false},
+      {"ts_overflow", "9223372036854776", "1", false},
+      {"ts_exponent", "9.3e15", "1", false},
+      {"ts_most_negative", "-2305843009213693.952", "1", true},  // -2^61 ns
+      {"ts_too_negative", "-2305843009213693.953", "1", false},
+      {"ts_negative_issue", "-9223372036854775", "1", false},
+      {"dur_max", "5", "140737488355.328", true},  // 2^47 ns
+      {"dur_over_max", "5", "140737488355.329", false},
+      {"dur_issue", "5", "9223372036854775", false},
+      {"dur_2_53", "5", "9007199254740992", false},
+  };
+  std::string json = R"({"traceEvents": [)";
+  for (const Case& c : cases) {
+    json += fmt::format(R"({{"ph":"X","cat":"kernel","name":"{}","pid":0,"tid":7,"ts":{},"dur":{},)"
+                        R"("args":{{"device":0,"stream":7}}}},)",
+                        c.name, c.ts, c.dur);
+  }
+  json.back() = ']';
+  json += "}";
+  TempDir dir;
+  const std::string path = dir.Write("times.json", json);
+  RankTrace t = MustRead(path);
+  std::vector<std::string> kept, want;
+  size_t skipped = 0;
+  for (const Event& e : t.events) {
+    kept.push_back(t.NameOf(e));
+    EXPECT_GE(e.dur_ns, 0) << t.NameOf(e);
+  }
+  for (const Case& c : cases) {
+    if (c.kept) want.push_back(c.name);
+    skipped += c.kept ? 0 : 1;
+  }
+  EXPECT_EQ(kept, want);
+  EXPECT_EQ(t.stats.malformed, skipped);
+  EXPECT_EQ(
+      t.warnings,
+      (std::vector<std::string>{fmt::format("{}: {} malformed events skipped", path, skipped)}));
+}
+
 TEST(ReadTrace, NotATraceOrUnreadable) {
   TempDir dir;
   struct Case {

@@ -105,6 +105,10 @@ Timeline PrepareTimeline(RankTrace& trace, const AnalysisOptions& options) {
   }
   SortEvents(trace.events);
   std::vector<Step> steps = FindSteps(trace);
+  for (const Step& s : steps) {
+    t.trace_first_step = std::min(t.trace_first_step.value_or(s.number), s.number);
+    t.trace_last_step = std::max(t.trace_last_step.value_or(s.number), s.number);
+  }
   if (options.hta_compat && steps.size() >= 2) {
     int64_t last_begin = steps.back().begin_ns;
     for (const Step& s : steps) last_begin = std::max(last_begin, s.begin_ns);

@@ -41,6 +41,10 @@ struct Timeline {
   int64_t window_begin_ns = 0;
   int64_t window_end_ns = 0;
   bool last_step_dropped = false;  ///< hta_compat dropped the final step
+  /// The lowest and highest ProfilerStep numbers in the trace, before --steps and hta_compat
+  /// narrowed them; empty when the trace has no steps.
+  std::optional<int64_t> trace_first_step;
+  std::optional<int64_t> trace_last_step;
 };
 
 /// Sorts `trace.events` by (ts, -dur) in place, applies the conventions of `options` to them

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -61,7 +62,8 @@ class TraceE2e : public ::testing::Test {
 TEST_F(TraceE2e, HelpNamesTheFlags) {
   Output o = Run({"trace", "--help"});
   EXPECT_EQ(o.exit_code, 0);
-  for (const char* flag : {"--json", "--rank", "--steps", "--hta-compat", "--export-perfetto"}) {
+  for (const char* flag :
+       {"--json", "--rank", "--steps", "--hta-compat", "--export-perfetto", "--force"}) {
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -168,6 +170,108 @@ TEST_F(TraceE2e, VerdictsOnReferenceTraces) {
   nlohmann::json host =
       Json({"trace", (SharedTraces() / "nccl_parser_config/nccl_data.json.gz").string()});
   EXPECT_EQ(host["verdict"]["principal"]["class"], "host_launch_bound");
+}
+
+// Issue 12 finding 5: `trace T --export-perfetto T` overwrote the input trace. Refused before
+// anything is read, also through a symlink, a hard link or a folder of inputs, even with --force.
+TEST_F(TraceE2e, ExportPerfettoOntoAnInputIsRefused) {
+  fs::create_directories(dir_ / "ranks");
+  const fs::path input = dir_ / "ranks" / "t.json";
+  fs::copy_file(Fixture("steps_kineto_gpu.json"), input);
+  const std::string original = Slurp(input);
+  fs::create_symlink(input, dir_ / "link.json");
+  fs::create_hard_link(input, dir_ / "hard.json");
+  const std::vector<std::vector<std::string>> cases = {
+      {input.string(), "--export-perfetto", input.string()},
+      {input.string(), "--export-perfetto", input.string(), "--force"},
+      {input.string(), "--export-perfetto", (dir_ / "link.json").string()},
+      {input.string(), "--export-perfetto", (dir_ / "hard.json").string(), "--force"},
+      {(dir_ / "link.json").string(), "--export-perfetto", input.string()},
+      {(dir_ / "ranks").string(), "--export-perfetto", input.string(), "--force"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> argv = {"trace"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    SCOPED_TRACE(::testing::PrintToString(argv));
+    Output o = Run(argv);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("is the input trace"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_TRUE(o.out.empty()) << o.out;
+    EXPECT_EQ(Slurp(input), original);
+  }
+}
+
+// Nothing the user owns is overwritten without --force.
+TEST_F(TraceE2e, ExportPerfettoOverwritesAnExistingFileOnlyWithForce) {
+  const fs::path out = dir_ / "mine.json";
+  std::ofstream(out) << "mine";
+  const std::string input = Fixture("steps_kineto_gpu.json").string();
+  Output o = Run({"trace", input, "--export-perfetto", out.string()});
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_EQ(o.err, "stallscope trace: --export-perfetto " + out.string() +
+                       ": exists; add --force to overwrite it\n");
+  EXPECT_EQ(Slurp(out), "mine");
+  o = Run({"trace", input, "--export-perfetto", out.string(), "--force"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::parse(Slurp(out), nullptr, false).is_object());
+}
+
+/// Every "*_pct" share (not cv_pct, a spread) anywhere in `j` lies in [0, 100].
+void ExpectSharesInRange(const nlohmann::json& j, const std::string& at = "") {
+  if (j.is_object()) {
+    for (const auto& [key, v] : j.items()) {
+      if (v.is_number() && key.ends_with("_pct") && key != "cv_pct") {
+        EXPECT_GE(v.get<double>(), 0.0) << at << "." << key;
+        EXPECT_LE(v.get<double>(), 100.0) << at << "." << key;
+      }
+      ExpectSharesInRange(v, at + "." + key);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i)
+      ExpectSharesInRange(j[i], at + "[" + std::to_string(i) + "]");
+  }
+}
+
+// Issue 12 finding 3: `"ts": 9223372036854775` (µs) gave idle -195% and compute 295%, and a
+// kernel with dur 2^53 µs vanished uncounted. Both are now malformed: counted and warned about.
+TEST_F(TraceE2e, OutOfRangeTimesAreMalformedAndSharesStayInRange) {
+  std::string text = Slurp(Fixture("steps_kineto_gpu.json"));
+  const std::string extra =
+      R"({"ph": "X", "cat": "kernel", "name": "huge_dur", "pid": 0, "tid": 7, "ts": 20, )"
+      R"("dur": 9007199254740992, "args": {"device": 0, "stream": 7}},)"
+      R"({"ph": "X", "cat": "kernel", "name": "huge_ts", "pid": 0, "tid": 7, )"
+      R"("ts": 9223372036854775, "dur": 5, "args": {"device": 0, "stream": 7}},)";
+  const std::string key = "\"traceEvents\": [";
+  text.insert(text.find(key) + key.size(), extra);
+  const fs::path trace = dir_ / "t.json";
+  std::ofstream(trace) << text;
+  Output o = Run({"trace", trace.string(), "--json"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find(trace.string() + ": 2 malformed events skipped"), std::string::npos)
+      << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.out;
+  ExpectSharesInRange(j);
+  EXPECT_EQ(o.out.find("huge_"), std::string::npos);
+}
+
+// Issue 12 finding 9: `--steps 100:200` on a trace of steps 551..552 analysed the whole trace.
+TEST_F(TraceE2e, StepsOutsideTheTraceAreAnError) {
+  std::string text = Slurp(Fixture("steps_kineto_gpu.json"));
+  for (auto [from, to] : {std::pair{"ProfilerStep#1\"", "ProfilerStep#551\""},
+                          std::pair{"ProfilerStep#2\"", "ProfilerStep#552\""}}) {
+    text.replace(text.find(from), std::string(from).size(), to);
+  }
+  const fs::path trace = dir_ / "t.json";
+  std::ofstream(trace) << text;
+  Output o = Run({"trace", trace.string(), "--steps", "100:200"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(o.err, "stallscope trace: " + trace.string() +
+                       ": no step in 100..200 (the trace has 551..552)\n");
+  EXPECT_TRUE(o.out.empty()) << o.out;
+  o = Run({"trace", trace.string(), "--steps", "552:552"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
 // Two ranks of one job: both analysed, compared across ranks, one merged Perfetto timeline.

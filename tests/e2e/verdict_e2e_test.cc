@@ -161,4 +161,44 @@ TEST_F(VerdictE2e, BusyGpuWithNothingElseIsGpuBound) {
   EXPECT_EQ(Principal(r), "gpu_bound") << r["verdict"].dump(1);
 }
 
+// Issue 12 finding 1: `diagnose` aborted (SIGABRT, uncaught nlohmann type_error) on a run.json
+// field of the wrong type or null. Now: one line naming the file and the field, exit 1.
+TEST(DiagnoseE2e, NullPidInRunJsonIsAOneLineErrorNotAnAbort) {
+  const fs::path dir = fs::temp_directory_path() / ("stallscope_diag_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu", dir / "r",
+           fs::copy_options::recursive);
+  json meta = json::parse(Slurp(dir / "r" / "run.json"));
+  meta["pid"] = nullptr;
+  std::ofstream(dir / "r" / "run.json") << meta.dump();
+  auto o = stallscope::testing::RunProcess({STALLSCOPE_BIN, "diagnose", (dir / "r").string()},
+                                           stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}),
+                                           dir, 30);
+  EXPECT_EQ(o.exit_code, 1) << o.err;
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err, "stallscope diagnose: " + (dir / "r" / "run.json").string() +
+                       ": field \"pid\" is null (expected an integer)\n");
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
+// Issue 12 finding 4: `top --once` aborted with bad_alloc when NVML reported 0xFFFFFFFF devices.
+// Now the GPUs are skipped with a one-line note and the host snapshot still prints.
+TEST(TopE2e, AbsurdDeviceCountIsAOneLineNoteNotAnAbort) {
+  const fs::path dir = fs::temp_directory_path() / ("stallscope_top_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "scenario.json") << R"({"device_count": 4294967295, "gpus": [{}]})";
+  auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
+  env.push_back("STALLSCOPE_FAKE_NVML_SCENARIO=" + (dir / "scenario.json").string());
+  auto o = stallscope::testing::RunProcess(
+      {STALLSCOPE_BIN, "top", "--once", "--nvml-lib", FAKE_NVML_LIB}, env, dir, 30);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err,
+            "no NVIDIA GPU: nvmlDeviceGetCount reported 4294967295 devices, more than the 256 any "
+            "NVIDIA driver supports: a broken libnvidia-ml? — GPU metrics unavailable\n");
+  EXPECT_FALSE(o.out.empty());
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
 }  // namespace

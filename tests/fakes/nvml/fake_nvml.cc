@@ -177,7 +177,7 @@ nvmlReturn_t Init(const char* fn) {
 nvmlReturn_t GetCount(const char* fn, unsigned int* count) {
   return OnSystem(fn, [&](State& s) {
     if (count == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
-    *count = static_cast<unsigned int>(s.scenario.gpus.size());
+    *count = s.scenario.device_count.value_or(static_cast<unsigned int>(s.scenario.gpus.size()));
     return nv::NVML_SUCCESS;
   });
 }

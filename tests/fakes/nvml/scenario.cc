@@ -380,7 +380,7 @@ Result<Scenario> ParseScenario(std::string_view json_text) {
   Scenario s;
   r.Keys(root, "",
          {"driver_version", "cuda_driver_version", "init_error", "time_scale", "frozen_at_s",
-          "missing_symbols", "gpus"});
+          "missing_symbols", "device_count", "gpus"});
   r.Get(root, "", "driver_version", s.driver_version);
   uint32_t cuda_version = static_cast<uint32_t>(s.cuda_driver_version);
   r.Get(root, "", "cuda_driver_version", cuda_version);
@@ -400,6 +400,7 @@ Result<Scenario> ParseScenario(std::string_view json_text) {
   }
   r.Get(root, "", "time_scale", s.time_scale);
   r.Get(root, "", "frozen_at_s", s.frozen_at_s);
+  r.Get(root, "", "device_count", s.device_count);
   if (s.time_scale <= 0) r.Fail("time_scale", "expected a number > 0");
   for (const json& name : r.Array(root, "", "missing_symbols")) {
     if (!name.is_string()) {

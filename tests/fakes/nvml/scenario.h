@@ -135,6 +135,9 @@ struct Scenario {
   double time_scale = 1.0;                             ///< scenario seconds per real second
   std::optional<double> frozen_at_s;                   ///< when set, time stands still at this t
   std::set<std::string, std::less<>> missing_symbols;  ///< answer FUNCTION_NOT_FOUND
+  /// When set, nvmlDeviceGetCount reports this instead of gpus.size() (a broken driver; handles
+  /// past the listed GPUs answer INVALID_ARGUMENT).
+  std::optional<uint32_t> device_count;
   std::vector<Gpu> gpus;
 };
 

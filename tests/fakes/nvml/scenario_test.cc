@@ -24,6 +24,15 @@ TEST(ScenarioTest, Defaults) {
   EXPECT_EQ(s->gpus[0].mig, Mig::kDisabled);
 }
 
+TEST(ScenarioTest, DeviceCountOverridesTheNumberOfGpus) {
+  Result<Scenario> s = ParseScenario(R"({"device_count": 4294967295, "gpus": [{}]})");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->device_count, 4294967295U);
+  EXPECT_FALSE(ParseScenario(R"({"gpus": []})")->device_count);
+  EXPECT_FALSE(ParseScenario(R"({"device_count": 4294967296})").ok());
+  EXPECT_FALSE(ParseScenario(R"({"device_count": -1})").ok());
+}
+
 TEST(ScenarioTest, FullGpu) {
   Result<Scenario> s = ParseScenario(R"({
     "frozen_at_s": 3, "time_scale": 2, "missing_symbols": ["nvmlInit_v2"],
