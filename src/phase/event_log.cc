@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -229,6 +231,51 @@ void ReadRings(const std::string& dir, EventLog& log) {
   }
 }
 
+// What the monitor had not saved when it stopped (SIGKILL, OOM): each ring's records past those
+// events.bin holds for its process. The monitor drains every record of a ring in write order
+// from index 0 (every 100 ms; a ring holds 64 Ki records), so the number of a process's records
+// in events.bin is the write index its tail starts at. After a clean end there is no tail.
+void ReadRingTails(const std::string& dir, EventLog& log) {
+  std::unordered_map<int32_t, uint64_t> saved;
+  for (const LoggedEvent& e : log.events) ++saved[e.pid];
+  std::unordered_set<int32_t> known;
+  for (const EventProcess& p : log.processes) known.insert(p.pid);
+  uint64_t added = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || entry.path().extension() != ".ring") continue;
+    auto reader = PhaseReader::Open(entry.path().string());
+    if (!reader.ok()) continue;  // events.bin already holds what it had
+    const RingInfo& info = reader->info();
+    const uint64_t from = saved[info.pid];
+    if (reader->write_index() <= from) continue;
+    std::vector<PhaseRecord> records = reader->ReadAll();
+    // Overwritten before anyone read them: the ring lapped after the monitor stopped.
+    if (!records.empty() && records.front().index > from)
+      log.lost_records += records.front().index - from;
+    bool any = false;
+    for (const PhaseRecord& r : records) {
+      if (r.index < from) continue;
+      log.events.push_back(
+          {r.ts_ns, r.arg, info.pid, r.tid, info.rank, r.phase_id, r.kind, r.flags});
+      any = true;
+      ++added;
+    }
+    if (!any) continue;
+    if (known.insert(info.pid).second)
+      log.processes.push_back({info.pid, info.rank, info.world_size, info.start_monotonic_ns});
+    const auto& names = reader->Names();
+    for (size_t id = 1; id < names.size(); ++id)
+      log.names.try_emplace({info.pid, static_cast<uint16_t>(id)}, names[id]);
+  }
+  if (added > 0) {
+    log.warnings.push_back(fmt::format(
+        "{}: {} records the monitor had not saved (it stopped before the job) read from the rings",
+        dir, added));
+  }
+}
+
 void ReadMeta(const std::string& dir, EventLog& log) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -267,6 +314,7 @@ Result<EventLog> ReadEventLog(const std::string& run_dir) {
   if (have_bin) {
     TRY_STATUS(ReadBinary(bin, log));
     ReadNames(run_dir + "/events.names.jsonl", log);
+    ReadRingTails(run_dir + "/phases", log);
   } else {
     ReadRings(run_dir + "/phases", log);
   }

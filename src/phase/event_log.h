@@ -83,10 +83,11 @@ class EventLogWriter {
   uint64_t written_ = 0;
 };
 
-/// Reads a run directory's phase data: events.bin + events.names.jsonl when present, else (the
-/// monitor itself died before writing them) the rings in phases/ directly. Meta files are read
-/// from phases/*.meta.jsonl. A missing phases dir gives an empty log (a job without hooks).
-/// Fails only on unreadable files, naming them.
+/// Reads a run directory's phase data: events.bin + events.names.jsonl when present, plus what
+/// the rings in phases/ hold beyond them (the monitor was killed before the job ended: a
+/// warning says how many), else (the monitor died before writing them) the rings directly. Meta
+/// files are read from phases/*.meta.jsonl. A missing phases dir gives an empty log (a job without
+/// hooks). Fails only on unreadable files, naming them.
 [[nodiscard]] Result<EventLog> ReadEventLog(const std::string& run_dir);
 
 }  // namespace stallscope::phase
