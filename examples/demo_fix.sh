@@ -36,5 +36,8 @@ echo "applying the fix: --num-workers $workers --persistent-workers"
 after=$("$PY" -c 'import json,sys; s=json.load(open(sys.argv[1]))["steps"]["ranks"][0]["step_s"][1:]; print(len(s)/sum(s))' "$OUT/after/report.json")
 awk -v b="$before" -v a="$after" -v p="$predicted" 'BEGIN {
   printf "steady step rate before %.2f steps/s | after %.2f steps/s: measured speed-up %.2fx, predicted %.2fx (%.2f steps/s)\n",
-         b, a, a / b, p / b, p }'
+         b, a, a / b, p / b, p
+  # The accuracy target (was an e2e test; a timing target belongs here: issue 12).
+  r = a / p
+  printf "measured / predicted %.2f; target within 50%%: %s\n", r, (r >= 0.5 && r <= 1.5) ? "PASS" : "MISS" }'
 sed -n '1,/^$/p' "$OUT/after/report.txt"
