@@ -34,6 +34,16 @@ std::optional<std::string> RefuseToReplace(const std::string& path, bool force) 
                      FormatBytes(static_cast<double>(st.st_size)));
 }
 
+/// --duration in ns, 0 when not given; a malformed or non-positive value is an error.
+Result<int64_t> RecordDurationNs(const std::string& text) {
+  if (text.empty()) return int64_t{0};
+  TRY(int64_t ns, ParseDurationNs(text));
+  if (ns <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "--duration {}: must be more than 0", text);
+  }
+  return ns;
+}
+
 struct Deadlines {
   int64_t start_ns = 0;
   int64_t duration_ns = 0;  ///< 0 = none
@@ -77,27 +87,21 @@ int RunRecord(const RecordOptions& o) {
   if (!interval.ok())
     return fmt::print(stderr, "stallscope record: {}\n", interval.error().message), 2;
   Deadlines deadlines;
-  if (!o.duration.empty()) {
-    auto d = ParseDurationNs(o.duration);
-    if (!d.ok()) return fmt::print(stderr, "stallscope record: {}\n", d.error().message), 2;
-    if (*d <= 0) {
-      return fmt::print(stderr, "stallscope record: --duration {}: must be more than 0\n",
-                        o.duration),
-             2;
-    }
-    deadlines.duration_ns = *d;
-  }
+  auto duration = RecordDurationNs(o.duration);
+  if (!duration.ok())
+    return fmt::print(stderr, "stallscope record: {}\n", duration.error().message), 2;
+  deadlines.duration_ns = *duration;
   if (o.pid > 0 && !o.command.empty()) {
     fmt::print(stderr, "stallscope record: give either --pid or a command after --, not both\n");
     return 2;
   }
-  monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask
   SystemClock clock;
-  Machine machine = OpenMachine(o.sampling, clock, *interval);
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
   if (auto refused = RefuseToReplace(path, o.force)) {
     return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
   }
+  monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask
+  Machine machine = OpenMachine(o.sampling, clock, *interval);
 
   // A write error ends the recording (it is the product): the sampler stops, the error is
   // printed at the end and the exit code is 1 (a followed command still runs to its end).
