@@ -239,6 +239,19 @@ bool ParseSample(object o, Sample& s) {
   return true;
 }
 
+/// The error for a file whose first line is not a JSON object: a CSV recording (record --csv),
+/// which summary does not read, or not a recording at all.
+Error NotJsonLines(const std::string& path, std::string_view line, int64_t line_no) {
+  if (line.rfind("timestamp,ts_ns,", 0) == 0) {
+    return Error{ErrorCode::kUnsupported,
+                 fmt::format("{}: a CSV recording (record --csv), for spreadsheets; summary reads "
+                             "the JSON Lines form: record without --csv",
+                             path)};
+  }
+  return Error{ErrorCode::kParse,
+               fmt::format("{}: not a stallscope recording (line {} is not JSON)", path, line_no)};
+}
+
 }  // namespace
 
 Result<Recording> ReadRecording(const std::string& path) {
@@ -255,6 +268,7 @@ Result<Recording> ReadRecording(const std::string& path) {
     if (line.empty()) continue;
     object o;
     if (parser.parse(line).get_object().get(o) != simdjson::SUCCESS) {
+      if (!have_header && !last_and_torn) return NotJsonLines(path, line, line_no);
       if (last_and_torn) {
         rec.truncated_last_line = true;
         rec.warnings.push_back(

@@ -314,6 +314,26 @@ TEST(Recording, FailedWritesAreNotCounted) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// Issue 12, finding 10: summary of a `record --csv` file said "empty or has no header line".
+TEST(Recording, ACsvRecordingIsNamedAsSuch) {
+  std::string path = TempPath("rec.csv");
+  {
+    auto w = RecordingWriter::Open(path, TwoGpuHeader(), RecordingFormat::kCsv);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(MakeSample(0)).ok());
+  }
+  auto rec = ReadRecording(path);
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.error().message,
+            path +
+                ": a CSV recording (record --csv), for spreadsheets; summary reads the JSON "
+                "Lines form: record without --csv");
+  std::ofstream(path) << "hello\n{\"type\":\"header\"}\n";
+  rec = ReadRecording(path);
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.error().message, path + ": not a stallscope recording (line 1 is not JSON)");
+}
+
 TEST(Recording, CsvHasOneColumnSetPerGpu) {
   std::string out;
   AppendCsvHeader(TwoGpuHeader(), out);
