@@ -330,6 +330,9 @@ uint64_t JsonScanner::ScanTop(const char* buf, uint64_t len) {
     }
     TopByteOutsideString(c, at);
   }
+  if (done_ && layout_ != JsonLayout::kNotJson) {
+    for (uint64_t q = p; q < len && !trailing_data_; ++q) trailing_data_ = !IsSpace(buf[q]);
+  }
   return p;
 }
 
@@ -362,6 +365,7 @@ void JsonScanner::TopByteOutsideString(char c, uint64_t at) {
       if (depth_ == 1 && !capturing_) {
         after_colon_ = true;
         events_key_ = key_ == "traceEvents" && !events_found_;
+        second_events_key_ |= key_ == "traceEvents" && events_found_;
         capturing_ =
             std::find(capture_keys_.begin(), capture_keys_.end(), key_) != capture_keys_.end();
         capture_.clear();

@@ -72,6 +72,10 @@ class JsonScanner {
   [[nodiscard]] bool in_events() const { return in_events_; }
   /// True once the top-level value has been closed completely.
   [[nodiscard]] bool done() const { return done_; }
+  /// A second "traceEvents" key in the top-level object (its array is not read).
+  [[nodiscard]] bool second_events_key() const { return second_events_key_; }
+  /// Something other than whitespace after the top-level value, in the bytes scanned with it.
+  [[nodiscard]] bool trailing_data() const { return trailing_data_; }
   [[nodiscard]] const std::vector<TopLevelValue>& values() const { return values_; }
 
  private:
@@ -93,6 +97,8 @@ class JsonScanner {
   bool in_events_ = false;
   bool events_found_ = false;
   bool done_ = false;
+  bool second_events_key_ = false;
+  bool trailing_data_ = false;
   // Top-level object state.
   bool expect_key_ = false;
   bool reading_key_ = false;

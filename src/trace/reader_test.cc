@@ -319,6 +319,31 @@ TEST(ReadTrace, OutOfRangeTimesAreMalformed) {
       (std::vector<std::string>{fmt::format("{}: {} malformed events skipped", path, skipped)}));
 }
 
+// Issue 12, finding 10: a second traceEvents key or data after the top-level value were
+// silently ignored. Still ignored (the first array is the trace), now with a warning.
+TEST(ReadTrace, ASecondEventsArrayAndTrailingDataAreWarnedAbout) {
+  const std::string event = R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,)"
+                            R"("args":{"device":0,"stream":7}})";
+  TempDir dir;
+  const std::string twice =
+      dir.Write("twice.json", "{\"traceEvents\": [" + event + "], \"traceEvents\": [" + event +
+                                  "," + event + "]}\n");
+  RankTrace t = MustRead(twice);
+  EXPECT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.warnings, (std::vector<std::string>{
+                            twice + ": a second traceEvents array is ignored (only the first is "
+                                    "read)"}));
+  const std::string trailing =
+      dir.Write("trailing.json", "{\"traceEvents\": [" + event + "]}\n{\"more\": 1}\n");
+  t = MustRead(trailing);
+  EXPECT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(
+      t.warnings,
+      (std::vector<std::string>{trailing + ": data after the end of the JSON value is ignored"}));
+  const std::string clean = dir.Write("clean.json", "{\"traceEvents\": [" + event + "]}\n\n ");
+  EXPECT_TRUE(MustRead(clean).warnings.empty());
+}
+
 TEST(ReadTrace, NotATraceOrUnreadable) {
   TempDir dir;
   struct Case {

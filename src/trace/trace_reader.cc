@@ -735,6 +735,14 @@ Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) 
     out->warnings.push_back(
         fmt::format("{}: file ends after traceEvents, before the top-level object closes", path));
   }
+  if (scanner.second_events_key()) {
+    out->warnings.push_back(
+        fmt::format("{}: a second traceEvents array is ignored (only the first is read)", path));
+  }
+  if (scanner.trailing_data()) {
+    out->warnings.push_back(
+        fmt::format("{}: data after the end of the JSON value is ignored", path));
+  }
   if (uint64_t skipped = st.malformed - st.negative_dur; skipped > 0) {
     out->warnings.push_back(fmt::format("{}: {} malformed events skipped", path, skipped));
   }
