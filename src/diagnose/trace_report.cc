@@ -237,19 +237,30 @@ Status CheckStepRange(const TraceRankReport& r, const trace::AnalysisOptions& op
                    t.last_step_dropped ? "; --hta-compat drops the last step" : "");
 }
 
+/// Files that could not be read while others could: left out, each said in a warning.
+void WarnSkipped(const std::vector<Error>& skipped, TraceReport& report) {
+  for (const Error& e : skipped) {
+    report.warnings.push_back(
+        fmt::format("{}; left out, the other {} file(s) analysed", e.message, report.ranks.size()));
+  }
+}
+
 /// AnalyzeTraceFiles with a hook: every rank read and held, the hook, then the analyses.
 Result<TraceReport> AnalyzeAllAtOnce(const std::vector<std::string>& files,
                                      const trace::ReadOptions& read,
                                      const trace::AnalysisOptions& options, unsigned threads,
                                      const TracesHook& before_analysis) {
-  TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, threads));
+  std::vector<Error> skipped;
+  TRY(std::vector<trace::RankTrace> traces, trace::ReadTraces(files, read, threads, &skipped));
   TRY_STATUS(before_analysis(traces));
   std::vector<TraceRankReport> ranks;
   for (auto& t : traces) {
     ranks.push_back(AnalyzeRank(std::move(t), options));
     TRY_STATUS(CheckStepRange(ranks.back(), options));
   }
-  return BuildTraceReport(std::move(ranks), options);
+  TraceReport report = BuildTraceReport(std::move(ranks), options);
+  WarnSkipped(skipped, report);
+  return report;
 }
 
 }  // namespace
@@ -281,12 +292,23 @@ Result<TraceReport> AnalyzeTraceFiles(const std::vector<std::string>& paths,
   for (const TaskFailure& f : crashed) {
     errors[f.index] = MakeError(ErrorCode::kInternal, "{}: {}", files[f.index], f.what);
   }
-  for (const auto& e : errors) {
-    if (e) return *e;  // the first failing file in path order
-  }
+  // A file that cannot be read is left out with a warning while others can; a --steps range
+  // without steps, a crash, or every file unreadable is an error (the first in path order).
+  std::vector<Error> skipped;
   std::vector<TraceRankReport> ranks;
-  for (auto& d : done) ranks.push_back(std::move(*d));
-  return BuildTraceReport(std::move(ranks), options);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (done[i] && !errors[i]) {
+      ranks.push_back(std::move(*done[i]));
+    } else if (errors[i] && !done[i] && errors[i]->code != ErrorCode::kInternal) {
+      skipped.push_back(*errors[i]);
+    } else if (errors[i]) {
+      return *errors[i];
+    }
+  }
+  if (ranks.empty()) return skipped.front();
+  TraceReport report = BuildTraceReport(std::move(ranks), options);
+  WarnSkipped(skipped, report);
+  return report;
 }
 
 }  // namespace stallscope::diagnose

@@ -268,6 +268,33 @@ TEST(AnalyzeTraceFiles, NoTraceFilesIsAnErrorWithOrWithoutAHook) {
   EXPECT_EQ(calls, 0);  // nothing to export either
 }
 
+// Issue 12 finding 10: a folder with one bad file failed whole. The others are analysed, and the
+// bad one is named in a warning; a folder where every file is bad is still an error.
+TEST(AnalyzeTraceFiles, AnUnreadableFileIsLeftOutWithAWarning) {
+  stallscope::testing::TempDir dir("one_bad");
+  std::ofstream(dir.Sub("rank0.json"))
+      << stallscope::testing::Slurp(kTraces + "steps_kineto_gpu.json");
+  std::ofstream(dir.Sub("rank1.json")) << "{\"traceEvents\": 12}";
+  const std::string bad = dir.Sub("rank1.json");
+  TracesHook hook = [](const std::vector<trace::RankTrace>&) { return OkStatus(); };
+  for (const TracesHook& h : {TracesHook{}, hook}) {
+    auto r = AnalyzeTraceFiles({dir.path().string()}, {}, {}, 1, h);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->ranks.size(), 1u);
+    ASSERT_FALSE(r->warnings.empty());
+    EXPECT_EQ(r->warnings.back(),
+              bad +
+                  ": not a Chrome/Kineto trace (no traceEvents array); left out, the other 1 "
+                  "file(s) analysed");
+  }
+  std::filesystem::remove(dir.Sub("rank0.json"));
+  for (const TracesHook& h : {TracesHook{}, hook}) {
+    auto r = AnalyzeTraceFiles({dir.path().string()}, {}, {}, 1, h);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, bad + ": not a Chrome/Kineto trace (no traceEvents array)");
+  }
+}
+
 // Issue 12 finding 9: `--steps 100:200` on a trace of steps 551..552 analysed the whole trace
 // with a warning. Now an error naming the file, the range asked and the trace's steps.
 TEST(AnalyzeTraceFiles, StepRangeWithNoStepIsAnErrorNamingTheTracesSteps) {

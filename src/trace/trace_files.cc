@@ -94,7 +94,8 @@ Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>
 }
 
 Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
-                                          const ReadOptions& options, unsigned threads) {
+                                          const ReadOptions& options, unsigned threads,
+                                          std::vector<Error>* skipped) {
   std::vector<std::optional<Result<RankTrace>>> results(paths.size());
   auto failures = ParallelFor(paths.size(), threads,
                               [&](size_t i) { results[i].emplace(ReadTrace(paths[i], options)); });
@@ -103,10 +104,17 @@ Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
   }
   std::vector<RankTrace> traces;
   traces.reserve(paths.size());
+  std::optional<Error> first_error;
   for (auto& r : results) {
-    if (!r->ok()) return r->take_error();
-    traces.push_back(std::move(*r).value());
+    if (r->ok()) {
+      traces.push_back(std::move(*r).value());
+      continue;
+    }
+    if (!first_error) first_error = r->error();
+    if (skipped == nullptr) return r->take_error();
+    skipped->push_back(r->take_error());
   }
+  if (traces.empty() && first_error) return *first_error;
   return traces;
 }
 

@@ -42,9 +42,12 @@ void MarkCudaGraphKernels(RankTrace& trace);
     const std::vector<std::string>& paths);
 
 /// Reads several files on up to `threads` threads (0 = hardware concurrency). Result order =
-/// path order; the first unreadable file fails the whole call.
+/// path order. The first unreadable file fails the whole call, unless `skipped` is given: then
+/// unreadable files are left out and their errors appended there, and only a call where every
+/// file fails is an error (the first one's).
 [[nodiscard]] Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,
                                                         const ReadOptions& options = {},
-                                                        unsigned threads = 0);
+                                                        unsigned threads = 0,
+                                                        std::vector<Error>* skipped = nullptr);
 
 }  // namespace stallscope::trace
