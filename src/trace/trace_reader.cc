@@ -700,6 +700,12 @@ Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) 
   const JsonScanner& scanner = reader.scanner();
   const Tally& tally = reader.tally();
   const std::string& path = out->path;
+  // A gzip stream that breaks before the trace starts: say that, not "empty" or "no traceEvents".
+  const bool before_events = scanner.layout() == JsonLayout::kUnknown || !scanner.events_found();
+  if (!src.warning().empty() && before_events && scanner.layout() != JsonLayout::kNotJson) {
+    return MakeError(ErrorCode::kParse, "{}: {} after {} bytes of JSON, before any trace event",
+                     path, src.warning(), tally.stats.bytes);
+  }
   if (scanner.layout() == JsonLayout::kUnknown) {
     return MakeError(ErrorCode::kParse, "{}: not a Chrome/Kineto trace (empty file)", path);
   }
