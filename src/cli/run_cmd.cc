@@ -291,6 +291,15 @@ int RunRun(const RunOptions& o) {
   meta.job_cpu_s = CpuSeconds(RUSAGE_CHILDREN);
   meta.exit_code = exit_code;
   meta.status = exit_code > 128 ? "killed" : "exited";
+  std::error_code ec;
+  if (!fs::is_directory(paths->dir, ec)) {
+    // The job (or someone) removed the run directory: nothing is left to report from.
+    fmt::print(stderr,
+               "stallscope run: {} was removed while the job ran: no report (the job's exit "
+               "code, {}, is returned)\n",
+               EscapeControl(paths->dir), exit_code);
+    return exit_code;
+  }
   WriteMeta(*paths, meta);
   Report(*paths, o.quiet);
   if (!recorded.ok()) {

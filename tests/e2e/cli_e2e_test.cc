@@ -194,6 +194,18 @@ TEST_F(E2e, RefusesToReplaceWhatTheUserOwnsWithoutForce) {
   EXPECT_NE(foreign.err.find("not empty and not a run directory (notes.txt)"), std::string::npos)
       << foreign.err;
   EXPECT_EQ(Slurp(dir_ / "run" / "notes.txt"), "mine");
+
+  // A job that removes its own run directory: one line saying so, the job's exit code.
+  const std::string gone = (dir_ / "gone").string();
+  auto removed =
+      Run({"run", "--quiet", "--out", gone, "--", "sh", "-c", "rm -rf \"$0\"; exit 4", gone});
+  EXPECT_EQ(removed.exit_code, 4);
+  EXPECT_NE(removed.err.find("stallscope run: " + gone +
+                             " was removed while the job ran: no report (the job's exit code, 4, "
+                             "is returned)\n"),
+            std::string::npos)
+      << removed.err;
+  EXPECT_EQ(removed.err.find("warning"), std::string::npos) << removed.err;
 }
 
 // Values that would silently do nothing, or forever, are usage errors (exit 2, one line).
