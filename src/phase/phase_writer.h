@@ -18,7 +18,8 @@ namespace stallscope::phase {
 
 /// Environment variable `stallscope run` sets to the run directory; rings go to `<it>/phases`.
 inline constexpr const char* kRunDirEnv = "STALLSCOPE_RUN_DIR";
-/// Optional override of the ring size in records (rounded up to a power of two, kMinCapacity..kMaxCapacity: 1 Ki..1 Mi).
+/// Optional override of the ring size in records (rounded up to a power of two,
+/// kMinCapacity..kMaxCapacity: 1 Ki..1 Mi).
 inline constexpr const char* kRingRecordsEnv = "STALLSCOPE_RING_RECORDS";
 /// Name id meaning "no name"; events carrying it (other than steps) are dropped.
 inline constexpr uint16_t kNoName = 0;
