@@ -39,14 +39,18 @@ class RawInput {
 
 class FdInput final : public RawInput {
  public:
-  FdInput(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
+  /// `prefix`: bytes already read from a pipe (to see the gzip magic), given back first.
+  FdInput(int fd, std::string path, uint64_t size, std::string prefix = {})
+      : fd_(fd), path_(std::move(path)), size_(size), prefix_(std::move(prefix)) {}
   ~FdInput() override { ::close(fd_); }
   FdInput(const FdInput&) = delete;
   FdInput& operator=(const FdInput&) = delete;
 
   Result<size_t> Read(char* buf, size_t size) override {
     // read(2) returns at most 0x7ffff000 bytes; loop so large requests and short reads work.
-    size_t done = 0;
+    size_t done = std::min(size, prefix_.size());
+    std::memcpy(buf, prefix_.data(), done);
+    prefix_.erase(0, done);
     while (done < size) {
       ssize_t n = ::read(fd_, buf + done, std::min<size_t>(size - done, size_t{1} << 30));
       if (n < 0) {
@@ -64,6 +68,7 @@ class FdInput final : public RawInput {
   int fd_;
   std::string path_;
   uint64_t size_;
+  std::string prefix_;
 };
 
 class StringInput final : public RawInput {
@@ -300,13 +305,28 @@ Result<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path,
   }
   unsigned char magic[2] = {0, 0};
   ssize_t n = ::pread(fd, magic, sizeof(magic), 0);
+  std::string prefix;  // a pipe (/dev/stdin, <(zcat ...)) cannot be re-read: keep what was read
+  if (n < 0 && errno == ESPIPE) {
+    n = 0;
+    while (n < 2) {
+      ssize_t got = ::read(fd, magic + n, static_cast<size_t>(2 - n));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        if (got < 0) n = -1;
+        break;
+      }
+      n += got;
+    }
+    if (n > 0) prefix.assign(reinterpret_cast<const char*>(magic), static_cast<size_t>(n));
+  }
   if (n < 0) {
     int err = errno;
     ::close(fd);
     return MakeError(CodeForErrno(err), "{}: read failed: {}", path, std::strerror(err));
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  auto in = std::make_unique<FdInput>(fd, path, static_cast<uint64_t>(st.st_size));
+  auto in =
+      std::make_unique<FdInput>(fd, path, static_cast<uint64_t>(st.st_size), std::move(prefix));
   return MakeSource(std::move(in), HasGzipMagic(magic, static_cast<size_t>(n)), options);
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -512,6 +513,30 @@ TEST(ReadTrace, TinyChunksGiveTheSameEvents) {
       EXPECT_EQ(small.rank, big.rank);
       EXPECT_EQ(small.devices.size(), big.devices.size());
     }
+  }
+}
+
+// Issue 12, finding 10: `trace /dev/stdin` failed with "Illegal seek". A pipe, plain or gzip,
+// reads as the same file would.
+TEST(ReadTrace, FromAPipe) {
+  const std::string text = Slurp(Fixture("reader_kineto.json"));
+  const auto want = DescribeAll(MustRead(Fixture("reader_kineto.json")));
+  for (const std::string& bytes : {text, Gzip(text)}) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    std::thread writer([&] {
+      for (size_t done = 0; done < bytes.size();) {
+        ssize_t n = write(fds[1], bytes.data() + done, bytes.size() - done);
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+      close(fds[1]);
+    });
+    Result<RankTrace> t = ReadTrace("/proc/self/fd/" + std::to_string(fds[0]));
+    writer.join();
+    close(fds[0]);
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    EXPECT_EQ(DescribeAll(*t), want);
   }
 }
 
