@@ -36,6 +36,16 @@ class JsonWriter {
     return *this;
   }
 
+  /// Writes `"key":` for a key that came from outside (a counter or phase name from the job):
+  /// escaped like a string value, so any name keeps the JSON valid. Not for per-sample fields.
+  JsonWriter& EscapedKey(std::string_view key) {
+    Separate();
+    AppendJsonString(out_, key);
+    out_.push_back(':');
+    after_key_ = true;
+    return *this;
+  }
+
   JsonWriter& String(std::string_view v) {
     Separate();
     AppendJsonString(out_, v);

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/json_writer.h"
+
 namespace stallscope {
 namespace {
 
@@ -131,6 +133,15 @@ TEST(AppendJsonString, EscapesHostileNames) {
     AppendJsonString(out, c.in);
     EXPECT_EQ(out, c.out);
   }
+}
+
+// Issue 12, finding 6: counter and phase names from the job are JSON object keys in the run
+// report; an escape or a quote in one must not break the JSON.
+TEST(JsonWriter, EscapedKeyEscapesHostileNames) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().EscapedKey(std::string("a\"\x1b[31m\r\0", 9)).Int(3).Field("b", 1).EndObject();
+  EXPECT_EQ(out, "{\"a\\\"\\u001b[31m\\u000d\\u0000\":3,\"b\":1}");
 }
 
 TEST(FormatBytes, Readable) {

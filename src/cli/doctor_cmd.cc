@@ -29,7 +29,7 @@ constexpr int64_t kPythonTimeoutNs = 20'000'000'000;
 
 /// A line on stderr while something slow runs, for people at a terminal only.
 void Progress(bool show, std::string_view what) {
-  if (show) fmt::print(stderr, "stallscope doctor: {}\n", what);
+  if (show) fmt::print(stderr, "stallscope doctor: {}\n", EscapeControl(what));
 }
 
 /// `path` made absolute and normal ("." → "/work/run"), for the report.
@@ -46,7 +46,8 @@ std::string AbsolutePath(const std::string& path) {
 int RunDoctor(const DoctorOptions& o) {
   auto data_time = ParseDurationNs(o.data_time);
   if (!data_time.ok()) {
-    fmt::print(stderr, "stallscope doctor: --data-time: {}\n", data_time.error().message);
+    fmt::print(stderr, "stallscope doctor: --data-time: {}\n",
+               EscapeControl(data_time.error().message));
     return 2;
   }
   host::ProcFs fs;

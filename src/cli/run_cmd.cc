@@ -52,7 +52,7 @@ std::string FindPythonDir() {
 std::string StatusPhases(const analysis::LiveWindow& w) {
   std::string out = fmt::format("{:.2f} steps/s", w.steps_per_s);
   for (size_t i = 0; i < w.phases.size() && i < 3; ++i) {
-    out += fmt::format(" | {} {:.0f}%", w.phases[i].name, w.phases[i].share * 100);
+    out += fmt::format(" | {} {:.0f}%", EscapeControl(w.phases[i].name), w.phases[i].share * 100);
   }
   std::string_view suspicion = diagnose::SuspicionText(diagnose::Suspect(w));
   if (!suspicion.empty()) out += fmt::format(" | {}", suspicion);
@@ -66,7 +66,8 @@ std::string InterimReport(const analysis::LiveWindow& w) {
       fmt::format("[stallscope] profile, last {} steps ({:.2f} steps/s){}:\n", w.steps,
                   w.steps_per_s, suspicion.empty() ? "" : fmt::format(", {}", suspicion));
   for (const auto& p : w.phases) {
-    out += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", p.name, p.share * 100,
+    out += fmt::format("[stallscope]   {:<20} {:5.1f}%  {:>9.2f} ms/step\n", EscapeControl(p.name),
+                       p.share * 100,
                        static_cast<double>(p.total_ns) / 1e6 / static_cast<double>(w.steps));
   }
   return out;
@@ -99,7 +100,7 @@ double CpuSeconds(int who) {
 int Report(const diagnose::RunPaths& paths, bool quiet) {
   auto data = diagnose::LoadRun(paths.dir);
   if (!data.ok()) {
-    fmt::print(stderr, "stallscope run: {}\n", data.error().message);
+    fmt::print(stderr, "stallscope run: {}\n", EscapeControl(data.error().message));
     return 1;
   }
   auto report = diagnose::BuildRunReport(*data);
@@ -107,8 +108,8 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
   std::string text = report::RenderRunReportText(report);
   auto st1 = diagnose::WriteFileAtomic(paths.report_txt(), text);
   auto st2 = diagnose::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
-  if (!st1.ok()) fmt::print(stderr, "stallscope run: {}\n", st1.error().message);
-  if (!st2.ok()) fmt::print(stderr, "stallscope run: {}\n", st2.error().message);
+  if (!st1.ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st1.error().message));
+  if (!st2.ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st2.error().message));
   if (!quiet) fmt::print(stderr, "\n{}", text);
   return 0;
 }
@@ -193,7 +194,7 @@ diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
 /// what it could not read).
 void WriteMeta(const diagnose::RunPaths& paths, const diagnose::RunMeta& meta) {
   if (auto st = diagnose::WriteRunMeta(paths, meta); !st.ok()) {
-    fmt::print(stderr, "[stallscope] warning: {}\n", st.error().message);
+    fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(st.error().message));
   }
 }
 
@@ -212,7 +213,7 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
       child.Signal(++interrupts >= 3 ? SIGKILL : sig);
     }
     for (const auto& w : session.DrainPhases(phase::DrainMode::kLive))
-      fmt::print(stderr, "[stallscope] warning: {}\n", w);
+      fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
     exit_code = child.Poll();
     int64_t now = clock.MonotonicNs();
     if (o.quiet || now - last_status < kStatusEveryNs) continue;
@@ -228,7 +229,7 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
   }
   // The job is gone: read what its processes left.
   for (const auto& w : session.DrainPhases(phase::DrainMode::kFinal))
-    fmt::print(stderr, "[stallscope] warning: {}\n", w);
+    fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
   return *exit_code;
 }
 
@@ -237,7 +238,7 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
 int RunRun(const RunOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
-    return fmt::print(stderr, "stallscope run: {}\n", interval.error().message), 2;
+    return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
   if (o.command.empty())
     return fmt::print(stderr,
                       "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
@@ -251,7 +252,8 @@ int RunRun(const RunOptions& o) {
   auto paths = MakeRunPaths(o, name, clock.WallNs());
   if (!paths.ok()) {
     const bool usage = paths.error().code == ErrorCode::kInvalidArgument;
-    return fmt::print(stderr, "stallscope run: {}\n", paths.error().message), usage ? 2 : 1;
+    return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(paths.error().message)),
+           usage ? 2 : 1;
   }
 
   Machine machine = OpenMachine(o.sampling, clock, *interval);
@@ -264,21 +266,22 @@ int RunRun(const RunOptions& o) {
   options.on_write_error = monitor::OnWriteError::kContinue;
   options.on_first_write_error = [](const Error& e) {
     fmt::print(stderr, "[stallscope] warning: {}; the recording stops here, the job goes on\n",
-               e.message);
+               EscapeControl(e.message));
   };
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
   if (auto st = session.WatchPhases(paths->dir); !st.ok())
-    return fmt::print(stderr, "stallscope run: {}\n", st.error().message), 1;
+    return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message)), 1;
   if (auto st = session.StartCommand(o.command, JobEnvironment(*paths, o)); !st.ok()) {
-    fmt::print(stderr, "stallscope run: {}\n", st.error().message);
+    fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
   }
   meta.pid = session.child()->pid();
   WriteMeta(*paths, meta);
-  if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", paths->dir);
+  if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", EscapeControl(paths->dir));
   if (auto st = session.OpenRecording(paths->recording(), sample::RecordingFormat::kJsonl);
       !st.ok()) {
-    fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n", st.error().message);
+    fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n",
+               EscapeControl(st.error().message));
   }
   session.StartSampling();
 
@@ -306,7 +309,7 @@ int RunRun(const RunOptions& o) {
     fmt::print(stderr,
                "[stallscope] warning: the recording stopped early ({}); the report covers the "
                "samples before that\n",
-               recorded.error().message);
+               EscapeControl(recorded.error().message));
   }
   return exit_code;
 }
@@ -324,7 +327,7 @@ int RunDiagnose(const DiagnoseOptions& o) {
   }
   auto data = diagnose::LoadRun(o.dir);
   if (!data.ok()) {
-    fmt::print(stderr, "stallscope diagnose: {}\n", data.error().message);
+    fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(data.error().message));
     return 1;
   }
   auto report = diagnose::BuildRunReport(*data);

@@ -14,7 +14,7 @@ namespace stallscope::cli {
 int RunTop(const TopOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
-    return fmt::print(stderr, "stallscope top: {}\n", interval.error().message), 2;
+    return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(interval.error().message)), 2;
   monitor::BlockTerminationSignals();
   SystemClock clock;
   Machine machine = OpenMachine(o.sampling, clock, *interval);
@@ -70,12 +70,12 @@ int RunTop(const TopOptions& o) {
 int RunSummary(const SummaryOptions& o) {
   auto rec = sample::ReadRecording(o.path);
   if (!rec.ok()) {
-    fmt::print(stderr, "stallscope summary: {}\n", rec.error().message);
+    fmt::print(stderr, "stallscope summary: {}\n", EscapeControl(rec.error().message));
     return 1;
   }
   auto summary = analysis::Summarize(*rec);
   if (o.json) {
-    for (const auto& w : rec->warnings) fmt::print(stderr, "warning: {}\n", w);
+    for (const auto& w : rec->warnings) fmt::print(stderr, "warning: {}\n", EscapeControl(w));
     fmt::print("{}", report::RenderSummaryJson(summary));
   } else {
     fmt::print("{}", report::RenderSummaryText(summary));

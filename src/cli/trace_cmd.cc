@@ -76,7 +76,7 @@ diagnose::TracesHook PerfettoExport(const std::string& path) {
     fmt::print(stderr,
                "stallscope trace: wrote {} ({} slices, {} flows, {} tracks; open it in "
                "https://ui.perfetto.dev)\n",
-               path, stats.slices, stats.flows, stats.tracks);
+               EscapeControl(path), stats.slices, stats.flows, stats.tracks);
     return OkStatus();
   };
 }
@@ -87,11 +87,11 @@ int RunTrace(const TraceOptions& o) {
   trace::AnalysisOptions analysis;
   analysis.hta_compat = o.hta_compat;
   if (auto st = ParseSteps(o.steps, analysis); !st.ok()) {
-    fmt::print(stderr, "stallscope trace: {}\n", st.error().message);
+    fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(st.error().message));
     return 2;
   }
   if (auto st = CheckExportPath(o); !st.ok()) {
-    fmt::print(stderr, "stallscope trace: {}\n", st.error().message);
+    fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(st.error().message));
     return 2;
   }
   trace::ReadOptions read;
@@ -100,12 +100,13 @@ int RunTrace(const TraceOptions& o) {
       o.paths, read, analysis, o.threads,
       o.export_perfetto.empty() ? diagnose::TracesHook{} : PerfettoExport(o.export_perfetto));
   if (!report.ok()) {
-    fmt::print(stderr, "stallscope trace: {}\n", report.error().message);
+    fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(report.error().message));
     return 1;
   }
   // Warnings go to stderr too, so a --json consumer sees them without parsing.
   for (const auto& r : report->ranks) {
-    for (const auto& w : r.warnings) fmt::print(stderr, "stallscope trace: warning: {}\n", w);
+    for (const auto& w : r.warnings)
+      fmt::print(stderr, "stallscope trace: warning: {}\n", EscapeControl(w));
   }
   report::TraceTextOptions text;
   text.per_step = o.per_step;

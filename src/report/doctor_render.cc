@@ -254,7 +254,8 @@ std::string RenderDoctorText(const doctor::Report& r) {
   out += fmt::format("VERDICT  {}\n\n", Verdict(n));
   const std::vector<Row> rows = MergeRows(r.checks);
   size_t width = 5;
-  for (const Row& row : rows) width = std::max(width, row.check->title.size());
+  // Measured escaped: the column is as wide as what the terminal shows.
+  for (const Row& row : rows) width = std::max(width, EscapeControl(row.check->title).size());
   out += fmt::format("{:<6}  {:<{}}  {}\n", "STATUS", "CHECK", width, "DETAIL");
   for (const Row& row : rows) {
     const Check& c = *row.check;

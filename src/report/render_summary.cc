@@ -65,11 +65,12 @@ std::string NextStep(const analysis::RecordingSummary& s) {
 
 std::string RenderSummaryText(const analysis::RecordingSummary& s) {
   std::string out = fmt::format("{} samples over {} on {}\n", s.samples,
-                                FormatDurationNs(s.duration_ns), s.hostname);
-  for (const auto& w : s.warnings) out += "warning: " + w + "\n";
+                                FormatDurationNs(s.duration_ns), EscapeControl(s.hostname));
+  for (const auto& w : s.warnings) out += "warning: " + EscapeControl(w) + "\n";
   out += "\nPer-GPU Breakdown:\n";
   if (s.gpus.empty()) {
-    out += fmt::format("    (no GPUs{})\n", s.gpu_note.empty() ? "" : ": " + s.gpu_note);
+    out += fmt::format("    (no GPUs{})\n",
+                       s.gpu_note.empty() ? "" : ": " + EscapeControl(s.gpu_note));
   }
   for (const auto& g : s.gpus) {
     std::string mem = g.memory_used_mib.count() > 0

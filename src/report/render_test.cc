@@ -1,8 +1,12 @@
 #include "report/render.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/units.h"
+
 #include "golden.h"
+#include "terminal_safe.h"
 
 namespace stallscope::report {
 namespace {
@@ -108,6 +112,39 @@ TEST(LowUtilWarning, NamesTheChecks) {
   auto text = RenderLowUtilWarning(11.0, 10);
   EXPECT_NE(text.find("LOW GPU UTILIZATION (11.0% over the last 10 samples)"), std::string::npos);
   EXPECT_NE(text.find("num_workers"), std::string::npos);
+}
+
+// Issue 12, finding 6: the hostname and GPU names (NVML's strings) are shown escaped, and the
+// NAME column is cut on the escaped text, so the columns after it stay aligned.
+TEST(Top, ControlCharactersAreEscapedAndColumnsStayAligned) {
+  auto h = Header(2);
+  h.hostname = testing::kHostileName;
+  h.gpus[0].name = testing::kHostileName;
+  h.gpus[1].name = "\r";
+  const std::string text = RenderTopText(h, Snapshot(2));
+  EXPECT_EQ(testing::RawControlBytes(text), "");
+  EXPECT_NE(text.find(std::string("stallscope top  ") + std::string(testing::kHostileEscaped)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  0  " + Elide(std::string(testing::kHostileEscaped), 24) + "   85%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  1  " + fmt::format("{:<24}", "\\r") + "   55%"), std::string::npos)
+      << text;
+  auto none = Header(0);
+  none.gpu_note = testing::kHostileName;
+  EXPECT_EQ(testing::RawControlBytes(RenderTopText(none, Snapshot(0))), "");
+}
+
+TEST(Summary, ControlCharactersAreEscaped) {
+  analysis::RecordingSummary s;
+  s.hostname = testing::kHostileName;
+  s.gpu_note = testing::kHostileName;
+  s.warnings.push_back(testing::kHostileName);
+  const std::string text = RenderSummaryText(s);
+  EXPECT_EQ(testing::RawControlBytes(text), "");
+  EXPECT_NE(text.find(testing::kHostileEscaped), std::string::npos) << text;
+  EXPECT_EQ(testing::RawControlBytes(RenderSummaryJson(s)), "");
 }
 
 }  // namespace

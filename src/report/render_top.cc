@@ -43,7 +43,9 @@ std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample
                   "UTIL", "MEMBW", "MEMORY", "POWER", "TEMP", "SM CLOCK", "THROTTLE");
   for (size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
-    const std::string name = Elide(i < header.gpus.size() ? header.gpus[i].name : "?", 24);
+    // Escaped before eliding, so the column is measured on what the terminal shows.
+    const std::string name =
+        Elide(EscapeControl(i < header.gpus.size() ? header.gpus[i].name : "?"), 24);
     if (g.lost) {
       out += fmt::format("{:>3}  {:<24} LOST: the GPU stopped answering\n", i, name);
       continue;
@@ -108,11 +110,11 @@ std::string HostLines(const host::HostSample& h) {
 }  // namespace
 
 std::string RenderTopText(const sample::RecordingHeader& header, const sample::Sample& s) {
-  std::string out =
-      fmt::format("stallscope top  {}  {}\n", header.hostname, FormatIsoUtc(s.wall_ns));
+  std::string out = fmt::format("stallscope top  {}  {}\n", EscapeControl(header.hostname),
+                                FormatIsoUtc(s.wall_ns));
   if (s.gpus.empty()) {
-    out +=
-        header.gpu_note.empty() ? "GPU   none found\n" : fmt::format("GPU   {}\n", header.gpu_note);
+    out += header.gpu_note.empty() ? "GPU   none found\n"
+                                   : fmt::format("GPU   {}\n", EscapeControl(header.gpu_note));
   } else {
     out += GpuTable(header, s);
   }

@@ -38,8 +38,9 @@ std::string JobLines(const diagnose::RunReport& r) {
                                       : "no exit code (still running or monitor killed)";
   if (r.meta.exit_code && *r.meta.exit_code > 128)
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
-  std::string out = fmt::format("Job     {}\n        {}, {} wall\n", JoinCommand(r.meta.command),
-                                exit, FormatDurationSeconds(r.wall_s));
+  std::string out =
+      fmt::format("Job     {}\n        {}, {} wall\n", EscapeControl(JoinCommand(r.meta.command)),
+                  exit, FormatDurationSeconds(r.wall_s));
   for (const auto& rank : r.phases.ranks) {
     out += fmt::format(
         "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,
@@ -49,7 +50,8 @@ std::string JobLines(const diagnose::RunReport& r) {
                          : std::string());
   }
   for (size_t i = 0; i < r.no_phases.size(); ++i) {
-    out += fmt::format("{}{}\n", i == 0 ? "Steps   none: " : "        ", r.no_phases[i]);
+    out += fmt::format("{}{}\n", i == 0 ? "Steps   none: " : "        ",
+                       EscapeControl(r.no_phases[i]));
   }
   return out;
 }
@@ -80,8 +82,8 @@ std::string PythonLines(const std::vector<diagnose::PythonProcess>& python) {
   std::string out;
   for (size_t i = 0; i < groups.size(); ++i) {
     const auto& [key, g] = groups[i];
-    out += fmt::format("{}{}: {} process{}\n", i == 0 ? "Python  " : "        ", key, g.count,
-                       g.count == 1 ? "" : "es");
+    out += fmt::format("{}{}: {} process{}\n", i == 0 ? "Python  " : "        ", EscapeControl(key),
+                       g.count, g.count == 1 ? "" : "es");
   }
   for (const auto& p : python) {
     if (!p.hooks_noted) continue;
@@ -90,7 +92,8 @@ std::string PythonLines(const std::vector<diagnose::PythonProcess>& python) {
       how += fmt::format("{}{} {}", how.empty() ? "" : ", ", phase, mechanism);
     }
     if (p.hooks_error) how = "failed: " + *p.hooks_error;
-    out += fmt::format("        torch {}: {}\n", p.torch_version.value_or("?"), how);
+    out += fmt::format("        torch {}: {}\n", EscapeControl(p.torch_version.value_or("?")),
+                       EscapeControl(how));
     break;  // every process of a job runs the same torch: one line says it
   }
   return out;
@@ -131,7 +134,8 @@ std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
       "\n{:>7}  {:<18} {:<26} {:>6} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9}\n", "PID", "ROLE",
       "COMMAND", "CPU%", "MAX%", "RUN", "SLEEP", "DISK", "THR", "READ", "WRITTEN");
   for (const auto& p : rows) {
-    const std::string cmd = Elide(p.cmdline.empty() ? p.comm : p.cmdline, 26);
+    // Escaped before eliding, so the column is measured on what the terminal shows.
+    const std::string cmd = Elide(EscapeControl(p.cmdline.empty() ? p.comm : p.cmdline), 26);
     out += fmt::format(
         "{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n",
         p.pid, ToString(p.role), cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
@@ -146,7 +150,7 @@ std::string MachineLines(const diagnose::RunReport& r) {
   const auto& m = r.machine;
   std::string out = "\n";
   if (m.gpus.empty()) {
-    out += fmt::format("GPU     {}\n", m.gpu_note.empty() ? "none" : m.gpu_note);
+    out += fmt::format("GPU     {}\n", m.gpu_note.empty() ? "none" : EscapeControl(m.gpu_note));
   }
   for (const auto& g : m.gpus) {
     out += fmt::format("GPU {}   util {:.1f}%", g.index, g.util_pct.mean());
@@ -209,14 +213,17 @@ void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
 }  // namespace
 
 std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> steps_per_s) {
-  std::string note =
-      v.compute_time_note.empty() ? "" : fmt::format("         ({})\n", v.compute_time_note);
+  std::string note = v.compute_time_note.empty()
+                         ? ""
+                         : fmt::format("         ({})\n", EscapeControl(v.compute_time_note));
   if (!v.principal)
     return "VERDICT  none: no bottleneck named (no steps measured, or nothing above its threshold "
            "and the GPU not busy enough to call it GPU-bound)\n" +
            note;
   const diagnose::Finding& f = *v.principal;
-  std::string out = fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), f.reason);
+  // Reasons, fixes and evidence quote phase, kernel and process names: escaped for the terminal.
+  std::string out =
+      fmt::format("VERDICT  {}\n         {}\n", FindingHeadline(f), EscapeControl(f.reason));
   out += note;
   if (f.predicted_steps_per_s && steps_per_s) {
     out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n",
@@ -224,17 +231,18 @@ std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> 
   }
   for (size_t i = 0; i < f.recommendations.size(); ++i) {
     out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1,
-                       f.recommendations[i].text);
+                       EscapeControl(f.recommendations[i].text));
   }
   for (size_t i = 0; i < f.evidence.size(); ++i) {
-    out += fmt::format("{}{}\n", i == 0 ? "EVIDENCE " : "         ", f.evidence[i].text);
+    out += fmt::format("{}{}\n", i == 0 ? "EVIDENCE " : "         ",
+                       EscapeControl(f.evidence[i].text));
   }
   for (size_t i = 0; i < v.secondary.size(); ++i) {
     const auto& s2 = v.secondary[i];
     out += fmt::format("{}{}: {}\n", i == 0 ? "ALSO     " : "         ", FindingHeadline(s2),
-                       s2.reason);
+                       EscapeControl(s2.reason));
     if (!s2.recommendations.empty())
-      out += fmt::format("           fix: {}\n", s2.recommendations.front().text);
+      out += fmt::format("           fix: {}\n", EscapeControl(s2.recommendations.front().text));
   }
   return out;
 }
@@ -292,11 +300,11 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
                          p.rank, "count", "total", "share", "mean", "p50", "p95", "p99", "max");
       out += gpu ? fmt::format("  {:>9} {:>6}\n", "gpu mean", "gpu") : "\n";
     }
-    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}", p.name,
-                       p.count, FormatDurationSeconds(p.total_s), p.share * 100,
-                       FormatDurationSeconds(p.mean_s), FormatDurationSeconds(p.p50_s),
-                       FormatDurationSeconds(p.p95_s), FormatDurationSeconds(p.p99_s),
-                       FormatDurationSeconds(p.max_s));
+    out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9} {:>9} {:>9} {:>9}",
+                       EscapeControl(p.name), p.count, FormatDurationSeconds(p.total_s),
+                       p.share * 100, FormatDurationSeconds(p.mean_s),
+                       FormatDurationSeconds(p.p50_s), FormatDurationSeconds(p.p95_s),
+                       FormatDurationSeconds(p.p99_s), FormatDurationSeconds(p.max_s));
     if (p.gpu) {
       out += fmt::format("  {:>9} {:>5.1f}%", FormatDurationSeconds(p.gpu->mean_s),
                          p.gpu->share * 100);
@@ -307,7 +315,8 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
 }
 
 std::string RenderRunReportText(const diagnose::RunReport& r) {
-  std::string out = fmt::format("stallscope run report: {}  ({})\n", r.meta.name, r.dir);
+  std::string out = fmt::format("stallscope run report: {}  ({})\n", EscapeControl(r.meta.name),
+                                EscapeControl(r.dir));
   out += VerdictLines(r);
   out += '\n';
   out += JobLines(r);
@@ -317,7 +326,7 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     int64_t steps = 0;
     for (const auto& rank : r.phases.ranks) steps += rank.count;
     for (const auto& [name, n] : r.phases.counters_total) {
-      syncs += fmt::format("{}{} {}", syncs.empty() ? "" : ", ", n, name);
+      syncs += fmt::format("{}{} {}", syncs.empty() ? "" : ", ", n, EscapeControl(name));
       if (steps > 0)
         syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
     }
@@ -325,7 +334,7 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   }
   for (size_t i = 0; i < r.sync_sites.size() && i < kSyncSitesShown; ++i) {
     out += fmt::format("{}{}\n", i == 0 ? "Syncs at  " : "          ",
-                       diagnose::SyncSiteText(r.sync_sites[i]));
+                       EscapeControl(diagnose::SyncSiteText(r.sync_sites[i])));
   }
   if (r.phases.outside_steps_s > 0.0005)
     out += fmt::format("Outside steps (setup, final save): {}\n",
@@ -341,10 +350,10 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   out += ProcessTable(r.processes);
   out += MachineLines(r);
   out += OverheadLine(r.overhead);
-  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
+  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", EscapeControl(w));
   if (r.phases.lost_records > 0)
     out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
-  out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", r.dir);
+  out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", EscapeControl(r.dir));
   return out;
 }
 
@@ -462,7 +471,7 @@ void WritePythonJson(JsonWriter& w, const diagnose::RunReport& r) {
     w.Field("backend", p.backend).Field("backend_error", p.backend_error);
     w.Field("torch", p.torch_version).Field("hooks_error", p.hooks_error);
     w.Key("mechanisms").BeginObject();
-    for (const auto& [phase, how] : p.mechanisms) w.Field(phase, how);
+    for (const auto& [phase, how] : p.mechanisms) w.EscapedKey(phase).String(how);
     w.EndObject().EndObject();
   }
   w.EndArray();
@@ -491,7 +500,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
   w.EndArray();
   w.Key("counters").BeginObject();
-  for (const auto& [name, n] : r.phases.counters_total) w.Field(name, n);
+  for (const auto& [name, n] : r.phases.counters_total) w.EscapedKey(name).Int(n);
   w.EndObject();
   WriteSyncSitesJson(w, r);
   WriteLoadersJson(w, r);

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include "base/units.h"
+
 #include "diagnose/verdict.h"
 #include "golden.h"
+#include "terminal_safe.h"
 
 namespace stallscope::report {
 namespace {
@@ -39,6 +42,51 @@ TEST(RunReportGolden, NotARunDirectoryIsAOneLineError) {
   ASSERT_FALSE(data.ok());
   EXPECT_NE(data.error().message.find("not a stallscope run directory"), std::string::npos);
   EXPECT_EQ(data.error().message.find('\n'), std::string::npos);
+}
+
+// Issue 12, finding 6: every string that came from the job (command line, phase and counter
+// names, process command lines, Python notes, warnings and the verdict that quotes them) is shown
+// escaped, and the process table's COMMAND column keeps its width.
+TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
+  const std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
+  auto data = diagnose::LoadRun(dir);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  auto r = diagnose::BuildRunReport(*data);
+  r.verdict = diagnose::Diagnose(*data, r);
+  const std::string& bad = testing::kHostileName;
+  r.meta.name = bad;
+  r.meta.command.push_back(bad);
+  r.dir = bad;
+  ASSERT_FALSE(r.phases.phases.empty());
+  r.phases.phases[0].name = bad;
+  r.phases.counters_total[bad] = 3;
+  ASSERT_FALSE(r.processes.empty());
+  r.processes[0].cmdline = bad;
+  r.no_phases.push_back(bad);
+  r.warnings.push_back(bad);
+  r.machine.gpu_note = bad;
+  diagnose::PythonProcess py;
+  py.implementation = "cpython";
+  py.executable = bad;
+  py.backend_error = bad;
+  py.hooks_noted = true;
+  py.hooks_error = bad;
+  r.python.push_back(py);
+  ASSERT_TRUE(r.verdict.principal.has_value());
+  r.verdict.principal->reason = bad;
+  r.verdict.principal->evidence.front().text = bad;
+  r.verdict.principal->recommendations.front().text = bad;
+  r.verdict.compute_time_note = bad;
+
+  const std::string text = RenderRunReportText(r);
+  EXPECT_EQ(testing::RawControlBytes(text), "");
+  EXPECT_NE(text.find(testing::kHostileEscaped), std::string::npos) << text;
+  EXPECT_EQ(text.find("pwned\x07"), std::string::npos) << text;
+  // The COMMAND column is cut on the escaped text, so the CPU% column stays where it was.
+  const std::string row =
+      "   8317  main               " + Elide(std::string(testing::kHostileEscaped), 26) + "   99.8";
+  EXPECT_NE(text.find(row), std::string::npos) << text;
+  EXPECT_EQ(testing::RawControlBytes(RenderRunReportJson(r)), "");
 }
 
 }  // namespace

@@ -171,7 +171,8 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   for (size_t i = 0; i < kr.kernels.size() && i < o.top_kernels; ++i) {
     const auto& s = kr.kernels[i];
     out += fmt::format("    {:>9} {:>6.1f}% {:>7}x  {}{}\n", Dur(s.total_ns), s.busy_share * 100,
-                       s.count, trace::ShortKernelName(s.name, 80), s.tensor_core ? "  [TC]" : "");
+                       s.count, EscapeControl(trace::ShortKernelName(s.name, 80)),
+                       s.tensor_core ? "  [TC]" : "");
   }
   for (const auto& m : kr.memcpy) {
     bool host = m.kind.host_memory != trace::HostMemory::kNone &&
@@ -185,8 +186,8 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   for (const auto& c : kr.collectives) {
     if (c.kernel_count == 0) continue;  // host-only ranges (record_param_comms waits): JSON only
     out += fmt::format("  Collective {}: {} kernels, {} on the GPU (max {}), {} host calls\n",
-                       c.collective, c.kernel_count, Dur(c.kernel_time_ns), Dur(c.kernel_max_ns),
-                       c.cpu_calls);
+                       EscapeControl(c.collective), c.kernel_count, Dur(c.kernel_time_ns),
+                       Dur(c.kernel_max_ns), c.cpu_calls);
   }
   return out;
 }
@@ -521,19 +522,20 @@ std::string RenderTraceText(const TraceReport& r, const TraceTextOptions& o) {
   for (const auto& k : r.ranks) {
     std::string body = StreamTable(k, o) + LaunchLines(k) + KernelLines(k, o) + SeriesLines(k);
     if (body.empty()) continue;
-    out += fmt::format("\nRank {}  ({}{})\n", k.rank, k.path,
-                       k.rank_source == "distributedInfo" ? "" : ", rank from " + k.rank_source);
+    out += fmt::format(
+        "\nRank {}  ({}{})\n", k.rank, EscapeControl(k.path),
+        k.rank_source == "distributedInfo" ? "" : ", rank from " + EscapeControl(k.rank_source));
     out += body;
   }
   out += CrossLines(r);
   bool warned = false;
   for (const auto& k : r.ranks) {
     for (const auto& w : k.warnings) {
-      out += fmt::format("{}warning: {}\n", warned ? "" : "\n", w);
+      out += fmt::format("{}warning: {}\n", warned ? "" : "\n", EscapeControl(w));
       warned = true;
     }
   }
-  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
+  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", EscapeControl(w));
   out +=
       "\nNext: --json for every number, --per-step for each step's breakdown, "
       "--export-perfetto merged.json to see the timeline in ui.perfetto.dev\n";

@@ -311,4 +311,36 @@ TEST_F(TraceE2e, RealTorchProfilerTraceOfDataBoundWorkload) {
   EXPECT_EQ(j["verdict"]["principal"]["class"], "data_bound_cpu");
 }
 
+// Issue 12, finding 6: a trace whose kernel name, thread name and file name hold terminal escapes
+// (SGR colour, OSC window title, carriage return) is reported with them escaped: stdout and stderr
+// hold no raw control byte but line ends.
+TEST_F(TraceE2e, ControlCharactersInNamesAreEscaped) {
+  std::string text = Slurp(Fixture("kernels_comm.json"));
+  const std::string kernel = "void at::native::vectorized_elementwise_kernel<4>(int)";
+  const size_t at = text.find(kernel);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, kernel.size(), "\\u001b]0;pwned\\u0007\\u001b[31mkernel\\r");
+  const size_t events = text.find("\"traceEvents\": [");
+  ASSERT_NE(events, std::string::npos);
+  text.insert(events + 16,
+              "\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 100, \"tid\": 1, "
+              "\"args\": {\"name\": \"\\u001b[31mthread\\r\"}},");
+  const fs::path f = dir_ / "rank\x1b[31m\r.json";
+  std::ofstream(f) << text;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"trace", f.string()}, {"trace", f.string(), "--per-step"}}) {
+    Output o = Run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    for (const std::string* s : {&o.out, &o.err}) {
+      for (char c : *s) {
+        const auto u = static_cast<unsigned char>(c);
+        ASSERT_TRUE(u >= 0x20 || c == '\n') << "raw byte " << int{u} << " in\n" << *s;
+        ASSERT_NE(u, 0x7f);
+      }
+    }
+    EXPECT_NE(o.out.find("\\x1b]0;pwned\\x07\\x1b[31mkernel\\r"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("rank\\x1b[31m\\r.json"), std::string::npos) << o.out;
+  }
+}
+
 }  // namespace

@@ -182,6 +182,43 @@ TEST(DiagnoseE2e, NullPidInRunJsonIsAOneLineErrorNotAnAbort) {
   if (!::testing::Test::HasFailure()) fs::remove_all(dir);
 }
 
+// Issue 12 finding 6: a phase name from the job's events.names.jsonl, and a run directory name,
+// with terminal escapes (OSC window title, SGR colour, carriage return) reached the terminal raw.
+// Now `diagnose` shows them escaped: stdout holds no control byte but line ends.
+TEST(DiagnoseE2e, ControlCharactersInPhaseNamesAreEscaped) {
+  const fs::path dir = fs::temp_directory_path() / ("stallscope_esc_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path run = dir / "r\x1b[31m\r";
+  fs::copy(fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu", run,
+           fs::copy_options::recursive);
+  std::string names = Slurp(run / "events.names.jsonl");
+  const std::string phase = "\"forward_pass\"";
+  const size_t at = names.find(phase);
+  ASSERT_NE(at, std::string::npos);
+  names.replace(at, phase.size(), "\"\\u001b]0;pwned\\u0007\\u001b[31mfwd\\r\"");
+  std::ofstream(run / "events.names.jsonl") << names;
+  auto o = stallscope::testing::RunProcess({STALLSCOPE_BIN, "diagnose", run.string()},
+                                           stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}),
+                                           dir, 30);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  for (const std::string* text : {&o.out, &o.err}) {
+    for (char c : *text) {
+      const auto u = static_cast<unsigned char>(c);
+      ASSERT_TRUE((u >= 0x20 && u != 0x7f) || c == '\n') << "raw byte " << int{u} << " in\n"
+                                                         << *text;
+    }
+  }
+  EXPECT_NE(o.out.find("  \\x1b]0;pwned\\x07\\x1b[31mfwd\\r "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("r\\x1b[31m\\r"), std::string::npos) << o.out;
+  // --json keeps the name itself, escaped by JSON's rules.
+  auto j = stallscope::testing::RunProcess({STALLSCOPE_BIN, "diagnose", "--json", run.string()},
+                                           stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}),
+                                           dir, 30);
+  EXPECT_NE(j.out.find("\\u001b]0;pwned\\u0007\\u001b[31mfwd\\u000d"), std::string::npos) << j.out;
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
 // Issue 12 finding 4: `top --once` aborted with bad_alloc when NVML reported 0xFFFFFFFF devices.
 // Now the GPUs are skipped with a one-line note and the host snapshot still prints.
 TEST(TopE2e, AbsurdDeviceCountIsAOneLineNoteNotAnAbort) {
