@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/units.h"
 #include "base/version.h"
 
 namespace stallscope::cli {
@@ -29,7 +30,7 @@ Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t 
   } else {
     m.header.gpu_note =
         fmt::format("no NVIDIA GPU: {} — GPU metrics unavailable", opened.error().message);
-    fmt::print(stderr, "{}\n", m.header.gpu_note);
+    fmt::print(stderr, "{}\n", EscapeControl(m.header.gpu_note));  // dlerror() may carry a path
     m.gpus = gpu::MakeNoGpuBackend();
   }
   auto& h = m.header;
