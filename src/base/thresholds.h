@@ -153,13 +153,16 @@ struct ThresholdSet {
                              "stallscope: the likelier of two causes the data cannot split"};
   Threshold confidence_doubtful{"confidence_doubtful", 0.4, "confidence (0..1)",
                                 "stallscope: a signature whose precondition failed"};
+  Threshold corrupt_data_confidence_max{
+      "corrupt_data_confidence_max", 0.3, "confidence (0..1)",
+      "stallscope: the most any finding gets when phase records were corrupt (issue 12)"};
 };
 
 /// The values every command uses.
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 51> kThresholdTable{{
+inline constexpr std::array<Threshold, 52> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -211,6 +214,7 @@ inline constexpr std::array<Threshold, 51> kThresholdTable{{
     kThresholds.confidence_weak,
     kThresholds.confidence_guess,
     kThresholds.confidence_doubtful,
+    kThresholds.corrupt_data_confidence_max,
 }};
 
 /// The table for the README and the CLI.

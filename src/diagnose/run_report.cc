@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -365,6 +367,31 @@ RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
   return o;
 }
 
+/// Drops phase records that cannot be this run's: from a process no ring or names line knows,
+/// or timed more than a second outside the run (before its start; after its end, when run.json
+/// has one). What corrupt bytes in events.bin turn into; a warning says how many.
+void DropImplausibleEvents(RunData& d) {
+  constexpr int64_t kSlackNs = kNsPerSec;
+  std::unordered_set<int32_t> pids;
+  for (const auto& p : d.events.processes) pids.insert(p.pid);
+  const int64_t first = d.meta.start_mono_ns - kSlackNs;
+  const int64_t last =
+      d.meta.end_mono_ns ? *d.meta.end_mono_ns + kSlackNs : std::numeric_limits<int64_t>::max();
+  const size_t before = d.events.events.size();
+  std::erase_if(d.events.events, [&](const phase::LoggedEvent& e) {
+    return !pids.contains(e.pid) || e.ts_ns < first || e.ts_ns > last;
+  });
+  const uint64_t invalid = d.events.invalid_records;  // of no known kind, skipped on read
+  d.implausible_events = static_cast<int64_t>(before - d.events.events.size() + invalid);
+  if (d.implausible_events > 0) {
+    d.warnings.push_back(fmt::format(
+        "{}/events.bin: {} of {} phase records cannot be this run's (no known kind, an unknown "
+        "process or a time outside the run): skipped; the file may be corrupt, and no verdict is "
+        "confident",
+        d.paths.dir, d.implausible_events, before + invalid));
+  }
+}
+
 }  // namespace
 
 Result<RunData> LoadRun(const std::string& dir) {
@@ -387,6 +414,7 @@ Result<RunData> LoadRun(const std::string& dir) {
   if (events.ok()) {
     d.events = std::move(events.value());
     for (const auto& w : d.events.warnings) d.warnings.push_back(w);
+    DropImplausibleEvents(d);
   } else {
     d.warnings.push_back(events.error().message);
   }

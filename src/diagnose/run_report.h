@@ -25,6 +25,9 @@ struct RunData {
   phase::EventLog events;
   PythonNotes python;  ///< the job's Python interpreters (python.jsonl); empty for old runs
   std::vector<std::string> warnings;
+  /// Phase records that cannot be this run's (an unknown process, a time outside the run):
+  /// skipped; a sign of a corrupt events.bin, and no verdict is confident then.
+  int64_t implausible_events = 0;
   /// Set when the run is a profiler trace (`stallscope trace`): the GPU timeline's facts.
   std::optional<TraceFacts> trace;
 };

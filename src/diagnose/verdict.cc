@@ -76,7 +76,18 @@ Verdict RankFindings(std::vector<Finding> findings) {
 }
 
 Verdict Diagnose(const RunData& data, const RunReport& report) {
-  return Diagnose(BuildRunFacts(data, report));
+  Verdict v = Diagnose(BuildRunFacts(data, report));
+  if (data.implausible_events > 0) {
+    // Corrupt phase data: the findings stand as leads, never as confident verdicts.
+    const double cap = kThresholds.corrupt_data_confidence_max.value;
+    for (Finding& f : v.secondary) f.confidence = std::min(f.confidence, cap);
+    if (v.principal) {
+      v.principal->confidence = std::min(v.principal->confidence, cap);
+      v.principal->reason += fmt::format(" (uncertain: {} corrupt phase records were skipped)",
+                                         data.implausible_events);
+    }
+  }
+  return v;
 }
 
 Verdict Diagnose(const Facts& context) {

@@ -157,8 +157,10 @@ Status ReadBinary(const std::string& path, EventLog& log) {
   }
   LoggedEvent e;
   while (in.read(reinterpret_cast<char*>(&e), sizeof(e))) {
-    if (static_cast<uint8_t>(e.kind) == 0 || static_cast<uint8_t>(e.kind) > kMaxRecordKind)
+    if (static_cast<uint8_t>(e.kind) == 0 || static_cast<uint8_t>(e.kind) > kMaxRecordKind) {
+      ++log.invalid_records;
       continue;
+    }
     log.events.push_back(e);
   }
   if (in.gcount() > 0)
@@ -248,6 +250,9 @@ void ReadRingTails(const std::string& dir, EventLog& log) {
     auto reader = PhaseReader::Open(entry.path().string());
     if (!reader.ok()) continue;  // events.bin already holds what it had
     const RingInfo& info = reader->info();
+    // Known from its ring even when the monitor died before writing its "process" line.
+    if (known.insert(info.pid).second)
+      log.processes.push_back({info.pid, info.rank, info.world_size, info.start_monotonic_ns});
     const uint64_t from = saved[info.pid];
     if (reader->write_index() <= from) continue;
     std::vector<PhaseRecord> records = reader->ReadAll();
@@ -263,8 +268,6 @@ void ReadRingTails(const std::string& dir, EventLog& log) {
       ++added;
     }
     if (!any) continue;
-    if (known.insert(info.pid).second)
-      log.processes.push_back({info.pid, info.rank, info.world_size, info.start_monotonic_ns});
     const auto& names = reader->Names();
     for (size_t id = 1; id < names.size(); ++id)
       log.names.try_emplace({info.pid, static_cast<uint16_t>(id)}, names[id]);

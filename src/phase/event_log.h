@@ -47,8 +47,9 @@ struct EventLog {
   std::vector<LoggedEvent> events;  ///< per process in write order; processes concatenated
   std::map<std::pair<int32_t, uint16_t>, std::string> names;  ///< (pid, phase_id) → name
   std::vector<EventProcess> processes;
-  std::vector<MetaItem> meta;  ///< ordered by ts_ns
-  uint64_t lost_records = 0;   ///< overwritten/incomplete while draining, plus writer drops
+  std::vector<MetaItem> meta;    ///< ordered by ts_ns
+  uint64_t lost_records = 0;     ///< overwritten/incomplete while draining, plus writer drops
+  uint64_t invalid_records = 0;  ///< events.bin records of no known kind (corrupt): skipped
   std::vector<std::string> warnings;
 
   /// Name of an event's phase ("" if unknown).
