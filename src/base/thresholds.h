@@ -156,13 +156,21 @@ struct ThresholdSet {
   Threshold corrupt_data_confidence_max{
       "corrupt_data_confidence_max", 0.3, "confidence (0..1)",
       "stallscope: the most any finding gets when phase records were corrupt (issue 12)"};
+  Threshold busy_host_other_share{
+      "busy_host_other_share", 0.25, "fraction of the host's CPUs",
+      "stallscope: processes outside the job used this much of the host's CPUs (issue 12)"};
+  Threshold busy_host_other_cpus{"busy_host_other_cpus", 0.5, "CPUs",
+                                 "stallscope: and at least this many CPUs (not noise)"};
+  Threshold busy_host_confidence_max{
+      "busy_host_confidence_max", 0.6, "confidence (0..1)",
+      "stallscope: the most a host-CPU finding gets on a busy host (issue 12)"};
 };
 
 /// The values every command uses.
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 52> kThresholdTable{{
+inline constexpr std::array<Threshold, 55> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -215,6 +223,9 @@ inline constexpr std::array<Threshold, 52> kThresholdTable{{
     kThresholds.confidence_guess,
     kThresholds.confidence_doubtful,
     kThresholds.corrupt_data_confidence_max,
+    kThresholds.busy_host_other_share,
+    kThresholds.busy_host_other_cpus,
+    kThresholds.busy_host_confidence_max,
 }};
 
 /// The table for the README and the CLI.

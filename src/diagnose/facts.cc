@@ -86,6 +86,27 @@ void HostFacts(const RunData& data, Facts& c) {
   c.allowed_cpus = std::max<int64_t>(1, allowed);
 }
 
+/// Other work on the host: per sample, the host's busy CPUs less the job tree's CPU. A sample
+/// where a process of the job has no CPU rate yet (first seen) would count the job's new process
+/// as other work: skipped.
+void OtherCpuFacts(const RunData& data, Facts& c) {
+  RunningStats other;
+  for (const auto& s : data.recording.samples) {
+    uint32_t cpus = s.host.cpu_count > 0 ? s.host.cpu_count : c.host_cpus;
+    if (!s.host.cpu || !s.has_processes || cpus == 0) continue;
+    double job = 0;
+    bool complete = true;
+    for (const auto& p : s.processes) {
+      if (!p.cpu_pct) complete = false;
+      job += p.cpu_pct.value_or(0) / 100.0;
+    }
+    if (!complete) continue;
+    double busy = s.host.cpu->busy_pct / 100.0 * static_cast<double>(cpus);
+    other.Add(std::max(0.0, busy - job));
+  }
+  if (other.count() > 0) c.other_cpu = other.mean();
+}
+
 /// GPU seconds of a compute phase on one rank, extrapolated from the instances that have one to
 /// all of them; nullopt when fewer than gpu_time_coverage of them do.
 std::optional<double> GpuShareOf(const analysis::PhaseStats& p) {
@@ -340,6 +361,19 @@ double Facts::Share(std::string_view phase) const {
   return it == phase_share.end() ? 0.0 : it->second;
 }
 
+bool Facts::HostBusy() const {
+  if (!other_cpu || host_cpus == 0) return false;
+  return *other_cpu >= kThresholds.busy_host_other_cpus.value &&
+         *other_cpu >= kThresholds.busy_host_other_share.value * static_cast<double>(host_cpus);
+}
+
+double Facts::UsableCpus() const {
+  auto allowed = static_cast<double>(allowed_cpus);
+  if (!HostBusy()) return allowed;
+  double taken = *other_cpu * std::min(1.0, allowed / static_cast<double>(host_cpus));
+  return std::max(1.0, allowed - taken);
+}
+
 int64_t Facts::NumWorkers() const {
   if (loader && loader->num_workers) return *loader->num_workers;
   // No loader info (hooks off): infer from the processes seen.
@@ -352,6 +386,8 @@ Facts BuildRunFacts(const RunData& data, const RunReport& report) {
   c.wall_s = report.wall_s;
   c.phases = report.phases;
   HostFacts(data, c);
+  OtherCpuFacts(data, c);
+  c.corrupt_records = data.implausible_events;
   StepFacts(c.phases, c);
   ProcessFacts(data, report, c);
   GpuFactsOf(data, report, c);

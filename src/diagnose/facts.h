@@ -55,6 +55,11 @@ struct Facts {
   std::optional<int64_t> affinity_cpus;
   uint64_t cgroup_nr_throttled = 0;  ///< sum of cpu.stat nr_throttled deltas
   double wall_s = 0;
+  /// CPUs used by processes outside the job's tree (host busy CPUs − the job's CPU), mean over
+  /// the samples that have both; empty for a trace or a recording without them.
+  std::optional<double> other_cpu;
+  /// Phase records of events.bin that cannot be this run's (corrupt bytes), skipped on load.
+  int64_t corrupt_records = 0;
 
   // --- steps and phases -----------------------------------------------------------------------
   int64_t ranks = 0;  ///< ranks with steps
@@ -112,6 +117,11 @@ struct Facts {
   std::optional<TraceFacts> trace;
 
   [[nodiscard]] double Share(std::string_view phase) const;
+  /// Other work used ≥ busy_host_other_share of the host's CPUs (and ≥ busy_host_other_cpus).
+  [[nodiscard]] bool HostBusy() const;
+  /// The allowed CPUs less other work's share of them when the host is busy (others assumed
+  /// spread evenly over the host's CPUs); at least 1. What a fix can count on.
+  [[nodiscard]] double UsableCpus() const;
   /// Loader num_workers (0 when unknown and no worker process was seen).
   [[nodiscard]] int64_t NumWorkers() const;
 };

@@ -66,6 +66,9 @@ struct Verdict {
   /// `compute_time_note` says what GPU time changed.
   std::string compute_time;
   std::string compute_time_note;
+  /// What limits how far the verdict can be trusted (corrupt phase records, other work on the
+  /// host), one sentence each, for people; the confidences already carry the discount.
+  std::vector<std::string> caveats;
 };
 
 }  // namespace stallscope::diagnose

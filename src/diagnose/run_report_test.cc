@@ -64,8 +64,10 @@ TEST(LoadRun, CorruptEventsAreSkippedWarnedAndNoVerdictIsConfident) {
   EXPECT_NEAR(bad.report.phases.ranks[0].mean_step_s, clean_step, clean_step * 0.25);
   ASSERT_TRUE(bad.report.verdict.principal.has_value());
   EXPECT_LE(bad.report.verdict.principal->confidence, 0.3);
-  EXPECT_NE(bad.report.verdict.principal->reason.find("corrupt phase records were skipped"),
+  ASSERT_EQ(bad.report.verdict.caveats.size(), 1u);
+  EXPECT_NE(bad.report.verdict.caveats[0].find("corrupt phase records were skipped"),
             std::string::npos);
+  EXPECT_TRUE(clean.report.verdict.caveats.empty());
   for (const Finding& f2 : bad.report.verdict.secondary) EXPECT_LE(f2.confidence, 0.3);
 }
 

@@ -76,19 +76,57 @@ Verdict RankFindings(std::vector<Finding> findings) {
 }
 
 Verdict Diagnose(const RunData& data, const RunReport& report) {
-  Verdict v = Diagnose(BuildRunFacts(data, report));
-  if (data.implausible_events > 0) {
-    // Corrupt phase data: the findings stand as leads, never as confident verdicts.
-    const double cap = kThresholds.corrupt_data_confidence_max.value;
-    for (Finding& f : v.secondary) f.confidence = std::min(f.confidence, cap);
-    if (v.principal) {
-      v.principal->confidence = std::min(v.principal->confidence, cap);
-      v.principal->reason += fmt::format(" (uncertain: {} corrupt phase records were skipped)",
-                                         data.implausible_events);
-    }
-  }
-  return v;
+  return Diagnose(BuildRunFacts(data, report));
 }
+
+namespace {
+
+/// Classes whose cause is host CPU time: other work on the host can cause or inflate them.
+bool HostCpuClass(FindingClass c) {
+  switch (c) {
+    case FindingClass::kDataBoundCpu:
+    case FindingClass::kHostSyncOrLogging:
+    case FindingClass::kThreadOversubscription:
+    case FindingClass::kEpochBoundaryStall:
+    case FindingClass::kPrefetchTooShallow:
+    case FindingClass::kHostLaunchBound:
+    case FindingClass::kStraggler:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// The discounts that hold for the whole verdict, applied before ranking: corrupt phase data
+/// (every finding a lead, none confident) and a host busy with other work (the host-CPU findings
+/// less certain). Returns the caveats that say so.
+std::vector<std::string> ApplyCaveats(const Facts& c, std::vector<Finding>& findings) {
+  std::vector<std::string> caveats;
+  auto cap = [&findings](double most, auto applies) {
+    for (Finding& f : findings) {
+      if (applies(f)) f.confidence = std::min(f.confidence, most);
+    }
+  };
+  if (c.corrupt_records > 0) {
+    cap(kThresholds.corrupt_data_confidence_max.value, [](const Finding&) { return true; });
+    caveats.push_back(fmt::format(
+        "uncertain: {} corrupt phase records were skipped; no finding is more than {:.0f}% "
+        "confident",
+        c.corrupt_records, kThresholds.corrupt_data_confidence_max.value * 100));
+  }
+  if (c.HostBusy()) {
+    cap(kThresholds.busy_host_confidence_max.value,
+        [](const Finding& f) { return HostCpuClass(f.cls); });
+    caveats.push_back(fmt::format(
+        "busy host: other processes used {:.1f} of the {} CPUs during the run; host-CPU "
+        "findings are less certain, predictions count {:.1f} CPUs for the job, and an idle host "
+        "would run it faster",
+        *c.other_cpu, c.host_cpus, c.UsableCpus()));
+  }
+  return caveats;
+}
+
+}  // namespace
 
 Verdict Diagnose(const Facts& context) {
   std::vector<Finding> findings;
@@ -104,7 +142,9 @@ Verdict Diagnose(const Facts& context) {
   if (!context.has_gpu && data_or_sync) {
     std::erase_if(findings, [](const Finding& f) { return f.cls == FindingClass::kGpuBound; });
   }
+  std::vector<std::string> caveats = ApplyCaveats(context, findings);
   Verdict v = RankFindings(std::move(findings));
+  v.caveats = std::move(caveats);
   v.compute_time = "host";
   if (context.compute_on_gpu) {
     v.compute_time = "gpu";

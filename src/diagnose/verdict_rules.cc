@@ -126,7 +126,7 @@ std::optional<Prediction> Predict(const Facts& c, const Loading& l, int64_t work
   }
   double ranks = static_cast<double>(std::max<int64_t>(1, c.ranks));
   p.cpu_s = batch_cpu_s + main_cpu_s;
-  double cpu_bound_s = p.cpu_s * ranks / static_cast<double>(c.allowed_cpus);
+  double cpu_bound_s = p.cpu_s * ranks / c.UsableCpus();
   double worker_bound_s = p.batch_s / static_cast<double>(workers);
   p.step_s = std::max({p.compute_s, worker_bound_s, cpu_bound_s});
   p.cpu_limited = cpu_bound_s >= p.step_s && cpu_bound_s > p.compute_s;
@@ -226,15 +226,17 @@ void AddWorkersAdvice(const Facts& c, const Loading& l, int64_t target, Finding&
   f.predicted_steps_per_s = 1.0 / p->step_s;
   bool persistent = c.loader && c.loader->persistent_workers.value_or(false);
   auto ranks = std::max<int64_t>(1, c.ranks);
-  f.evidence.push_back(Ev(
-      fmt::format("predicted {:.2f} steps/s steady state with num_workers={}{} (now {:.2f}): "
-                  "step ≈ max(compute {}, batch {} / {}, CPU {}{} / {}); worker start-up "
-                  "excluded",
-                  *f.predicted_steps_per_s, target, persistent ? "" : ", persistent_workers=True",
-                  c.steps_per_s, Secs(p->compute_s), Secs(p->batch_s),
-                  Plural(target, "worker", "workers"), Secs(p->cpu_s),
-                  ranks > 1 ? fmt::format(" × {} ranks", ranks) : "", Cpus(c.allowed_cpus)),
-      "predicted_steps_per_s", *f.predicted_steps_per_s, "steps/s"));
+  std::string cpus = c.HostBusy() ? fmt::format("{:.1f} CPUs other work leaves", c.UsableCpus())
+                                  : Cpus(c.allowed_cpus);
+  f.evidence.push_back(
+      Ev(fmt::format("predicted {:.2f} steps/s steady state with num_workers={}{} (now {:.2f}): "
+                     "step ≈ max(compute {}, batch {} / {}, CPU {}{} / {}); worker start-up "
+                     "excluded",
+                     *f.predicted_steps_per_s, target,
+                     persistent ? "" : ", persistent_workers=True", c.steps_per_s,
+                     Secs(p->compute_s), Secs(p->batch_s), Plural(target, "worker", "workers"),
+                     Secs(p->cpu_s), ranks > 1 ? fmt::format(" × {} ranks", ranks) : "", cpus),
+         "predicted_steps_per_s", *f.predicted_steps_per_s, "steps/s"));
   if (p->cpu_limited) {
     Rec(f, 2,
         fmt::format("more CPUs: the predicted rate is limited by the {} allowed ({})",
@@ -247,10 +249,14 @@ void AddSaturatedAdvice(const Facts& c, const Loading& l, Finding& f) {
   std::string users = l.num_workers == 0
                           ? std::string("the main process already uses")
                           : fmt::format("{} and the main process already fill", l.who);
-  f.evidence.push_back(
-      Ev(fmt::format("{} all {} allowed: more workers cannot help", users, Cpus(c.allowed_cpus)),
-         "allowed_cpus_used", c.worker_cpu_sum + c.main_cpu, "CPUs",
-         static_cast<double>(c.allowed_cpus)));
+  std::string all =
+      c.HostBusy() ? fmt::format(
+                         "the {:.1f} CPUs other work leaves of the {} "
+                         "allowed: more workers cannot help until it stops",
+                         c.UsableCpus(), Cpus(c.allowed_cpus))
+                   : fmt::format("all {} allowed: more workers cannot help", Cpus(c.allowed_cpus));
+  f.evidence.push_back(Ev(fmt::format("{} {}", users, all), "allowed_cpus_used",
+                          c.worker_cpu_sum + c.main_cpu, "CPUs", c.UsableCpus()));
   if (l.num_workers > 0 && !(c.loader && c.loader->persistent_workers.value_or(false))) {
     Rec(f, 0,
         "persistent_workers=True (re-spawning workers every epoch spends CPU that is already "
@@ -302,6 +308,20 @@ std::optional<Finding> DataBoundCpu(const Facts& c, const Loading& l, double con
     }
     if (best_s > 0 && c.step_mean_s > 0 && c.step_mean_s / best_s < T.min_predicted_speedup.value)
       saturated = true;
+  }
+  if (c.HostBusy()) {
+    // Free: the CPUs other work took are the job's again (and the measurement was pessimistic).
+    f.evidence.push_back(
+        Ev(fmt::format("other processes used {:.1f} of the host's {} during the "
+                       "run (threshold {}, {})",
+                       *c.other_cpu, Cpus(c.host_cpus), Pct(T.busy_host_other_share.value),
+                       T.busy_host_other_share.cite()),
+           "host.other_cpu", *c.other_cpu, "CPUs",
+           T.busy_host_other_share.value * static_cast<double>(c.host_cpus)));
+    Rec(f, 0,
+        fmt::format("stop or move the other work on this host ({:.1f} CPUs of {} used outside "
+                    "the job), then measure again",
+                    *c.other_cpu, c.host_cpus));
   }
   if (saturated) {
     AddSaturatedAdvice(c, l, f);

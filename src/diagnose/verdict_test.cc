@@ -82,6 +82,76 @@ TEST(DataBoundCpu, NumWorkersZeroOnTwoCpus) {
   EXPECT_NEAR(*f.predicted_steps_per_s, 1 / 0.0495, 0.05);
 }
 
+// Issue 12: on a busy host the prediction ignored the CPUs other processes used. Other work is
+// the host's busy CPUs less the job's: it gets a caveat, a free first fix, a discounted
+// confidence and a prediction that counts only the CPUs it leaves.
+TEST(BusyHost, OtherWorkOnTwoCpusLeavesNoRoomForWorkers) {
+  FakeRun run;
+  run.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95).Torch(1);
+  run.Loader(0);
+  run.HostBusy(100);  // 2 CPUs busy: the job's 0.99 and 1.01 of other work
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Finding& f = *v.principal;
+  EXPECT_LE(f.confidence, 0.6);
+  ASSERT_EQ(v.caveats.size(), 1u);
+  EXPECT_EQ(v.caveats[0],
+            "busy host: other processes used 1.0 of the 2 CPUs during the run; host-CPU findings "
+            "are less certain, predictions count 1.0 CPUs for the job, and an idle host would "
+            "run it faster");
+  ASSERT_FALSE(f.recommendations.empty());
+  EXPECT_EQ(f.recommendations[0].text,
+            "stop or move the other work on this host (1.0 CPUs of 2 used outside the job), then "
+            "measure again");
+  EXPECT_EQ(f.recommendations[0].cost, 0);
+  const Evidence* other = FindEvidence(f, "host.other_cpu");
+  ASSERT_NE(other, nullptr);
+  EXPECT_NEAR(other->value, 1.01, 1e-9);
+  // One CPU left: more workers cannot beat the 99 ms of CPU a step needs.
+  EXPECT_EQ(AllRecs(v).find("num_workers=0 →"), std::string::npos) << AllRecs(v);
+  EXPECT_FALSE(f.predicted_steps_per_s);
+  const Evidence* used = FindEvidence(f, "allowed_cpus_used");
+  ASSERT_NE(used, nullptr);
+  EXPECT_NE(used->text.find("the 1.0 CPUs other work leaves of the 2 CPUs allowed"),
+            std::string::npos)
+      << used->text;
+}
+
+TEST(BusyHost, PredictionCountsTheCpusOtherWorkLeaves) {
+  FakeRun run;
+  run.Cpus(8).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);
+  run.Loader(0);
+  run.HostBusy((2.0 + 0.99) / 8 * 100);  // 2 CPUs of other work
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Finding& f = *v.principal;
+  // 6 CPUs left: max(compute 9 ms, 91 / 6 = 15.2 ms, 99 / 6 = 16.5 ms) = 16.5 ms from 6 workers
+  // on (8 at 80.8 steps/s on an idle host, EightCpusPredictsTheComputeOrCpuBound).
+  ASSERT_TRUE(f.predicted_steps_per_s);
+  EXPECT_NEAR(*f.predicted_steps_per_s, 6 / 0.099, 0.05);
+  EXPECT_TRUE(HasRec(f, "num_workers=0 → num_workers=6"));
+  EXPECT_TRUE(HasRec(f, "stop or move the other work"));
+  EXPECT_LE(f.confidence, 0.6);
+  EXPECT_NE(FindEvidence(f, "predicted_steps_per_s")->text.find("/ 6.0 CPUs other work leaves"),
+            std::string::npos);
+  ExpectCheapestFirst(f);
+}
+
+TEST(BusyHost, LittleOtherWorkChangesNothing) {
+  FakeRun quiet, busyish;
+  quiet.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95).Torch(1);
+  quiet.Loader(0);
+  busyish.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);
+  busyish.Torch(1).Loader(0);
+  busyish.HostBusy((0.99 + 0.4) / 2 * 100);  // 0.4 CPUs: under 0.5
+  Verdict a = quiet.Diagnose(), b = busyish.Diagnose();
+  ASSERT_TRUE(a.principal && b.principal);
+  EXPECT_TRUE(b.caveats.empty());
+  EXPECT_EQ(a.principal->confidence, b.principal->confidence);
+  EXPECT_EQ(a.principal->predicted_steps_per_s, b.principal->predicted_steps_per_s);
+  EXPECT_FALSE(HasRec(*b.principal, "other work"));
+}
+
 TEST(DataBoundCpu, EightCpusPredictsTheComputeOrCpuBound) {
   FakeRun run;
   run.Cpus(8).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);

@@ -216,6 +216,7 @@ std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> 
   std::string note = v.compute_time_note.empty()
                          ? ""
                          : fmt::format("         ({})\n", EscapeControl(v.compute_time_note));
+  for (const auto& c : v.caveats) note += fmt::format("CAVEAT   {}\n", EscapeControl(c));
   if (!v.principal)
     return "VERDICT  none: no bottleneck named (no steps measured, or nothing above its threshold "
            "and the GPU not busy enough to call it GPU-bound)\n" +
@@ -284,7 +285,9 @@ void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& v) {
   } else {
     w.String(v.compute_time);
   }
-  w.Field("compute_time_note", v.compute_time_note).EndObject();
+  w.Field("compute_time_note", v.compute_time_note).Key("caveats").BeginArray();
+  for (const auto& c : v.caveats) w.String(c);
+  w.EndArray().EndObject();
 }
 
 std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {

@@ -162,6 +162,12 @@ class FakeRun {
     return *this;
   }
 
+  /// The whole host's CPU busy share in every sample (percent of all CPUs; the job included).
+  FakeRun& HostBusy(double pct) {
+    for (auto& s : data_.recording.samples) s.host.cpu = host::CpuShares{pct, pct, 0, 0, 0};
+    return *this;
+  }
+
   FakeRun& Shm(double total_gib, double used_gib) {
     for (auto& s : data_.recording.samples) {
       s.host.shm_total_bytes = static_cast<uint64_t>(total_gib * 1024 * sample::kBytesPerMiB);
