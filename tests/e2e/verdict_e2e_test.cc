@@ -161,6 +161,35 @@ TEST_F(VerdictE2e, BusyGpuWithNothingElseIsGpuBound) {
   EXPECT_EQ(Principal(r), "gpu_bound") << r["verdict"].dump(1);
 }
 
+// Issue 12: a prediction made on a host busy with other work ignored it. Two CPU hogs outside the
+// job: the verdict says the host was busy, caps the host-CPU finding and puts "stop the other
+// work" first.
+TEST_F(VerdictE2e, BusyHostIsSaidAndDiscounted) {
+  std::vector<pid_t> hogs;
+  for (int i = 0; i < 2; ++i) {
+    hogs.push_back(stallscope::testing::Spawn(
+        {"/usr/bin/python3", "-c",
+         "import time\nend = time.time() + 120\nwhile time.time() < end: pass"},
+        {}, (dir_ / ("hog" + std::to_string(i))).string(), ""));
+  }
+  auto r = Run(Scenario({{{"pattern", {{"kind", "steady"}, {"util_high", 20}}}}}),
+               {"--steps", "20", "--data-ms", "100", "--compute-ms", "20", "--data-busy"});
+  for (pid_t hog : hogs) {
+    kill(hog, SIGKILL);
+    waitpid(hog, nullptr, 0);
+  }
+  const auto& v = r["verdict"];
+  ASSERT_EQ(v["caveats"].size(), 1u) << v.dump(1);
+  EXPECT_EQ(v["caveats"][0].get<std::string>().rfind("busy host: other processes used ", 0), 0u)
+      << v.dump(1);
+  ASSERT_EQ(Principal(r), "data_bound_cpu") << v.dump(1);
+  EXPECT_LE(v["principal"]["confidence"].get<double>(), 0.6);
+  EXPECT_EQ(v["principal"]["recommendations"][0]["text"].get<std::string>().rfind(
+                "stop or move the other work on this host", 0),
+            0u)
+      << v.dump(1);
+}
+
 // Issue 12 finding 1: `diagnose` aborted (SIGABRT, uncaught nlohmann type_error) on a run.json
 // field of the wrong type or null. Now: one line naming the file and the field, exit 1.
 TEST(DiagnoseE2e, NullPidInRunJsonIsAOneLineErrorNotAnAbort) {
