@@ -1,5 +1,4 @@
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -9,6 +8,7 @@
 
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "monitor/session.h"
 
 namespace stallscope::cli {
@@ -21,17 +21,6 @@ std::string DefaultOutputName(int64_t wall_ns) {
     if (c != '-' && c != ':') compact.push_back(c == 'T' ? '-' : c);
   }
   return "stallscope-record-" + compact + ".jsonl";
-}
-
-/// Why `path` must not be written without --force: an existing regular file with something in
-/// it (an empty one, a device such as /dev/null, or stdout "-" are fine).
-std::optional<std::string> RefuseToReplace(const std::string& path, bool force) {
-  struct stat st {};
-  if (force || path == "-" || ::stat(path.c_str(), &st) != 0) return std::nullopt;
-  if (S_ISDIR(st.st_mode)) return fmt::format("{}: is a directory", path);
-  if (!S_ISREG(st.st_mode) || st.st_size == 0) return std::nullopt;
-  return fmt::format("{}: exists ({}); give --force to replace it, or another -o", path,
-                     FormatBytes(static_cast<double>(st.st_size)));
 }
 
 /// --duration in ns, 0 when not given; a malformed or non-positive value is an error.
@@ -97,7 +86,7 @@ int RunRecord(const RecordOptions& o) {
   }
   SystemClock clock;
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
-  if (auto refused = RefuseToReplace(path, o.force)) {
+  if (auto refused = RefuseOutputPath("-o", path, o.force)) {
     return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
   }
   monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask

@@ -1,5 +1,4 @@
 // `stallscope trace`: analyse torch.profiler (Kineto / Chrome) traces of one rank or a whole job.
-#include <sys/stat.h>
 
 #include <cstdio>
 
@@ -7,6 +6,7 @@
 
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "diagnose/trace_report.h"
 #include "report/trace_render.h"
 #include "trace/perfetto_export.h"
@@ -37,35 +37,16 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
   return OkStatus();
 }
 
-/// The same file: same device and inode, so a symlink or a hard link to an input counts too.
-bool SameFile(const struct stat& a, const std::string& path) {
-  struct stat b {};
-  return ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 /// Issue 12 finding 5: `--export-perfetto` once overwrote the input trace it named. Checked
-/// before anything is read: never one of the inputs (even with --force), and an existing file
-/// only with --force (nothing the user owns is overwritten without it).
+/// before anything is read (cli/output_path.h): never one of the inputs, files of a folder
+/// included (even with --force), and an existing file only with --force.
 Status CheckExportPath(const TraceOptions& o) {
   if (o.export_perfetto.empty()) return OkStatus();
-  const std::string& out = o.export_perfetto;
-  struct stat st {};
-  if (::stat(out.c_str(), &st) != 0) return OkStatus();  // a new file: cannot be an input
   std::vector<std::string> inputs = o.paths;
   if (auto files = trace::ExpandTracePaths(o.paths); files.ok())
     inputs.insert(inputs.end(), files->begin(), files->end());
-  for (const std::string& in : inputs) {
-    if (SameFile(st, in)) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "--export-perfetto {}: is the input trace {}; choose another file", out, in);
-    }
-  }
-  if (S_ISDIR(st.st_mode))
-    return MakeError(ErrorCode::kInvalidArgument, "--export-perfetto {}: is a directory", out);
-  if (!o.force) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "--export-perfetto {}: exists; add --force to overwrite it", out);
-  }
+  if (auto refused = RefuseOutputPath("--export-perfetto", o.export_perfetto, o.force, inputs))
+    return MakeError(ErrorCode::kInvalidArgument, "{}", *refused);
   return OkStatus();
 }
 

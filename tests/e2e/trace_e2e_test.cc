@@ -195,7 +195,7 @@ TEST_F(TraceE2e, ExportPerfettoOntoAnInputIsRefused) {
     SCOPED_TRACE(::testing::PrintToString(argv));
     Output o = Run(argv);
     EXPECT_EQ(o.exit_code, 2) << o.err;
-    EXPECT_NE(o.err.find("is the input trace"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(": is the input "), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     EXPECT_TRUE(o.out.empty()) << o.out;
     EXPECT_EQ(Slurp(input), original);
@@ -210,7 +210,8 @@ TEST_F(TraceE2e, ExportPerfettoOverwritesAnExistingFileOnlyWithForce) {
   Output o = Run({"trace", input, "--export-perfetto", out.string()});
   EXPECT_EQ(o.exit_code, 2) << o.err;
   EXPECT_EQ(o.err, "stallscope trace: --export-perfetto " + out.string() +
-                       ": exists; add --force to overwrite it\n");
+                       ": exists (4 B); give --force to replace it, or another "
+                       "--export-perfetto\n");
   EXPECT_EQ(Slurp(out), "mine");
   o = Run({"trace", input, "--export-perfetto", out.string(), "--force"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
