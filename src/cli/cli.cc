@@ -1,13 +1,30 @@
 #include "cli/cli.h"
 
+#include <sstream>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
+#include "base/units.h"
 
 #include "cli/commands.h"
 #include "cli/record_args.h"
 
 namespace stallscope::cli {
 namespace {
+
+/// CLI11's text line by line with control characters escaped: its errors quote the user's
+/// arguments ("The following argument was not expected: ..."), which may hold escapes.
+std::string EscapeLines(std::string_view text) {
+  std::string out;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = std::min(text.find('\n', begin), text.size());
+    out += EscapeControl(text.substr(begin, end - begin));
+    if (end < text.size()) out.push_back('\n');
+    begin = end + 1;
+  }
+  return out;
+}
 
 /// A whole number of at least `min`, said in words ("must be 1 or more") rather than as CLI11's
 /// range of doubles.
@@ -214,7 +231,11 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the help or the error; a usage error exits 2 (README "Commands"), whatever
     // CLI11's own code for it (105 for a value out of range, 109 for an unknown flag, ...).
-    return app.exit(e) == 0 ? 0 : 2;
+    std::ostringstream out, err;
+    int code = app.exit(e, out, err);
+    fmt::print(stdout, "{}", EscapeLines(out.str()));
+    fmt::print(stderr, "{}", EscapeLines(err.str()));
+    return code == 0 ? 0 : 2;
   }
   if (doctor_cmd->parsed()) {
     if (workers_opt->count() > 0) doc.workers = doctor_workers;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "subprocess.h"
+#include "terminal_safe.h"
 
 namespace {
 
@@ -156,6 +157,21 @@ TEST_F(E2e, RecordLoadsNoReaderLibraries) {
     EXPECT_EQ(maps.find(lib), std::string::npos) << lib << " is mapped:\n" << maps;
   }
 #endif
+}
+
+// Issue 12: CLI11's usage errors quote the arguments; they reach the terminal escaped.
+TEST_F(E2e, UsageErrorsEscapeTheArgumentsTheyQuote) {
+  const std::string hostile = stallscope::testing::kHostileName.c_str();  // argv has no NUL
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"top", "-n", hostile},
+        {"record", "--bogus" + hostile},
+        {"trace", "x.json", hostile, "--no-such-flag" + hostile}}) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    auto o = Run(args);
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(stallscope::testing::RawControlBytes(o.err), "") << o.err;
+    EXPECT_NE(o.err.find("\\x1b]0;pwned\\x07 \\x1b[31mred\\rcr"), std::string::npos) << o.err;
+  }
 }
 
 // Nothing the user owns is overwritten without --force (issue 12, finding 2).
