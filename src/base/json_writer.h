@@ -27,21 +27,19 @@ class JsonWriter {
   JsonWriter& EndArray() { return Close(']'); }
 
   /// Writes `"key":` (the next value follows). Keys are our own ASCII names: not escaped.
+  /// Writes `"key":`. A key from outside (a counter or phase name from the job) is escaped like
+  /// a string value, so any name keeps the JSON valid; the fixed keys of the formats take the
+  /// fast path (one scan, no escaping).
   JsonWriter& Key(std::string_view key) {
     Separate();
-    out_.push_back('"');
-    out_.append(key);
-    out_.append("\":", 2);
-    after_key_ = true;
-    return *this;
-  }
-
-  /// Writes `"key":` for a key that came from outside (a counter or phase name from the job):
-  /// escaped like a string value, so any name keeps the JSON valid. Not for per-sample fields.
-  JsonWriter& EscapedKey(std::string_view key) {
-    Separate();
-    AppendJsonString(out_, key);
-    out_.push_back(':');
+    if (PlainKey(key)) {
+      out_.push_back('"');
+      out_.append(key);
+      out_.append("\":", 2);
+    } else {
+      AppendJsonString(out_, key);
+      out_.push_back(':');
+    }
     after_key_ = true;
     return *this;
   }
@@ -136,6 +134,14 @@ class JsonWriter {
   }
 
  private:
+  /// Printable ASCII without '"' or '\\': written as is.
+  static bool PlainKey(std::string_view key) {
+    for (const char c : key) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') return false;
+    }
+    return true;
+  }
   JsonWriter& Open(char c) {
     Separate();
     out_.push_back(c);

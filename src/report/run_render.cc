@@ -474,7 +474,7 @@ void WritePythonJson(JsonWriter& w, const diagnose::RunReport& r) {
     w.Field("backend", p.backend).Field("backend_error", p.backend_error);
     w.Field("torch", p.torch_version).Field("hooks_error", p.hooks_error);
     w.Key("mechanisms").BeginObject();
-    for (const auto& [phase, how] : p.mechanisms) w.EscapedKey(phase).String(how);
+    for (const auto& [phase, how] : p.mechanisms) w.Key(phase).String(how);
     w.EndObject().EndObject();
   }
   w.EndArray();
@@ -503,7 +503,7 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
   w.EndArray();
   w.Key("counters").BeginObject();
-  for (const auto& [name, n] : r.phases.counters_total) w.EscapedKey(name).Int(n);
+  for (const auto& [name, n] : r.phases.counters_total) w.Key(name).Int(n);
   w.EndObject();
   WriteSyncSitesJson(w, r);
   WriteLoadersJson(w, r);
