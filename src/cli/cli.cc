@@ -40,29 +40,31 @@ CLI::Validator AtLeast(int64_t min) {
       fmt::format("INT>={}", min));
 }
 
-void AddSpec(CLI::App* cmd, const OptionSpec& spec, RecordOptions& rec, SamplingOptions& sampling) {
+/// One of `record`'s own specs (a text, number or flag of RecordOptions).
+void AddRecordSpec(CLI::App* cmd, const OptionSpec& spec, RecordOptions& rec) {
   CLI::Option* opt = nullptr;
   if (spec.flag != nullptr) {
     opt = cmd->add_flag(spec.names, *spec.flag(rec), spec.help);
   } else if (spec.number != nullptr) {
     opt = cmd->add_option(spec.names, *spec.number(rec), spec.help)->check(AtLeast(spec.min_value));
-  } else if (spec.text != nullptr) {
-    opt = cmd->add_option(spec.names, *spec.text(rec), spec.help);
   } else {
-    opt = cmd->add_option(spec.names, *spec.sampling(sampling), spec.help);
+    opt = cmd->add_option(spec.names, *spec.text(rec), spec.help);
   }
   if (spec.default_value != nullptr) opt->default_val(spec.default_value);
 }
 
+/// --nvml-lib and --proc-root (record_args.cc kSampling), on every sampling command.
 void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
-  RecordOptions unused;  // sampling specs write to `o` only
-  for (const OptionSpec& spec : SamplingOptionSpecs()) AddSpec(cmd, spec, unused, o);
+  for (const OptionSpec& spec : SamplingOptionSpecs()) {
+    CLI::Option* opt = cmd->add_option(spec.names, *spec.sampling(o), spec.help);
+    if (spec.default_value != nullptr) opt->default_val(spec.default_value);
+  }
 }
 
 /// From the specs the front binary parses too (record_args.h).
 CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
-  for (const OptionSpec& spec : RecordOptionSpecs()) AddSpec(record, spec, rec, rec.sampling);
+  for (const OptionSpec& spec : RecordOptionSpecs()) AddRecordSpec(record, spec, rec);
   record->add_option("command", rec.command, "Command to start and follow (after --)");
   record->footer(
       "Examples:\n  stallscope record --duration 60s -o run.jsonl\n"

@@ -14,7 +14,8 @@ struct OptionSpec {
   const char* help;
   const char* default_value;  ///< nullptr: none
   int32_t min_value = 0;      ///< an integer option's smallest value
-  // Where the value goes: exactly one is set.
+  // Where the value goes: exactly one is set. RecordOptionSpecs() set text, number or flag;
+  // SamplingOptionSpecs() set sampling.
   std::string* (*text)(RecordOptions&) = nullptr;        ///< a text option of `record`
   int32_t* (*number)(RecordOptions&) = nullptr;          ///< an integer option of `record`
   bool* (*flag)(RecordOptions&) = nullptr;               ///< a flag of `record`
