@@ -367,11 +367,13 @@ bool Facts::HostBusy() const {
          *other_cpu >= kThresholds.busy_host_other_share.value * static_cast<double>(host_cpus);
 }
 
-double Facts::UsableCpus() const {
+double Facts::JobCpus(double job_threads) const {
   auto allowed = static_cast<double>(allowed_cpus);
   if (!HostBusy()) return allowed;
-  double taken = *other_cpu * std::min(1.0, allowed / static_cast<double>(host_cpus));
-  return std::max(1.0, allowed - taken);
+  auto host = static_cast<double>(host_cpus);
+  double left = host - *other_cpu;
+  double fair = host * job_threads / (job_threads + *other_cpu);
+  return std::max(1.0, std::min(allowed, std::max(left, fair)));
 }
 
 int64_t Facts::NumWorkers() const {

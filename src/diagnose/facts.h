@@ -119,9 +119,12 @@ struct Facts {
   [[nodiscard]] double Share(std::string_view phase) const;
   /// Other work used ≥ busy_host_other_share of the host's CPUs (and ≥ busy_host_other_cpus).
   [[nodiscard]] bool HostBusy() const;
-  /// The allowed CPUs less other work's share of them when the host is busy (others assumed
-  /// spread evenly over the host's CPUs); at least 1. What a fix can count on.
-  [[nodiscard]] double UsableCpus() const;
+  /// The CPUs `job_threads` CPU-bound threads of the job would get: allowed_cpus on a quiet
+  /// host. On a busy host (other work taken as other_cpu CPU-bound threads) what the other work
+  /// leaves, or when job and others want more CPUs than the host has, the job's fair share of
+  /// them (the scheduler splits CPU time between runnable threads): min(allowed, max(host −
+  /// other, host × job / (job + other))); at least 1. What a fix can count on.
+  [[nodiscard]] double JobCpus(double job_threads) const;
   /// Loader num_workers (0 when unknown and no worker process was seen).
   [[nodiscard]] int64_t NumWorkers() const;
 };

@@ -119,9 +119,9 @@ std::vector<std::string> ApplyCaveats(const Facts& c, std::vector<Finding>& find
         [](const Finding& f) { return HostCpuClass(f.cls); });
     caveats.push_back(fmt::format(
         "busy host: other processes used {:.1f} of the {} CPUs during the run; host-CPU "
-        "findings are less certain, predictions count {:.1f} CPUs for the job, and an idle host "
-        "would run it faster",
-        *c.other_cpu, c.host_cpus, c.UsableCpus()));
+        "findings are less certain, predictions count only the job's share of the CPUs, and an "
+        "idle host would run it faster",
+        *c.other_cpu, c.host_cpus));
   }
   return caveats;
 }

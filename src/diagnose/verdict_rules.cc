@@ -100,6 +100,7 @@ struct Prediction {
   double compute_s = 0;  ///< step time that is not waiting for data
   double batch_s = 0;    ///< one batch's production time
   double cpu_s = 0;      ///< CPU seconds per step (loaders + main) of one rank
+  double cpus = 0;       ///< the CPUs the job gets (allowed, or its share of a busy host)
   int64_t workers = 0;
   bool cpu_limited = false;
 };
@@ -126,7 +127,9 @@ std::optional<Prediction> Predict(const Facts& c, const Loading& l, int64_t work
   }
   double ranks = static_cast<double>(std::max<int64_t>(1, c.ranks));
   p.cpu_s = batch_cpu_s + main_cpu_s;
-  double cpu_bound_s = p.cpu_s * ranks / c.UsableCpus();
+  // Every rank's main process and its workers, CPU-bound at worst: their share of a busy host.
+  p.cpus = c.JobCpus(ranks * static_cast<double>(workers + 1));
+  double cpu_bound_s = p.cpu_s * ranks / p.cpus;
   double worker_bound_s = p.batch_s / static_cast<double>(workers);
   p.step_s = std::max({p.compute_s, worker_bound_s, cpu_bound_s});
   p.cpu_limited = cpu_bound_s >= p.step_s && cpu_bound_s > p.compute_s;
@@ -226,8 +229,9 @@ void AddWorkersAdvice(const Facts& c, const Loading& l, int64_t target, Finding&
   f.predicted_steps_per_s = 1.0 / p->step_s;
   bool persistent = c.loader && c.loader->persistent_workers.value_or(false);
   auto ranks = std::max<int64_t>(1, c.ranks);
-  std::string cpus = c.HostBusy() ? fmt::format("{:.1f} CPUs other work leaves", c.UsableCpus())
-                                  : Cpus(c.allowed_cpus);
+  std::string cpus = c.HostBusy()
+                         ? fmt::format("{:.1f} CPUs (its share beside other work)", p->cpus)
+                         : Cpus(c.allowed_cpus);
   f.evidence.push_back(
       Ev(fmt::format("predicted {:.2f} steps/s steady state with num_workers={}{} (now {:.2f}): "
                      "step ≈ max(compute {}, batch {} / {}, CPU {}{} / {}); worker start-up "
@@ -249,14 +253,17 @@ void AddSaturatedAdvice(const Facts& c, const Loading& l, Finding& f) {
   std::string users = l.num_workers == 0
                           ? std::string("the main process already uses")
                           : fmt::format("{} and the main process already fill", l.who);
+  // Busy host: the share of it the job's processes get now (main and workers, per rank).
+  double share =
+      c.JobCpus(static_cast<double>(std::max<int64_t>(1, c.ranks) * (l.num_workers + 1)));
   std::string all =
       c.HostBusy() ? fmt::format(
-                         "the {:.1f} CPUs other work leaves of the {} "
-                         "allowed: more workers cannot help until it stops",
-                         c.UsableCpus(), Cpus(c.allowed_cpus))
+                         "the {:.1f} CPUs the job gets beside other work (of {} allowed): more "
+                         "workers cannot help until it stops",
+                         share, Cpus(c.allowed_cpus))
                    : fmt::format("all {} allowed: more workers cannot help", Cpus(c.allowed_cpus));
   f.evidence.push_back(Ev(fmt::format("{} {}", users, all), "allowed_cpus_used",
-                          c.worker_cpu_sum + c.main_cpu, "CPUs", c.UsableCpus()));
+                          c.worker_cpu_sum + c.main_cpu, "CPUs", share));
   if (l.num_workers > 0 && !(c.loader && c.loader->persistent_workers.value_or(false))) {
     Rec(f, 0,
         "persistent_workers=True (re-spawning workers every epoch spends CPU that is already "
@@ -310,7 +317,7 @@ std::optional<Finding> DataBoundCpu(const Facts& c, const Loading& l, double con
       saturated = true;
   }
   if (c.HostBusy()) {
-    // Free: the CPUs other work took are the job's again (and the measurement was pessimistic).
+    // Cheap, but outside the job's own knobs: the CPUs other work took are the job's again.
     f.evidence.push_back(
         Ev(fmt::format("other processes used {:.1f} of the host's {} during the "
                        "run (threshold {}, {})",
@@ -318,7 +325,7 @@ std::optional<Finding> DataBoundCpu(const Facts& c, const Loading& l, double con
                        T.busy_host_other_share.cite()),
            "host.other_cpu", *c.other_cpu, "CPUs",
            T.busy_host_other_share.value * static_cast<double>(c.host_cpus)));
-    Rec(f, 0,
+    Rec(f, 1,
         fmt::format("stop or move the other work on this host ({:.1f} CPUs of {} used outside "
                     "the job), then measure again",
                     *c.other_cpu, c.host_cpus));

@@ -83,9 +83,9 @@ TEST(DataBoundCpu, NumWorkersZeroOnTwoCpus) {
 }
 
 // Issue 12: on a busy host the prediction ignored the CPUs other processes used. Other work is
-// the host's busy CPUs less the job's: it gets a caveat, a free first fix, a discounted
-// confidence and a prediction that counts only the CPUs it leaves.
-TEST(BusyHost, OtherWorkOnTwoCpusLeavesNoRoomForWorkers) {
+// the host's busy CPUs less the job's: it gets a caveat, a cheap fix of its own, a discounted
+// confidence and a prediction that counts only the job's fair share of the CPUs.
+TEST(BusyHost, OtherWorkOnTwoCpusShrinksThePrediction) {
   FakeRun run;
   run.Cpus(2).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95).Torch(1);
   run.Loader(0);
@@ -97,27 +97,33 @@ TEST(BusyHost, OtherWorkOnTwoCpusLeavesNoRoomForWorkers) {
   ASSERT_EQ(v.caveats.size(), 1u);
   EXPECT_EQ(v.caveats[0],
             "busy host: other processes used 1.0 of the 2 CPUs during the run; host-CPU findings "
-            "are less certain, predictions count 1.0 CPUs for the job, and an idle host would "
-            "run it faster");
-  ASSERT_FALSE(f.recommendations.empty());
-  EXPECT_EQ(f.recommendations[0].text,
-            "stop or move the other work on this host (1.0 CPUs of 2 used outside the job), then "
-            "measure again");
-  EXPECT_EQ(f.recommendations[0].cost, 0);
+            "are less certain, predictions count only the job's share of the CPUs, and an idle "
+            "host would run it faster");
   const Evidence* other = FindEvidence(f, "host.other_cpu");
   ASSERT_NE(other, nullptr);
   EXPECT_NEAR(other->value, 1.01, 1e-9);
-  // One CPU left: more workers cannot beat the 99 ms of CPU a step needs.
-  EXPECT_EQ(AllRecs(v).find("num_workers=0 →"), std::string::npos) << AllRecs(v);
-  EXPECT_FALSE(f.predicted_steps_per_s);
-  const Evidence* used = FindEvidence(f, "allowed_cpus_used");
-  ASSERT_NE(used, nullptr);
-  EXPECT_NE(used->text.find("the 1.0 CPUs other work leaves of the 2 CPUs allowed"),
-            std::string::npos)
-      << used->text;
+  // Main + 2 workers beside 1.01 CPUs of other work get 2 × 3 / 4.01 = 1.50 CPUs: the step is
+  // max(compute 9 ms, 91 / 2, 99 / 1.50 = 66.2 ms), not the idle host's 49.5 ms.
+  ASSERT_FALSE(f.recommendations.empty());
+  EXPECT_EQ(f.recommendations[0].text, "num_workers=0 → num_workers=2 (2 CPUs allowed)");
+  ASSERT_TRUE(f.predicted_steps_per_s);
+  EXPECT_NEAR(*f.predicted_steps_per_s, 6 / 4.01 / 0.099, 0.01);
+  EXPECT_NE(FindEvidence(f, "predicted_steps_per_s")
+                ->text.find("/ 1.5 CPUs (its share beside other work)"),
+            std::string::npos);
+  const Recommendation* stop = nullptr;
+  for (const auto& r : f.recommendations) {
+    if (r.text.starts_with("stop or move the other work")) stop = &r;
+  }
+  ASSERT_NE(stop, nullptr) << AllRecs(v);
+  EXPECT_EQ(stop->text,
+            "stop or move the other work on this host (1.0 CPUs of 2 used outside the job), then "
+            "measure again");
+  EXPECT_EQ(stop->cost, 1);
+  ExpectCheapestFirst(f);
 }
 
-TEST(BusyHost, PredictionCountsTheCpusOtherWorkLeaves) {
+TEST(BusyHost, EightCpusWithTwoTakenPredictFromTheFairShare) {
   FakeRun run;
   run.Cpus(8).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(99, 0.95);
   run.Loader(0);
@@ -125,16 +131,29 @@ TEST(BusyHost, PredictionCountsTheCpusOtherWorkLeaves) {
   Verdict v = run.Diagnose();
   ASSERT_EQ(ClassOf(v), "data_bound_cpu");
   const Finding& f = *v.principal;
-  // 6 CPUs left: max(compute 9 ms, 91 / 6 = 15.2 ms, 99 / 6 = 16.5 ms) = 16.5 ms from 6 workers
-  // on (8 at 80.8 steps/s on an idle host, EightCpusPredictsTheComputeOrCpuBound).
+  // 8 workers + main beside 2 CPUs of other work: 8 × 9 / 11 = 6.55 CPUs, 99 / 6.55 = 15.1 ms
+  // (80.8 steps/s on an idle host, EightCpusPredictsTheComputeOrCpuBound).
   ASSERT_TRUE(f.predicted_steps_per_s);
-  EXPECT_NEAR(*f.predicted_steps_per_s, 6 / 0.099, 0.05);
-  EXPECT_TRUE(HasRec(f, "num_workers=0 → num_workers=6"));
+  EXPECT_NEAR(*f.predicted_steps_per_s, 72.0 / 11 / 0.099, 0.05);
+  EXPECT_TRUE(HasRec(f, "num_workers=0 → num_workers=8"));
   EXPECT_TRUE(HasRec(f, "stop or move the other work"));
   EXPECT_LE(f.confidence, 0.6);
-  EXPECT_NE(FindEvidence(f, "predicted_steps_per_s")->text.find("/ 6.0 CPUs other work leaves"),
-            std::string::npos);
   ExpectCheapestFirst(f);
+}
+
+TEST(BusyHost, OneCpuSharedSaysWhatTheJobGets) {
+  FakeRun run;
+  run.Cpus(1).Steps({MakeRank(0, FakeRun::kMainPid, DataHeavySteps())}).Main(40, 0.95).Torch(1);
+  run.Loader(0);
+  run.HostBusy(100);  // the job's 0.4 and 0.6 of other work
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "data_bound_cpu");
+  const Evidence* used = FindEvidence(*v.principal, "allowed_cpus_used");
+  ASSERT_NE(used, nullptr);
+  EXPECT_EQ(used->text,
+            "the main process already uses the 1.0 CPUs the job gets beside other work (of 1 CPU "
+            "allowed): more workers cannot help until it stops");
+  EXPECT_EQ(AllRecs(v).find("num_workers=0 →"), std::string::npos) << AllRecs(v);
 }
 
 TEST(BusyHost, LittleOtherWorkChangesNothing) {
