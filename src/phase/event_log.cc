@@ -312,8 +312,9 @@ Result<EventLog> ReadEventLog(const std::string& run_dir) {
   EventLog log;
   std::string bin = run_dir + "/events.bin";
   std::error_code ec;
+  // A header alone is a monitor that died before its first drain: its rings are a tail too.
   bool have_bin =
-      std::filesystem::exists(bin, ec) && std::filesystem::file_size(bin, ec) > kHeaderBytes;
+      std::filesystem::exists(bin, ec) && std::filesystem::file_size(bin, ec) >= kHeaderBytes;
   if (have_bin) {
     TRY_STATUS(ReadBinary(bin, log));
     ReadNames(run_dir + "/events.names.jsonl", log);

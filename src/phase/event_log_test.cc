@@ -89,6 +89,18 @@ TEST_F(ReadEventLogTest, ReadsWhatTheMonitorHadNotSavedFromTheRings) {
   EXPECT_EQ(checkpoints, 2);  // iterations 60 and 80, after the monitor stopped
 }
 
+// Killed before its first drain (the job was still importing torch): events.bin holds its
+// header only, and every record of the rings is one the monitor had not saved.
+TEST_F(ReadEventLogTest, AMonitorKilledBeforeItsFirstDrainIsSaidToo) {
+  for (int i = 0; i < 10; ++i) Iteration(fwd_);
+  EventLog log = Read();
+  EXPECT_EQ(CountSteps(log), 10);
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_NE(log.warnings[0].find("30 records the monitor had not saved"), std::string::npos)
+      << log.warnings[0];
+  EXPECT_EQ(log.NameOf(log.events.front()), "forward_pass");
+}
+
 // After a clean end the monitor drained everything: nothing is added, nothing is said.
 TEST_F(ReadEventLogTest, AFinishedRunReadsEventsBinAlone) {
   for (int i = 0; i < 10; ++i) Iteration(fwd_);
