@@ -39,30 +39,36 @@ Balance ComputeBalance(const std::vector<double>& per_gpu_means, const Threshold
   return b;
 }
 
-RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) {
-  RecordingSummary out;
-  out.hostname = rec.header.hostname;
-  out.gpu_note = rec.header.gpu_note;
-  out.samples = static_cast<int64_t>(rec.samples.size());
-  out.exit_code = rec.exit_code;
-  out.warnings = rec.warnings;
-  if (rec.samples.size() >= 2) {
-    out.duration_ns = rec.samples.back().mono_ns - rec.samples.front().mono_ns;
+SummaryBuilder::SummaryBuilder(const sample::RecordingHeader& header, const ThresholdSet& t)
+    : t_(&t) {
+  out_.hostname = header.hostname;
+  out_.gpu_note = header.gpu_note;
+  out_.gpus.resize(header.gpus.size());
+  for (size_t i = 0; i < out_.gpus.size(); ++i) {
+    out_.gpus[i].index = header.gpus[i].index;
+    out_.gpus[i].name = header.gpus[i].name;
   }
-  out.gpus.resize(rec.header.gpus.size());
-  for (size_t i = 0; i < out.gpus.size(); ++i) {
-    out.gpus[i].index = rec.header.gpus[i].index;
-    out.gpus[i].name = rec.header.gpus[i].name;
+}
+
+void SummaryBuilder::Add(const sample::Sample& s) {
+  if (out_.samples == 0) first_mono_ns_ = s.mono_ns;
+  last_mono_ns_ = s.mono_ns;
+  ++out_.samples;
+  for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i)
+    AddGpuSample(out_.gpus[i], s.gpus[i]);
+  if (s.host.cpu) {
+    out_.cpu_busy_pct.Add(s.host.cpu->busy_pct);
+    out_.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
   }
-  for (const auto& s : rec.samples) {
-    for (size_t i = 0; i < s.gpus.size() && i < out.gpus.size(); ++i)
-      AddGpuSample(out.gpus[i], s.gpus[i]);
-    if (s.host.cpu) {
-      out.cpu_busy_pct.Add(s.host.cpu->busy_pct);
-      out.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
-    }
-    if (s.host.mem_used_bytes) out.mem_used_bytes.Add(static_cast<double>(*s.host.mem_used_bytes));
-  }
+  if (s.host.mem_used_bytes) out_.mem_used_bytes.Add(static_cast<double>(*s.host.mem_used_bytes));
+}
+
+RecordingSummary SummaryBuilder::Finish(std::optional<int> exit_code,
+                                        std::vector<std::string> warnings) && {
+  RecordingSummary out = std::move(out_);
+  out.exit_code = exit_code;
+  out.warnings = std::move(warnings);
+  if (out.samples >= 2) out.duration_ns = last_mono_ns_ - first_mono_ns_;
   std::vector<double> mem_means, util_means;
   for (const auto& g : out.gpus) {
     if (g.memory_used_mib.count() > 0) {
@@ -72,9 +78,40 @@ RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) 
     if (g.util_pct.count() > 0) util_means.push_back(g.util_pct.mean());
   }
   // Balance is only meaningful when every GPU reported the metric.
-  if (mem_means.size() == out.gpus.size()) out.memory_balance = ComputeBalance(mem_means, t);
-  if (util_means.size() == out.gpus.size()) out.util_balance = ComputeBalance(util_means, t);
+  if (mem_means.size() == out.gpus.size()) out.memory_balance = ComputeBalance(mem_means, *t_);
+  if (util_means.size() == out.gpus.size()) out.util_balance = ComputeBalance(util_means, *t_);
   return out;
+}
+
+RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) {
+  SummaryBuilder builder(rec.header, t);
+  for (const auto& s : rec.samples) builder.Add(s);
+  return std::move(builder).Finish(rec.exit_code, rec.warnings);
+}
+
+namespace {
+
+/// Feeds a SummaryBuilder from StreamRecording; the header comes first, so the builder exists
+/// before the first sample.
+class SummaryConsumer final : public sample::RecordingConsumer {
+ public:
+  explicit SummaryConsumer(const ThresholdSet& t) : t_(t) {}
+  void OnHeader(const sample::RecordingHeader& header) override { builder_.emplace(header, t_); }
+  void OnSample(const sample::Sample& s) override { builder_->Add(s); }
+  std::optional<SummaryBuilder>& builder() { return builder_; }
+
+ private:
+  const ThresholdSet& t_;
+  std::optional<SummaryBuilder> builder_;
+};
+
+}  // namespace
+
+Result<RecordingSummary> SummarizeFile(const std::string& path, const ThresholdSet& t) {
+  SummaryConsumer consumer(t);
+  TRY(sample::RecordingTail tail, sample::StreamRecording(path, consumer));
+  // StreamRecording succeeds only after a header, so the builder exists.
+  return std::move(*consumer.builder()).Finish(tail.exit_code, std::move(tail.warnings));
 }
 
 LowUtilWatch::LowUtilWatch(double threshold_pct, size_t window)

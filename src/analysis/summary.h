@@ -49,10 +49,35 @@ struct RecordingSummary {
   std::vector<std::string> warnings;  ///< from reading the file
 };
 
+/// Builds a RecordingSummary one sample at a time: O(GPUs) memory, whatever the recording's
+/// length (every statistic is a RunningStats: mean, std, min, max, count; no percentiles).
+/// Adding the samples of a Recording in order gives exactly Summarize(rec). Not thread-safe.
+class SummaryBuilder {
+ public:
+  /// `t` must outlive the builder; balance classes cut at its balance_*_cv.
+  explicit SummaryBuilder(const sample::RecordingHeader& header,
+                          const ThresholdSet& t = kThresholds);
+  void Add(const sample::Sample& s);
+  /// The summary, with the trailer's exit code and the reader's warnings.
+  [[nodiscard]] RecordingSummary Finish(std::optional<int> exit_code,
+                                        std::vector<std::string> warnings) &&;
+
+ private:
+  const ThresholdSet* t_;
+  RecordingSummary out_;
+  int64_t first_mono_ns_ = 0;
+  int64_t last_mono_ns_ = 0;
+};
+
 /// Statistics of `rec`. Never fails: an empty recording gives zero samples. Balance classes cut
 /// at `t`'s balance_*_cv.
 [[nodiscard]] RecordingSummary Summarize(const sample::Recording& rec,
                                          const ThresholdSet& t = kThresholds);
+
+/// Statistics of the recording at `path`, streamed (sample::StreamRecording): memory is one
+/// sample plus O(GPUs), not the file. Fails like StreamRecording (unreadable, no header, CSV).
+[[nodiscard]] Result<RecordingSummary> SummarizeFile(const std::string& path,
+                                                     const ThresholdSet& t = kThresholds);
 
 /// Balance of `per_gpu_means` (seed 002: CV = std/mean × 100%, classes at `t`'s 5/10/20%).
 [[nodiscard]] Balance ComputeBalance(const std::vector<double>& per_gpu_means,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "host_test_util.h"
+
 namespace stallscope::analysis {
 namespace {
 
@@ -59,6 +61,174 @@ TEST(Summarize, LostSamplesAreCountedNotAveraged) {
   auto sum = Summarize(rec);
   EXPECT_EQ(sum.gpus[1].samples, 3);
   EXPECT_EQ(sum.gpus[1].lost_samples, 1);
+}
+
+// The whole-recording Summarize as it was before SummaryBuilder: the oracle the builder must
+// match bit for bit (same additions in the same order).
+RecordingSummary OldSummarize(const sample::Recording& rec) {
+  RecordingSummary out;
+  out.hostname = rec.header.hostname;
+  out.gpu_note = rec.header.gpu_note;
+  out.samples = static_cast<int64_t>(rec.samples.size());
+  out.exit_code = rec.exit_code;
+  out.warnings = rec.warnings;
+  if (rec.samples.size() >= 2) {
+    out.duration_ns = rec.samples.back().mono_ns - rec.samples.front().mono_ns;
+  }
+  out.gpus.resize(rec.header.gpus.size());
+  for (size_t i = 0; i < out.gpus.size(); ++i) {
+    out.gpus[i].index = rec.header.gpus[i].index;
+    out.gpus[i].name = rec.header.gpus[i].name;
+  }
+  constexpr uint64_t kThrottle = gpu::kClockEventSwPowerCap | gpu::kClockEventHwSlowdown |
+                                 gpu::kClockEventSwThermal | gpu::kClockEventHwThermal |
+                                 gpu::kClockEventHwPowerBrake;
+  for (const auto& s : rec.samples) {
+    for (size_t i = 0; i < s.gpus.size() && i < out.gpus.size(); ++i) {
+      GpuSummary& o = out.gpus[i];
+      const gpu::GpuSample& g = s.gpus[i];
+      if (g.lost) {
+        ++o.lost_samples;
+        continue;
+      }
+      ++o.samples;
+      if (g.mem_used_bytes)
+        o.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / sample::kBytesPerMiB);
+      if (g.mem_total_bytes)
+        o.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
+      if (g.util_gpu_pct) o.util_pct.Add(*g.util_gpu_pct);
+      for (size_t k = 0; k < g.util_sample_count; ++k)
+        o.util_fine_pct.Add(g.util_samples[k].util_pct);
+      if (g.power_mw) o.power_w.Add(*g.power_mw / 1000.0);
+      if (g.temperature_c) o.temperature_c.Add(*g.temperature_c);
+      if (g.sm_clock_mhz) o.sm_clock_mhz.Add(*g.sm_clock_mhz);
+      if (g.clock_event_reasons && (*g.clock_event_reasons & kThrottle) != 0) ++o.throttled_samples;
+    }
+    if (s.host.cpu) {
+      out.cpu_busy_pct.Add(s.host.cpu->busy_pct);
+      out.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
+    }
+    if (s.host.mem_used_bytes) out.mem_used_bytes.Add(static_cast<double>(*s.host.mem_used_bytes));
+  }
+  std::vector<double> mem_means, util_means;
+  for (const auto& g : out.gpus) {
+    if (g.memory_used_mib.count() > 0) {
+      out.total_memory_used_mib += g.memory_used_mib.mean();
+      mem_means.push_back(g.memory_used_mib.mean());
+    }
+    if (g.util_pct.count() > 0) util_means.push_back(g.util_pct.mean());
+  }
+  if (mem_means.size() == out.gpus.size())
+    out.memory_balance = ComputeBalance(mem_means, kThresholds);
+  if (util_means.size() == out.gpus.size())
+    out.util_balance = ComputeBalance(util_means, kThresholds);
+  return out;
+}
+
+void ExpectSameStats(const RunningStats& a, const RunningStats& b, const std::string& what) {
+  EXPECT_EQ(a.count(), b.count()) << what;
+  EXPECT_EQ(a.mean(), b.mean()) << what;
+  EXPECT_EQ(a.stddev(), b.stddev()) << what;
+  EXPECT_EQ(a.min(), b.min()) << what;
+  EXPECT_EQ(a.max(), b.max()) << what;
+}
+
+void ExpectSameSummary(const RecordingSummary& a, const RecordingSummary& b) {
+  EXPECT_EQ(a.hostname, b.hostname);
+  EXPECT_EQ(a.gpu_note, b.gpu_note);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.duration_ns, b.duration_ns);
+  EXPECT_EQ(a.total_memory_used_mib, b.total_memory_used_mib);
+  EXPECT_EQ(a.memory_balance.cv_pct, b.memory_balance.cv_pct);
+  EXPECT_EQ(a.memory_balance.quality, b.memory_balance.quality);
+  EXPECT_EQ(a.util_balance.cv_pct, b.util_balance.cv_pct);
+  EXPECT_EQ(a.util_balance.quality, b.util_balance.quality);
+  ExpectSameStats(a.cpu_busy_pct, b.cpu_busy_pct, "cpu_busy_pct");
+  ExpectSameStats(a.cpu_iowait_pct, b.cpu_iowait_pct, "cpu_iowait_pct");
+  ExpectSameStats(a.mem_used_bytes, b.mem_used_bytes, "mem_used_bytes");
+  EXPECT_EQ(a.exit_code, b.exit_code);
+  EXPECT_EQ(a.warnings, b.warnings);
+  ASSERT_EQ(a.gpus.size(), b.gpus.size());
+  for (size_t i = 0; i < a.gpus.size(); ++i) {
+    const GpuSummary& x = a.gpus[i];
+    const GpuSummary& y = b.gpus[i];
+    const std::string gpu = "GPU " + std::to_string(i) + " ";
+    EXPECT_EQ(x.index, y.index) << gpu;
+    EXPECT_EQ(x.name, y.name) << gpu;
+    EXPECT_EQ(x.memory_total_mib, y.memory_total_mib) << gpu;
+    EXPECT_EQ(x.samples, y.samples) << gpu;
+    EXPECT_EQ(x.lost_samples, y.lost_samples) << gpu;
+    EXPECT_EQ(x.throttled_samples, y.throttled_samples) << gpu;
+    ExpectSameStats(x.memory_used_mib, y.memory_used_mib, gpu + "memory_used_mib");
+    ExpectSameStats(x.util_pct, y.util_pct, gpu + "util_pct");
+    ExpectSameStats(x.util_fine_pct, y.util_fine_pct, gpu + "util_fine_pct");
+    ExpectSameStats(x.power_w, y.power_w, gpu + "power_w");
+    ExpectSameStats(x.temperature_c, y.temperature_c, gpu + "temperature_c");
+    ExpectSameStats(x.sm_clock_mhz, y.sm_clock_mhz, gpu + "sm_clock_mhz");
+  }
+}
+
+/// A varied recording: lost GPUs, throttling, sub-second buffers, absent metrics, host stats.
+sample::Recording MixedRecording() {
+  sample::Recording rec = FourGpuRecording({1000, 2000, 3000});
+  rec.header.hostname = "node-7";
+  uint64_t x = 12345;
+  auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
+  for (int t = 4; t < 200; ++t) {
+    sample::Sample s;
+    s.mono_ns = t * 250'000'000LL;
+    s.gpus.resize(t % 7 == 0 ? 2 : 3);  // a short sample now and then
+    for (auto& g : s.gpus) {
+      if (next() % 11 == 0) {
+        g.lost = true;
+        continue;
+      }
+      if (next() % 5 != 0) g.mem_used_bytes = (next() % 80'000) << 20;
+      g.mem_total_bytes = 80'000ull << 20;
+      g.util_gpu_pct = static_cast<uint32_t>(next() % 101);
+      g.power_mw = static_cast<uint32_t>(next() % 700'000);
+      if (next() % 3 == 0) g.temperature_c = static_cast<uint32_t>(next() % 90);
+      g.sm_clock_mhz = 1980;
+      g.clock_event_reasons = next() % 4 == 0 ? uint64_t{gpu::kClockEventHwThermal} : uint64_t{0};
+      g.util_sample_count = static_cast<uint32_t>(next() % 4);
+      for (uint32_t k = 0; k < g.util_sample_count; ++k)
+        g.util_samples[k] = {t * 1000LL + k, static_cast<uint32_t>(next() % 101)};
+    }
+    if (t % 3 != 0)
+      s.host.cpu = host::CpuShares{static_cast<double>(next() % 1000) / 10.0, 0, 0,
+                                   static_cast<double>(next() % 100) / 10.0, 0};
+    s.host.mem_used_bytes = next() % (64ull << 30);
+    rec.samples.push_back(s);
+  }
+  rec.exit_code = 3;
+  rec.warnings = {"a.jsonl: skipped 1 malformed line(s)"};
+  return rec;
+}
+
+TEST(SummaryBuilder, MatchesTheWholeRecordingSummary) {
+  for (const auto& rec :
+       {FourGpuRecording({12800, 12750, 12825, 12780}), MixedRecording(), sample::Recording{}}) {
+    SummaryBuilder builder(rec.header);
+    for (const auto& s : rec.samples) builder.Add(s);
+    ExpectSameSummary(std::move(builder).Finish(rec.exit_code, rec.warnings), OldSummarize(rec));
+    ExpectSameSummary(Summarize(rec), OldSummarize(rec));
+  }
+}
+
+// `summary` streams the file; the statistics are those of the recording read whole.
+TEST(SummarizeFile, MatchesSummarizeOfTheWholeRecording) {
+  for (const char* run : {"runs/data_cpu/recording.jsonl", "runs/gpu_throttled/recording.jsonl"}) {
+    const std::string path = host::testing::DataPath(run).string();
+    auto streamed = SummarizeFile(path);
+    ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+    auto rec = sample::ReadRecording(path);
+    ASSERT_TRUE(rec.ok()) << rec.error().message;
+    EXPECT_GT(streamed->samples, 0) << run;
+    ExpectSameSummary(*streamed, OldSummarize(*rec));
+  }
+  auto missing = SummarizeFile("/nonexistent/run.jsonl");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "/nonexistent/run.jsonl: cannot open recording");
 }
 
 TEST(LowUtilWatch, WarnsOnlyAfterAFullLowWindow) {

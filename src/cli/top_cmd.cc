@@ -68,17 +68,17 @@ int RunTop(const TopOptions& o) {
 }
 
 int RunSummary(const SummaryOptions& o) {
-  auto rec = sample::ReadRecording(o.path);
-  if (!rec.ok()) {
-    fmt::print(stderr, "stallscope summary: {}\n", EscapeControl(rec.error().message));
+  // Streamed: memory is one sample plus per-GPU statistics, whatever the recording's size.
+  auto summary = analysis::SummarizeFile(o.path);
+  if (!summary.ok()) {
+    fmt::print(stderr, "stallscope summary: {}\n", EscapeControl(summary.error().message));
     return 1;
   }
-  auto summary = analysis::Summarize(*rec);
   if (o.json) {
-    for (const auto& w : rec->warnings) fmt::print(stderr, "warning: {}\n", EscapeControl(w));
-    fmt::print("{}", report::RenderSummaryJson(summary));
+    for (const auto& w : summary->warnings) fmt::print(stderr, "warning: {}\n", EscapeControl(w));
+    fmt::print("{}", report::RenderSummaryJson(*summary));
   } else {
-    fmt::print("{}", report::RenderSummaryText(summary));
+    fmt::print("{}", report::RenderSummaryText(*summary));
   }
   return 0;
 }

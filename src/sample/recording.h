@@ -1,11 +1,14 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "sample/line_reader.h"
 #include "sample/sample.h"
 
 namespace stallscope::sample {
@@ -75,9 +78,40 @@ struct Recording {
   std::vector<std::string> warnings;  ///< one line each, for people
 };
 
-/// Reads a JSONL recording. Malformed lines are counted and skipped; a torn last line (writer
-/// killed) is a warning. Fails only when the file cannot be read or has no valid header, with a
-/// message naming the file and the problem.
+/// Receives a recording from StreamRecording as it is read, one line at a time.
+class RecordingConsumer {
+ public:
+  virtual ~RecordingConsumer() = default;
+  /// The header line, once, before any sample or event.
+  virtual void OnHeader(const RecordingHeader& header) = 0;
+  /// One sample line. `sample` is reused for the next line: copy what must outlive the call.
+  virtual void OnSample(const Sample& sample) = 0;
+  /// One event line, its raw JSON; the view is valid during the call only.
+  virtual void OnEvent(std::string_view line) { (void)line; }
+};
+
+/// What a streamed recording said besides its header, samples and events.
+struct RecordingTail {
+  int64_t samples = 0;                ///< sample lines handed to OnSample
+  bool finished = false;              ///< the "end" trailer was present
+  std::optional<int> exit_code;       ///< from the trailer
+  int64_t malformed_lines = 0;        ///< counted and skipped (overlong ones included)
+  int64_t overlong_lines = 0;         ///< of malformed_lines: over the line cap, skipped unread
+  bool truncated_last_line = false;   ///< the file ended mid-line (writer killed)
+  std::vector<std::string> warnings;  ///< one line each, for people
+};
+
+/// Reads a JSONL recording forward in bounded chunks, one line at a time, and hands each part to
+/// `consumer`: memory is one line and one Sample, never the file. Reads pipes (/dev/stdin).
+/// Malformed lines and lines over `max_line_bytes` are counted and skipped; a torn last line
+/// (writer killed) is a warning. Fails only when the file cannot be read or has no valid header,
+/// with a message naming the file and the problem (a CSV recording is named as such).
+[[nodiscard]] Result<RecordingTail> StreamRecording(const std::string& path,
+                                                    RecordingConsumer& consumer,
+                                                    size_t max_line_bytes = kMaxLineBytes);
+
+/// Reads a whole JSONL recording into memory (StreamRecording, every sample kept): for callers
+/// that need all samples at once. `summary` streams instead. Same errors as StreamRecording.
 [[nodiscard]] Result<Recording> ReadRecording(const std::string& path);
 
 }  // namespace stallscope::sample

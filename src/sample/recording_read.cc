@@ -1,7 +1,6 @@
-#include <fstream>
-
 #include <simdjson.h>
 
+#include "sample/line_reader.h"
 #include "sample/recording.h"
 
 namespace stallscope::sample {
@@ -252,70 +251,157 @@ Error NotJsonLines(const std::string& path, std::string_view line, int64_t line_
                fmt::format("{}: not a stallscope recording (line {} is not JSON)", path, line_no)};
 }
 
-}  // namespace
+/// Clears `s` for the next line, keeping container capacity: parsing a line does not free and
+/// reallocate what the previous one used.
+void ResetSample(Sample& s) {
+  s.mono_ns = 0;
+  s.wall_ns = 0;
+  s.gpus.clear();
+  std::vector<host::CpuShares> per_cpu = std::move(s.host.per_cpu);
+  per_cpu.clear();
+  s.host = host::HostSample{};
+  s.host.per_cpu = std::move(per_cpu);
+  s.has_processes = false;
+  s.processes.clear();
+}
 
-Result<Recording> ReadRecording(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(ErrorCode::kNotFound, "{}: cannot open recording", path);
-  Recording rec;
-  simdjson::dom::parser parser;
-  std::string line;
-  bool have_header = false;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    bool last_and_torn = in.eof();  // getline hit EOF before a newline: the writer was killed
-    if (line.empty()) continue;
+/// The per-line state machine of StreamRecording: header first, then samples, events, trailer.
+class LineHandler {
+ public:
+  LineHandler(const std::string& path, RecordingConsumer& consumer, size_t max_line_bytes)
+      : path_(path), consumer_(consumer), max_line_bytes_(max_line_bytes) {}
+
+  /// Handles one line; an error ends the read (no header, a CSV file, not a recording).
+  [[nodiscard]] Status Handle(const Line& line) {
+    if (line.overlong) {
+      if (!have_header_) {
+        return MakeError(ErrorCode::kParse,
+                         "{}: not a stallscope recording (line {} is longer than {} bytes)", path_,
+                         line.number, max_line_bytes_);
+      }
+      ++tail_.malformed_lines;
+      ++tail_.overlong_lines;
+      return OkStatus();
+    }
+    if (line.text.empty()) return OkStatus();
+    const bool last_and_torn = !line.complete;  // EOF before a newline: the writer was killed
     object o;
-    if (parser.parse(line).get_object().get(o) != simdjson::SUCCESS) {
-      if (!have_header && !last_and_torn) return NotJsonLines(path, line, line_no);
+    // The reader leaves kPadding readable bytes after each line, so simdjson need not copy it.
+    if (parser_.parse(line.text.data(), line.text.size(), false).get_object().get(o) !=
+        simdjson::SUCCESS) {
+      if (!have_header_ && !last_and_torn) return NotJsonLines(path_, line.text, line.number);
       if (last_and_torn) {
-        rec.truncated_last_line = true;
-        rec.warnings.push_back(
+        tail_.truncated_last_line = true;
+        tail_.warnings.push_back(
             fmt::format("{}: line {} is incomplete (recording cut short); "
                         "kept the {} lines before it",
-                        path, line_no, line_no - 1));
+                        path_, line.number, line.number - 1));
       } else {
-        ++rec.malformed_lines;
+        ++tail_.malformed_lines;
       }
-      continue;
+      return OkStatus();
     }
     std::string_view type;
-    if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = have_header ? "sample" : "";
-    if (!have_header) {
+    if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = have_header_ ? "sample" : "";
+    if (!have_header_) {
       if (type != "header") {
         return MakeError(ErrorCode::kParse,
-                         "{}: not a stallscope recording (line 1 is not a header line)", path);
+                         "{}: not a stallscope recording (line 1 is not a header line)", path_);
       }
-      ParseHeader(o, rec.header);
-      have_header = true;
-      continue;
+      ParseHeader(o, header_);
+      have_header_ = true;
+      consumer_.OnHeader(header_);
+      return OkStatus();
     }
     if (type == "sample") {
-      Sample s;
-      if (ParseSample(o, s)) {
-        rec.samples.push_back(std::move(s));
+      ResetSample(sample_);
+      if (ParseSample(o, sample_)) {
+        ++tail_.samples;
+        consumer_.OnSample(sample_);
       } else {
-        ++rec.malformed_lines;
+        ++tail_.malformed_lines;
       }
     } else if (type == "event") {
-      rec.events.push_back(line);
+      consumer_.OnEvent(line.text);
     } else if (type == "end") {
-      rec.finished = true;
-      rec.exit_code = Num<int>(o, "exit_code");
+      tail_.finished = true;
+      tail_.exit_code = Num<int>(o, "exit_code");
     } else {
-      ++rec.malformed_lines;
+      ++tail_.malformed_lines;
     }
+    return OkStatus();
   }
-  if (!have_header) return MakeError(ErrorCode::kParse, "{}: empty or has no header line", path);
-  if (rec.header.schema_version > kRecordingSchemaVersion) {
-    rec.warnings.push_back(fmt::format("{}: schema version {} is newer than this stallscope ({})",
-                                       path, rec.header.schema_version, kRecordingSchemaVersion));
+
+  /// The tail after the last line, or the "no header" error.
+  [[nodiscard]] Result<RecordingTail> Finish() && {
+    if (!have_header_) {
+      return MakeError(ErrorCode::kParse, "{}: empty or has no header line", path_);
+    }
+    if (header_.schema_version > kRecordingSchemaVersion) {
+      tail_.warnings.push_back(
+          fmt::format("{}: schema version {} is newer than this stallscope ({})", path_,
+                      header_.schema_version, kRecordingSchemaVersion));
+    }
+    if (tail_.malformed_lines > 0) {
+      std::string why = tail_.overlong_lines == 0
+                            ? std::string()
+                            : fmt::format(", {} of them longer than the {}-byte line limit",
+                                          tail_.overlong_lines, max_line_bytes_);
+      tail_.warnings.push_back(
+          fmt::format("{}: skipped {} malformed line(s){}", path_, tail_.malformed_lines, why));
+    }
+    return std::move(tail_);
   }
-  if (rec.malformed_lines > 0) {
-    rec.warnings.push_back(
-        fmt::format("{}: skipped {} malformed line(s)", path, rec.malformed_lines));
+
+ private:
+  const std::string& path_;
+  RecordingConsumer& consumer_;
+  simdjson::dom::parser parser_;
+  RecordingHeader header_;
+  Sample sample_;  ///< reused line after line
+  RecordingTail tail_;
+  bool have_header_ = false;
+  size_t max_line_bytes_;
+};
+
+/// Keeps everything: ReadRecording's consumer.
+class CollectAll final : public RecordingConsumer {
+ public:
+  explicit CollectAll(Recording& rec) : rec_(rec) {}
+  void OnHeader(const RecordingHeader& header) override { rec_.header = header; }
+  void OnSample(const Sample& sample) override { rec_.samples.push_back(sample); }
+  void OnEvent(std::string_view line) override { rec_.events.emplace_back(line); }
+
+ private:
+  Recording& rec_;
+};
+
+}  // namespace
+
+Result<RecordingTail> StreamRecording(const std::string& path, RecordingConsumer& consumer,
+                                      size_t max_line_bytes) {
+  LineReaderOptions options;
+  options.max_line_bytes = max_line_bytes;
+  options.padding = simdjson::SIMDJSON_PADDING;
+  TRY(LineReader reader, LineReader::Open(path, options));
+  LineHandler handler(path, consumer, max_line_bytes);
+  for (;;) {
+    TRY(std::optional<Line> line, reader.Next());
+    if (!line) break;
+    TRY_STATUS(handler.Handle(*line));
   }
+  return std::move(handler).Finish();
+}
+
+Result<Recording> ReadRecording(const std::string& path) {
+  Recording rec;
+  CollectAll collect(rec);
+  TRY(RecordingTail tail, StreamRecording(path, collect));
+  rec.finished = tail.finished;
+  rec.exit_code = tail.exit_code;
+  rec.malformed_lines = tail.malformed_lines;
+  rec.truncated_last_line = tail.truncated_last_line;
+  rec.warnings = std::move(tail.warnings);
   return rec;
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "base/units.h"
+#include "host_test_util.h"
 
 namespace stallscope::sample {
 namespace {
@@ -332,6 +333,165 @@ TEST(Recording, ACsvRecordingIsNamedAsSuch) {
   rec = ReadRecording(path);
   ASSERT_FALSE(rec.ok());
   EXPECT_EQ(rec.error().message, path + ": not a stallscope recording (line 1 is not JSON)");
+}
+
+/// Records what StreamRecording hands over, in order, as text.
+class Transcript final : public RecordingConsumer {
+ public:
+  void OnHeader(const RecordingHeader& header) override { log += "header " + header.hostname; }
+  void OnSample(const Sample& s) override {
+    log += " sample " + std::to_string(s.mono_ns);
+    samples.push_back(s);
+  }
+  void OnEvent(std::string_view line) override { log += " event " + std::string(line); }
+  std::string log;
+  std::vector<Sample> samples;
+};
+
+// The reader keeps every field of a sample: for the run fixtures (written by `record`), each
+// sample read back and written again is the very line that was read.
+TEST(Recording, FixtureSamplesReadBackToTheSameLines) {
+  for (const char* run : {"runs/data_cpu/recording.jsonl", "runs/gpu_throttled/recording.jsonl"}) {
+    const std::string path = host::testing::DataPath(run).string();
+    Transcript t;
+    auto tail = StreamRecording(path, t);
+    ASSERT_TRUE(tail.ok()) << tail.error().message;
+    auto rec = ReadRecording(path);
+    ASSERT_TRUE(rec.ok()) << rec.error().message;
+    std::ifstream in(path);
+    std::string line;
+    std::vector<std::string> sample_lines;
+    while (std::getline(in, line)) {
+      if (line.find("\"type\":\"sample\"") != std::string::npos) sample_lines.push_back(line);
+    }
+    ASSERT_EQ(t.samples.size(), sample_lines.size()) << run;
+    ASSERT_EQ(rec->samples.size(), sample_lines.size()) << run;
+    EXPECT_EQ(tail->samples, static_cast<int64_t>(sample_lines.size()));
+    EXPECT_TRUE(tail->finished);
+    EXPECT_EQ(tail->exit_code, rec->exit_code);
+    EXPECT_EQ(tail->malformed_lines, 0);
+    for (size_t i = 0; i < sample_lines.size(); ++i) {
+      std::string streamed, whole;
+      AppendSampleJson(rec->header, t.samples[i], streamed);
+      AppendSampleJson(rec->header, rec->samples[i], whole);
+      EXPECT_EQ(streamed, sample_lines[i]) << run << " sample " << i;
+      EXPECT_EQ(whole, sample_lines[i]) << run << " sample " << i;
+    }
+  }
+}
+
+// The consumer sees the header first, then samples and events in file order; the reused Sample
+// carries nothing over from one line to the next.
+TEST(Recording, StreamHandsOverLinesInOrder) {
+  std::string path = TempPath("stream.jsonl");
+  {
+    auto w = RecordingWriter::Open(path, TwoGpuHeader(), RecordingFormat::kJsonl);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(MakeSample(0)).ok());
+    ASSERT_TRUE(w->AppendEvent("gpu_lost", 6'000'000'000, "GPU 1").ok());
+    Sample bare;  // no GPUs, no host, no processes: nothing may leak in from sample 0
+    bare.mono_ns = 7'000'000'000;
+    ASSERT_TRUE(w->Append(bare).ok());
+    ASSERT_TRUE(w->Finish(8'000'000'000, std::nullopt).ok());
+  }
+  Transcript t;
+  auto tail = StreamRecording(path, t);
+  ASSERT_TRUE(tail.ok()) << tail.error().message;
+  EXPECT_EQ(t.log.substr(0, 38), "header node-1 sample 5000000000 event ");
+  EXPECT_NE(t.log.find("\"kind\":\"gpu_lost\""), std::string::npos) << t.log;
+  EXPECT_EQ(t.log.substr(t.log.size() - 18), " sample 7000000000") << t.log;
+  ASSERT_EQ(t.samples.size(), 2u);
+  EXPECT_TRUE(t.samples[1].gpus.empty());
+  EXPECT_TRUE(t.samples[1].processes.empty());
+  EXPECT_FALSE(t.samples[1].has_processes);
+  EXPECT_TRUE(t.samples[1].host.per_cpu.empty());
+  EXPECT_FALSE(t.samples[1].host.cpu.has_value());
+  EXPECT_TRUE(tail->finished);
+  EXPECT_FALSE(tail->exit_code.has_value());
+}
+
+// A file cut at any byte reads like the writer killed there: every whole line kept, a torn last
+// line a warning, never a malformed count; no header yet is the one error.
+TEST(Recording, CutAtEveryByte) {
+  std::string full_path = TempPath("full_for_cuts.jsonl");
+  {
+    auto w = RecordingWriter::Open(full_path, TwoGpuHeader(), RecordingFormat::kJsonl);
+    ASSERT_TRUE(w.ok());
+    for (int t = 0; t < 3; ++t) ASSERT_TRUE(w->Append(MakeSample(t)).ok());
+    ASSERT_TRUE(w->AppendEvent("note", 6'000'000'000, "x").ok());
+    ASSERT_TRUE(w->Finish(7'000'000'000, 0).ok());
+  }
+  std::ifstream in(full_path, std::ios::binary);
+  const std::string full((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<size_t> line_ends;  // offset of each '\n'
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == '\n') line_ends.push_back(i);
+  }
+  ASSERT_EQ(line_ends.size(), 6u);  // header, 3 samples, event, end
+  // Every byte near a line boundary, and every 7th byte in between (each cut is a file write
+  // and a parser: every byte of the ~7 KB file takes half a minute on a loaded machine).
+  std::vector<size_t> cuts;
+  for (size_t cut = 0; cut <= full.size(); ++cut) {
+    bool near_end = false;
+    for (size_t e : line_ends) near_end |= cut + 3 >= e && cut <= e + 3;
+    if (near_end || cut % 7 == 0 || cut == full.size()) cuts.push_back(cut);
+  }
+  const std::string path = TempPath("cut.jsonl");
+  for (size_t cut : cuts) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << full.substr(0, cut);
+    // Whole lines in the prefix (a line is whole once its '}' is in, newline or not).
+    size_t whole = 0;
+    while (whole < line_ends.size() && line_ends[whole] <= cut) ++whole;
+    const bool torn = whole < line_ends.size() && cut > (whole == 0 ? 0 : line_ends[whole - 1] + 1);
+    Transcript t;
+    auto tail = StreamRecording(path, t);
+    if (whole == 0) {
+      EXPECT_FALSE(tail.ok()) << "cut " << cut;
+      continue;
+    }
+    ASSERT_TRUE(tail.ok()) << "cut " << cut << ": " << tail.error().message;
+    EXPECT_EQ(tail->samples, static_cast<int64_t>(std::min<size_t>(whole - 1, 3))) << cut;
+    EXPECT_EQ(tail->malformed_lines, 0) << "cut " << cut;
+    EXPECT_EQ(tail->truncated_last_line, torn) << "cut " << cut;
+    EXPECT_EQ(tail->finished, whole == 6) << "cut " << cut;
+  }
+}
+
+// A line over the cap is counted malformed (and overlong), skipped unread, and named in the
+// warning; the lines after it are read. A header over the cap is not a recording.
+TEST(Recording, ALineOverTheCapIsSkippedAndCounted) {
+  std::string header, sample;
+  AppendHeaderJson(TwoGpuHeader(), header);
+  AppendSampleJson(TwoGpuHeader(), MakeSample(0), sample);
+  const size_t cap = std::max(header.size(), sample.size()) + 10;
+  const std::string huge = "{\"type\":\"sample\",\"pad\":\"" + std::string(cap, 'x') + "\"}";
+  std::string path = TempPath("overlong.jsonl");
+  std::ofstream(path) << header << "\n" << sample << "\n" << huge << "\n" << sample << "\n";
+  Transcript t;
+  auto tail = StreamRecording(path, t, cap);
+  ASSERT_TRUE(tail.ok()) << tail.error().message;
+  EXPECT_EQ(tail->samples, 2);
+  EXPECT_EQ(tail->malformed_lines, 1);
+  EXPECT_EQ(tail->overlong_lines, 1);
+  ASSERT_EQ(tail->warnings.size(), 1u);
+  EXPECT_EQ(tail->warnings[0],
+            fmt::format("{}: skipped 1 malformed line(s), 1 of them longer than the {}-byte line "
+                        "limit",
+                        path, cap));
+  // Under the default cap the line is read, and is malformed for another reason (no ts_ns).
+  auto whole = ReadRecording(path);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->samples.size(), 2u);
+  EXPECT_EQ(whole->malformed_lines, 1);
+  EXPECT_EQ(whole->warnings[0], path + ": skipped 1 malformed line(s)");
+
+  std::ofstream(path) << header << "\n";
+  Transcript none;
+  auto bad = StreamRecording(path, none, header.size() - 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            fmt::format("{}: not a stallscope recording (line 1 is longer than {} bytes)", path,
+                        header.size() - 1));
 }
 
 TEST(Recording, CsvHasOneColumnSetPerGpu) {
