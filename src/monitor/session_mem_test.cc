@@ -36,7 +36,8 @@
 #endif
 #endif
 #ifdef STALLSCOPE_ASAN
-#include <sanitizer/allocator_interface.h>
+// The ASan runtime's (sanitizer/allocator_interface.h, which g++ 12 does not ship).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace stallscope::monitor {
