@@ -34,10 +34,18 @@ struct LiveWindow {
 /// Live phase statistics of a job's processes, fed with the records drained from their rings.
 /// Per process: the current window, the interim totals (since the last TakeInterim) and the
 /// totals since the start. Thread-compatible (the monitor session serialises access).
+///
+/// Memory: one entry per process whose ring is open (about 20 KiB: the aggregator's per-phase
+/// sums plus at most 2 x 256 phase sums), whatever the number of steps; Forget drops a process
+/// once its ring is retired. The run's report reads events.bin, never these statistics.
 class LiveStats {
  public:
   /// Feeds one record of `ring` (in write order). `ring` must outlive this object.
   void Add(phase::PhaseReader& ring, const phase::PhaseRecord& record);
+
+  /// Drops process `pid` (its ring was retired: the process is gone and was read to the end).
+  /// Its steps no longer count in later windows, interims or totals.
+  void Forget(int32_t pid) { procs_.erase(pid); }
 
   /// The window since the last call, of the process with the most steps in it, and adds every
   /// process's window to its interim and total sums. Empty when no process made a step or

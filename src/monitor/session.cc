@@ -76,7 +76,14 @@ std::vector<std::string> Session::DrainPhases(phase::DrainMode mode) {
         std::lock_guard lock(mu_);
         live_.Add(ring, r);
       },
-      mode);
+      mode,
+      [&](phase::PhaseReader& ring) {
+        // The process is gone and its ring was read to the end: nothing of it stays in memory
+        // (its records are in events.bin, which the report reads).
+        events_->Forget(ring.info().pid);
+        std::lock_guard lock(mu_);
+        live_.Forget(ring.info().pid);
+      });
   for (const auto& e : result.new_errors) warnings.push_back(e.message);
   // The event log is the report's input: a failed flush is said once, and draining goes on
   // (the live statistics and the job do not depend on it).

@@ -51,6 +51,14 @@ struct SessionOptions {
 /// (StartCommand or FollowPid, optional), OpenRecording (optional), WatchPhases (optional),
 /// StartSampling; then Finish. Not copyable; the setup calls and Finish belong to one thread;
 /// the readers marked thread-safe may be called from any thread at any time.
+///
+/// Memory does not grow with the run's length (hours of samples, 100k steps): a sample is taken
+/// into reused buffers and written out (the recording is on disk; only the latest sample is
+/// kept), the process tracker keeps the processes of the last sample only, the phase rings of
+/// gone processes are closed and forgotten (RingDirWatcher, EventLogWriter::Forget,
+/// LiveStats::Forget), and the live statistics are running sums. Whatever a report needs from the
+/// whole run is read afterwards from the run directory (recording.jsonl, events.bin).
+/// session_mem_test.cc checks it: 86,400 samples of 8 GPUs, 100k steps.
 class Session {
  public:
   /// `gpus` and `clock` must outlive the session; `header` is written at OpenRecording, with

@@ -120,6 +120,11 @@ void EventLogWriter::Add(PhaseReader& ring, const PhaseRecord& r) {
   buffer_.push_back(e);
 }
 
+void EventLogWriter::Forget(int32_t pid) {
+  processes_.erase(pid);
+  named_.erase(named_.lower_bound({pid, 0}), named_.upper_bound({pid, UINT16_MAX}));
+}
+
 Status EventLogWriter::Flush() {
   // Names first: a record on disk never refers to a name that is not.
   if (!names_buffer_.empty() && names_fd_ >= 0) {

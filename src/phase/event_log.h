@@ -59,6 +59,10 @@ struct EventLog {
 /// Appends drained ring records to `<run_dir>/events.bin` and their names to
 /// `<run_dir>/events.names.jsonl`. Records are buffered and written with one write(2) per
 /// Flush(), so a monitor killed mid-run leaves whole records (a torn tail is dropped on read).
+///
+/// Memory: the buffer holds the records of one drain (flushed every poll: at most the rings'
+/// capacity, 2 MiB each, and its capacity is kept); the names and processes already written
+/// are remembered per live process only (Forget drops a process whose ring was retired).
 class EventLogWriter {
  public:
   [[nodiscard]] static Result<EventLogWriter> Open(const std::string& run_dir);
@@ -68,6 +72,10 @@ class EventLogWriter {
 
   /// Buffers `record` of `ring`; notes names and processes it has not seen.
   void Add(PhaseReader& ring, const PhaseRecord& record);
+  /// Forgets what was written about process `pid` (its "process" and "name" lines): call when
+  /// its ring is retired (RingDirWatcher), after its last Add. A later ring of a reused pid
+  /// then gets its own lines.
+  void Forget(int32_t pid);
   /// Writes buffered records and new names. Errors name the file.
   [[nodiscard]] Status Flush();
   uint64_t records_written() const { return written_; }

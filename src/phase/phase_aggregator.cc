@@ -62,6 +62,18 @@ void PhaseAggregator::AddEnd(const PhaseRecord& record) {
   stack.resize(keep);
 }
 
+void PhaseAggregator::PruneThreads() {
+  if (stacks_.size() <= kMaxThreads) return;
+  // Threads come and go (DataLoader pin-memory threads, thread pools): a stack with nothing
+  // open is dropped (a thread seen again allocates once more); then, past the bound, any stack
+  // (a thread that died inside a phase never closes it).
+  std::erase_if(stacks_, [](const auto& entry) { return entry.second.empty(); });
+  for (auto it = stacks_.begin(); it != stacks_.end() && stacks_.size() > kMaxThreads;) {
+    unmatched_ += it->second.size();
+    it = stacks_.erase(it);
+  }
+}
+
 PhaseWindow PhaseAggregator::Take() {
   PhaseWindow window;
   auto collect = [](std::array<PhaseTotal, kNameCapacity>& totals, std::vector<PhaseTotal>& out) {
@@ -80,6 +92,7 @@ PhaseWindow PhaseAggregator::Take() {
   window.steps = std::exchange(steps_, 0);
   window.first_step = std::exchange(first_step_, 0);
   window.last_step = std::exchange(last_step_, 0);
+  PruneThreads();
   window.unmatched = std::exchange(unmatched_, 0);
   return window;
 }

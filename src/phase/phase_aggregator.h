@@ -31,6 +31,10 @@ struct PhaseWindow {
 /// Pairs begin/end records per thread and sums durations per phase id. Records of one ring
 /// only (ids are per ring). A phase is counted in the window in which it ends.
 /// Thread-compatible. Allocates only for a thread it has not seen yet.
+/// Memory: fixed per-phase sums (2 x 256 entries) plus an open-phase stack per thread; Take()
+/// drops the stacks of threads with nothing open once more than kMaxThreads are known (threads
+/// come and go in a long job), and beyond that any others, their open phases counted unmatched.
+/// So at most kMaxThreads stacks of kMaxDepth entries survive a Take.
 class PhaseAggregator {
  public:
   /// Feeds one record (in write order).
@@ -45,8 +49,11 @@ class PhaseAggregator {
   };
   /// Nesting deeper than this on one thread is a bug or lost ends; older entries are dropped.
   static constexpr size_t kMaxDepth = 64;
+  /// Threads whose stacks are kept across a Take (see the class comment).
+  static constexpr size_t kMaxThreads = 256;
 
   void AddEnd(const PhaseRecord& record);
+  void PruneThreads();
 
   std::unordered_map<uint32_t, std::vector<Open>> stacks_;  // by tid
   std::array<PhaseTotal, kNameCapacity> phases_{};

@@ -93,5 +93,25 @@ TEST(PhaseAggregatorTest, RunawayNestingIsBounded) {
   EXPECT_EQ(w.unmatched, (1000u - 64u) * 2u);
 }
 
+// Threads come and go in a long job: past 256 threads a Take drops the stacks with nothing open,
+// then any others (their open phases counted unmatched); phases of kept threads still pair.
+TEST(PhaseAggregatorTest, ThreadStacksAreBoundedAcrossTakes) {
+  PhaseAggregator agg;
+  for (uint32_t tid = 1; tid <= 1000; ++tid) {
+    agg.Add(Rec(kB, 1, 0, tid));
+    agg.Add(Rec(kE, 1, 10, tid));
+  }
+  for (uint32_t tid = 2000; tid < 2300; ++tid) agg.Add(Rec(kB, 2, 0, tid));  // never closed
+  PhaseWindow w = agg.Take();
+  ASSERT_EQ(w.phases.size(), 1u);
+  EXPECT_EQ(w.phases[0].count, 1000u);
+  EXPECT_EQ(w.unmatched, 300u - 256u) << "past the bound, open phases are given up";
+  agg.Add(Rec(kB, 3, 20, 7));
+  agg.Add(Rec(kE, 3, 25, 7));
+  w = agg.Take();
+  ASSERT_EQ(w.phases.size(), 1u);
+  EXPECT_EQ(w.phases[0].total_ns, 5);
+}
+
 }  // namespace
 }  // namespace stallscope::phase

@@ -1,6 +1,7 @@
 #include "phase/phase_reader.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -255,6 +256,11 @@ const std::string& PhaseReader::Name(uint16_t id) {
   static const std::string kUnknown;  // immutable
   if (id >= names_.size()) Names();
   return id < names_.size() ? names_[id] : kUnknown;
+}
+
+bool ProcessExists(int32_t pid) {
+  // EPERM: it exists but is not ours to signal.
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
 RingDirWatcher::PollResult RingDirWatcher::Scan() {

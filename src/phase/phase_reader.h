@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -122,37 +124,70 @@ class PhaseReader {
   std::vector<std::string> names_;
 };
 
+/// Whether process `pid` (> 0) still exists (kill(pid, 0) does not fail with ESRCH).
+[[nodiscard]] bool ProcessExists(int32_t pid);
+
 /// Watches a phases directory: each Poll opens ring files that appeared since the last one
 /// and drains every ring. Files that fail to open are reported once and then ignored.
+///
+/// Memory is bounded by the rings of live processes, not by the run's length: a ring whose
+/// writer process is gone (checked before each drain, so it wrote its last record already) is
+/// drained to its end once more (DrainMode::kFinal), handed to the retire callback and then
+/// unmapped and freed. What remains of it is its file name in the set of names already opened
+/// (one short string per ring file of the run, which has 2 MiB on disk for each). Writers must
+/// be processes of the watcher's pid namespace (`run`'s job is its child): a ring whose pid
+/// is unknown here counts as gone once it has been read.
 class RingDirWatcher {
  public:
-  explicit RingDirWatcher(std::string phases_dir) : dir_(std::move(phases_dir)) {}
+  /// Says whether a ring's writer process still exists; tests inject one.
+  using Liveness = std::function<bool(int32_t pid)>;
+
+  explicit RingDirWatcher(std::string phases_dir, Liveness alive = ProcessExists)
+      : dir_(std::move(phases_dir)), alive_(std::move(alive)) {}
 
   struct PollResult {
     DrainStats stats;               ///< Summed over all rings.
     size_t new_rings = 0;           ///< Rings opened by this poll.
+    size_t retired_rings = 0;       ///< Rings of gone processes read to the end and closed.
     std::vector<Error> new_errors;  ///< Files that could not be opened (each once).
   };
 
   /// Scans for new `*.ring` files, then calls `fn(PhaseReader& ring, const PhaseRecord&)` for
-  /// every new record of every ring. A missing directory is not an error (nothing yet).
-  template <typename Fn>
-  PollResult Poll(Fn&& fn, DrainMode mode = DrainMode::kLive) {
+  /// every new record of every ring, and `retire(PhaseReader& ring)` for each ring whose process
+  /// is gone, after its last record and just before the ring is closed (references to it die
+  /// there). A missing directory is not an error (nothing yet).
+  template <typename Fn, typename Retire>
+  PollResult Poll(Fn&& fn, DrainMode mode, Retire&& retire) {
     PollResult result = Scan();
-    for (auto& ring : rings_) {
-      PhaseReader& reader = *ring;
-      result.stats += reader.Drain([&](const PhaseRecord& record) { fn(reader, record); }, mode);
+    for (size_t i = 0; i < rings_.size();) {
+      PhaseReader& reader = *rings_[i];
+      const bool gone = reader.info().pid > 0 && !alive_(reader.info().pid);
+      result.stats += reader.Drain([&](const PhaseRecord& record) { fn(reader, record); },
+                                   gone ? DrainMode::kFinal : mode);
+      if (!gone) {
+        ++i;
+        continue;
+      }
+      retire(reader);
+      rings_.erase(rings_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++result.retired_rings;
     }
     return result;
   }
+  /// Poll without a retire callback.
+  template <typename Fn>
+  PollResult Poll(Fn&& fn, DrainMode mode = DrainMode::kLive) {
+    return Poll(std::forward<Fn>(fn), mode, [](PhaseReader&) {});
+  }
 
-  /// The rings found so far, in the order found.
+  /// The rings open now (of live processes, or not yet seen gone), in the order found.
   const std::vector<std::unique_ptr<PhaseReader>>& rings() const { return rings_; }
 
  private:
   PollResult Scan();
 
   std::string dir_;
+  Liveness alive_;
   std::vector<std::unique_ptr<PhaseReader>> rings_;
   std::set<std::string> seen_;  // file names already opened or rejected
 };

@@ -504,5 +504,36 @@ TEST(RingDirWatcherTest, FindsNewRingsAndReportsBadOnesOnce) {
   EXPECT_EQ(watcher.rings().size(), 2u);
 }
 
+// A ring whose process is gone is read to its end once more (its last records are not lost),
+// handed to the retire callback, closed and never opened again: the watcher's memory follows
+// the live processes, not the run's length.
+TEST(RingDirWatcherTest, RetiresRingsOfGoneProcessesAfterTheirLastRecord) {
+  TempDir dir;
+  bool alive = true;
+  RingDirWatcher watcher(dir.Sub("phases"), [&](int32_t) { return alive; });
+  PhaseWriter writer(Options(dir));
+  writer.Step();
+  uint64_t seen = 0;
+  std::vector<int32_t> retired;
+  auto count = [&](PhaseReader&, const PhaseRecord&) { ++seen; };
+  auto retire = [&](PhaseReader& ring) { retired.push_back(ring.info().pid); };
+  RingDirWatcher::PollResult result = watcher.Poll(count, DrainMode::kLive, retire);
+  EXPECT_EQ(result.retired_rings, 0u);
+  EXPECT_EQ(watcher.rings().size(), 1u);
+
+  writer.Step();
+  writer.Step();
+  alive = false;  // the process exited after its last two records
+  result = watcher.Poll(count, DrainMode::kLive, retire);
+  EXPECT_EQ(result.stats.read, 2u) << "its last records are read before it is closed";
+  EXPECT_EQ(result.retired_rings, 1u);
+  EXPECT_EQ(retired, std::vector<int32_t>{getpid()});
+  EXPECT_TRUE(watcher.rings().empty());
+
+  result = watcher.Poll(count, DrainMode::kLive, retire);
+  EXPECT_EQ(result.new_rings, 0u) << "a retired ring's file is not opened again";
+  EXPECT_EQ(seen, 3u);
+}
+
 }  // namespace
 }  // namespace stallscope::phase
