@@ -26,7 +26,7 @@ void RoundToMicros(Event& e) {
   int64_t end = e.end_ns();
   end = (end / kUs - (end < 0 && end % kUs != 0 ? 1 : 0)) * kUs;
   e.ts_ns = begin;
-  e.dur_ns = end - begin;  // may be negative, as in HTA; analyses treat < 0 as empty
+  e.set_dur_ns(end - begin);  // may be negative, as in HTA; analyses treat < 0 as empty
 }
 
 // A row HTA treats as GPU work: a stream-bearing kernel/memcpy/memset/sync row
