@@ -33,7 +33,7 @@ class TraceBuilder {
     e.kind = kind;
     e.name_id = t_.names.Intern(name);
     e.ts_ns = ts_us * kUs;
-    e.dur_ns = dur_us * kUs;
+    e.set_dur_ns(dur_us * kUs);
     e.pid = 100;
     e.tid = 100;
     e.correlation = correlation;
@@ -49,7 +49,7 @@ class TraceBuilder {
     e.kind = EventKind::kKernel;
     e.name_id = t_.names.Intern(name);
     e.ts_ns = ts_us * kUs;
-    e.dur_ns = dur_us * kUs;
+    e.set_dur_ns(dur_us * kUs);
     e.pid = 0;
     e.tid = 7;
     e.correlation = corr;

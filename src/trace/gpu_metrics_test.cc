@@ -18,7 +18,7 @@ class TraceBuilder {
     Event e;
     e.kind = kind;
     e.ts_ns = ts_ns;
-    e.dur_ns = dur_ns;
+    e.set_dur_ns(dur_ns);
     e.tid = stream;
     e.pid = device;
     e.correlation = correlation;
@@ -35,7 +35,7 @@ class TraceBuilder {
     Event e;
     e.kind = kind;
     e.ts_ns = ts_us * kUs;
-    e.dur_ns = dur_us * kUs;
+    e.set_dur_ns(dur_us * kUs);
     e.tid = 1;
     e.pid = 100;
     e.correlation = correlation;

@@ -562,6 +562,54 @@ TEST(ByteSource, MemoryPlainAndGzip) {
   }
 }
 
+// A name or args string longer than kMaxStringBytes keeps its first kMaxStringBytes bytes (cut
+// at a UTF-8 boundary) and the marker, once, with a warning (issue: a 64 MB name cost 290 MB).
+TEST(ReadTrace, LongStringsAreTruncatedWithAWarning) {
+  TempDir dir;
+  const std::string limit(kMaxStringBytes, 'a');
+  const std::string cut = std::string(kMaxStringBytes - 1, 'b') + "\u00e9";  // é straddles it
+  const std::string escaped = "\\n" + std::string(kMaxStringBytes, 'c');     // unescaped copy
+  auto x = [](const std::string& name, const std::string& args) {
+    return R"({"ph":"X","cat":"kernel","pid":0,"tid":7,"ts":1,"dur":1,"name":")" + name +
+           R"(","args":{"stream":7,"correlation":1)" + args + "}}";
+  };
+  const std::string json = R"({"traceEvents":[)" + x(limit, "") + "," + x(limit + "a", "") + "," +
+                           x(cut, "") + "," + x(escaped, "") + "," +
+                           x("nccl", R"(,"Collective name":")" + limit + R"(z")") + "]}";
+  RankTrace t = MustRead(dir.Write("long.json", json));
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.NameOf(t.events[0]), limit);  // at the limit: kept whole
+  EXPECT_EQ(t.NameOf(t.events[1]), limit + std::string(kTruncatedMarker));
+  EXPECT_EQ(t.NameOf(t.events[2]),
+            std::string(kMaxStringBytes - 1, 'b') + std::string(kTruncatedMarker));
+  const std::string& e = t.NameOf(t.events[3]);
+  EXPECT_EQ(e.size(), kMaxStringBytes + kTruncatedMarker.size());
+  EXPECT_EQ(e.substr(0, 2), "\nc");
+  ASSERT_EQ(t.collectives.size(), 1u);
+  EXPECT_EQ(t.collectives[0].collective, limit + std::string(kTruncatedMarker));
+  EXPECT_EQ(t.stats.long_strings, 4u);
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("4 names or args strings longer than 64 KiB truncated"),
+            std::string::npos)
+      << t.warnings[0];
+}
+
+TEST(StringTable, CopiesAndMovesKeepLookupsValid) {
+  StringTable a;
+  const std::string long_name(100, 'x');  // heap-allocated, unlike "k" (SSO)
+  EXPECT_EQ(a.Intern("k"), 1u);
+  EXPECT_EQ(a.Intern(long_name), 2u);
+  StringTable b = a;  // the copy's index must view its own strings
+  a = StringTable();
+  EXPECT_EQ(b.Intern("k"), 1u);
+  EXPECT_EQ(b.Intern(long_name), 2u);
+  StringTable c = std::move(b);
+  EXPECT_EQ(c.Intern("k"), 1u);
+  EXPECT_EQ(c.Intern("new"), 3u);
+  EXPECT_EQ(c.Get(2), long_name);
+  EXPECT_EQ(a.size(), 1u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rank, paths, several files
 

@@ -44,7 +44,7 @@ RankTrace Make(std::initializer_list<Ev> evs) {
     e.kind = v.kind;
     e.name_id = t.names.Intern(v.name);
     e.ts_ns = v.ts;
-    e.dur_ns = v.dur;
+    e.set_dur_ns(v.dur);
     e.correlation = v.correlation;
     e.tid = v.tid >= 0 ? v.tid : (IsGpuKind(v.kind) ? 7 : 1);
     e.pid = v.pid;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,28 +41,40 @@ enum EventFlags : uint8_t {
   kFlagCudaGraph = 1 << 0,  ///< launched as part of a CUDA graph (cudaGraphLaunch correlation)
 };
 
-/// One complete ("ph":"X") event, compact: 56 bytes. Times are integer nanoseconds since the
-/// epoch of the trace (Kineto: absolute µs × 1000 exactly, fractional digits kept; ns precision).
+/// One complete ("ph":"X") event, compact: 48 bytes (bench/trace_mem.sh: peak RSS per event).
+/// Times are integer nanoseconds since the epoch of the trace (Kineto: absolute µs × 1000
+/// exactly, fractional digits kept; ns precision).
 struct Event {
   int64_t ts_ns = 0;
-  int64_t dur_ns = 0;  ///< ≥ 0 (negative durations are counted as malformed and set to 0)
   /// args.correlation (runtime ↔ GPU), else -1. Kineto: same id on the launching cuda_runtime
   /// event and the kernel/memcpy/memset it launched.
   int64_t correlation = -1;
   /// GPU kinds: the stream (args.stream, else numeric tid, else "stream N"). CPU kinds: the thread
   /// id.
   int64_t tid = 0;
+  /// Memcpy/memset: args.bytes (0 when absent). Kernels: 0.
+  uint64_t bytes = 0;
   /// GPU kinds: the device (args.device, else numeric pid). CPU kinds: the process id
   /// (0 when the pid was a string such as "CPU functions").
   int32_t pid = 0;
   uint32_t name_id = 0;  ///< index into RankTrace::names
-  /// Memcpy/memset: args.bytes (0 when absent). Kernels: 0.
-  uint64_t bytes = 0;
-  EventKind kind = EventKind::kOther;
-  uint8_t flags = kFlagNone;
+  /// ≥ 0 as read (negative durations are counted as malformed and set to 0; --hta-compat
+  /// rounding may make it slightly negative). The reader keeps it within ±2^47 (kMaxDurNs), so
+  /// 55 bits hold it; write it with set_dur_ns. Shares 8 bytes with flags and kind.
+  int64_t dur_ns : 55 = 0;
+  uint8_t flags : 1 = kFlagNone;  ///< EventFlags; one bit while kFlagCudaGraph is the only one
+  EventKind kind : 8 = EventKind::kOther;
 
   [[nodiscard]] int64_t end_ns() const { return ts_ns + dur_ns; }
+  /// `dur` must lie within ±2^54 (the reader's limit is 2^47).
+  void set_dur_ns(int64_t dur) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+    dur_ns = dur;
+#pragma GCC diagnostic pop
+  }
 };
+static_assert(sizeof(Event) == 48, "Event grew: README and bench/trace_mem.sh quote its size");
 
 /// Hash for heterogeneous (string_view) lookups in StringTable: interning a name must not
 /// allocate when the name is already known (the reader calls Intern once per event).
@@ -84,10 +97,25 @@ struct StringViewHash {
   }
 };
 
-/// Interned event names. Id 0 is always "".
+/// Interned event names. Id 0 is always "". Each name is stored once: the lookup index holds
+/// views of the stored strings (a deque never moves its elements), so a long name costs its
+/// length once, not twice (bench/trace_mem.sh).
 class StringTable {
  public:
   StringTable() { Intern(""); }
+  StringTable(const StringTable& other) : strings_(other.strings_) { Reindex(); }
+  StringTable& operator=(const StringTable& other) {
+    if (this != &other) {
+      strings_ = other.strings_;
+      Reindex();
+    }
+    return *this;
+  }
+  // Moving a deque keeps its elements where they are, so the views stay valid.
+  StringTable(StringTable&&) noexcept = default;
+  StringTable& operator=(StringTable&&) noexcept = default;
+  ~StringTable() = default;
+
   /// Returns the id of `s`, adding it when new.
   uint32_t Intern(std::string_view s) {
     auto it = ids_.find(s);
@@ -101,8 +129,14 @@ class StringTable {
   [[nodiscard]] size_t size() const { return strings_.size(); }
 
  private:
-  std::vector<std::string> strings_;
-  std::unordered_map<std::string, uint32_t, StringViewHash, std::equal_to<>> ids_;
+  void Reindex() {
+    ids_.clear();
+    for (size_t i = 0; i < strings_.size(); ++i)
+      ids_.emplace(strings_[i], static_cast<uint32_t>(i));
+  }
+
+  std::deque<std::string> strings_;
+  std::unordered_map<std::string_view, uint32_t, StringViewHash> ids_;
 };
 
 /// A GPU as `deviceProperties` lists it.
@@ -133,6 +167,14 @@ enum class Dialect : uint8_t {
   kChromeNoCats,  ///< plain Chrome trace without categories (legacy autograd profiler)
 };
 
+/// Longest name or args string the reader keeps: longer ones keep their first kMaxStringBytes
+/// bytes (cut at a UTF-8 boundary) followed by kTruncatedMarker, and are counted in
+/// ReadStats::long_strings. The longest name in the six HTA reference traces is 2.0 KB; CUTLASS
+/// template kernel names reach ~10 KB. Without a cap a 64 MB name cost 3-4× its size (issue:
+/// "a 64 MB string must not cost 290 MB").
+inline constexpr size_t kMaxStringBytes = size_t{64} << 10;
+inline constexpr std::string_view kTruncatedMarker = "...[truncated]";
+
 /// Counts of what the reader skipped or could not use.
 struct ReadStats {
   uint64_t bytes = 0;         ///< uncompressed JSON bytes read
@@ -146,6 +188,7 @@ struct ReadStats {
   uint64_t malformed = 0;     ///< elements that are not objects, lack ts, bad numbers, ...
   uint64_t negative_dur = 0;  ///< X events with dur < 0 (kept with dur 0; also in malformed)
   bool truncated = false;     ///< the file ended inside traceEvents
+  uint64_t long_strings = 0;  ///< names / args strings cut to kMaxStringBytes
 };
 
 /// One rank's trace, as read. Events are in file order (not sorted); analyses sort what they need.

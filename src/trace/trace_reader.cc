@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <new>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
@@ -110,6 +112,19 @@ std::string_view KeyText(const od::raw_json_string& key) {
   return {s, n};
 }
 
+/// `s` itself, or (longer than kMaxStringBytes) its first kMaxStringBytes bytes, cut back to a
+/// UTF-8 character boundary, followed by kTruncatedMarker, built in `scratch`.
+std::string_view CapString(std::string_view s, std::string* scratch, uint64_t* long_strings) {
+  if (s.size() <= kMaxStringBytes) return s;
+  ++*long_strings;
+  size_t cut = kMaxStringBytes;
+  // Back off continuation bytes (10xxxxxx) so no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  scratch->assign(s.substr(0, cut));
+  scratch->append(kTruncatedMarker);
+  return *scratch;
+}
+
 /// A JSON scalar that may be a number or a string (pid, tid).
 struct IdValue {
   enum Type : uint8_t { kAbsent, kNumber, kString, kBad } type = kAbsent;
@@ -157,12 +172,15 @@ simdjson::error_code ReadId(od::value& v, IdValue* out) {
   return simdjson::SUCCESS;
 }
 
-/// Reads a string value; other types leave `out` untouched (not an error).
+simdjson::error_code GetStringFast(od::value& v, std::string_view* out);
+
+/// Reads a string value (without a copy when it has no escapes); other types leave `out`
+/// untouched (not an error).
 simdjson::error_code GetString(od::value& v, std::string_view* out) {
   od::json_type type;
   if (auto err = v.type().get(type)) return err;
   if (type != od::json_type::string) return simdjson::SUCCESS;
-  return v.get_string().get(*out);
+  return GetStringFast(v, out);
 }
 
 std::optional<int64_t> ReadOptInt(od::value& v) {
@@ -333,24 +351,35 @@ class TraceReader {
   void Commit(const RawEvent& ev);
   void CommitComplete(const RawEvent& ev);
   void CommitMetadata(const RawEvent& ev);
+  /// CapString: the view is valid until the next call.
+  std::string_view Cap(std::string_view s) {
+    return CapString(s, &scratch_, &tally_.stats.long_strings);
+  }
 
   const ReadOptions& options_;
   RankTrace* out_;
   JsonScanner scanner_;
   od::parser parser_;
   std::vector<ElementSpan> spans_;
-  std::unique_ptr<char[]> buf_;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> buf_;
   size_t cap_ = 0;
   size_t len_ = 0;
   Tally tally_;
+  std::string scratch_;  // a capped string, until the next Cap
 };
 
 void TraceReader::Reserve(size_t needed) {
   if (needed <= cap_) return;
   size_t cap = std::max(needed, cap_ + cap_ / 2);
-  std::unique_ptr<char[]> bigger(new char[cap]);
-  if (len_ > 0) std::memcpy(bigger.get(), buf_.get(), len_);
-  buf_ = std::move(bigger);
+  // realloc: a buffer grown for one huge element (a 64 MB name) is remapped in place by glibc
+  // (mremap) instead of being held twice while it is copied.
+  void* bigger = std::realloc(buf_.get(), cap);
+  if (bigger == nullptr) throw std::bad_alloc();  // as new[] did; caught at the thread entry
+  static_cast<void>(buf_.release());
+  buf_.reset(static_cast<char*>(bigger));
   cap_ = cap;
 }
 
@@ -385,7 +414,7 @@ Status TraceReader::ReadAll(ByteSource& src) {
 
 bool TraceReader::IsBlank(const ElementSpan& span) const {
   for (uint64_t i = span.open + 1; i < span.close; ++i) {
-    char c = buf_[i];
+    char c = buf_.get()[i];
     if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
   }
   return true;
@@ -397,7 +426,7 @@ void TraceReader::ProcessSpans() {
     const ElementSpan& s = spans_[i];
     if (IsBlank(s)) {
       // `[ ]` is an empty array; any other blank element (`[1,,2]`, `[1,]`) is malformed.
-      if (!(buf_[s.open] == '[' && buf_[s.close] == ']')) {
+      if (!(buf_.get()[s.open] == '[' && buf_.get()[s.close] == ']')) {
         ++tally_.stats.events_total;
         ++tally_.stats.malformed;
       }
@@ -428,10 +457,10 @@ void TraceReader::ParseBatch(size_t first, size_t last) {
 bool TraceReader::ParseBatchDocument(size_t first, size_t last) {
   uint64_t open = spans_[first].open;
   uint64_t close = spans_[last - 1].close;
-  char saved_open = buf_[open];
-  char saved_close = buf_[close];
-  buf_[open] = '[';
-  buf_[close] = ']';
+  char saved_open = buf_.get()[open];
+  char saved_close = buf_.get()[close];
+  buf_.get()[open] = '[';
+  buf_.get()[close] = ']';
   size_t length = close - open + 1;
   bool ok = true;
   size_t count = 0;
@@ -453,8 +482,8 @@ bool TraceReader::ParseBatchDocument(size_t first, size_t last) {
       ++count;
     }
   }
-  buf_[open] = saved_open;
-  buf_[close] = saved_close;
+  buf_.get()[open] = saved_open;
+  buf_.get()[close] = saved_close;
   return ok && count == last - first;
 }
 
@@ -527,11 +556,11 @@ void TraceReader::CommitComplete(const RawEvent& ev) {
   }
   Event e;
   e.ts_ns = *ts;
-  e.dur_ns = *dur;
+  e.set_dur_ns(*dur);
   if (e.dur_ns < 0) {
     ++st.negative_dur;
     ++st.malformed;
-    e.dur_ns = 0;
+    e.set_dur_ns(0);
   }
   if (ev.has_cat) {
     e.kind = KindFromCat(ev.cat);
@@ -555,19 +584,19 @@ void TraceReader::CommitComplete(const RawEvent& ev) {
   }
   e.correlation = ev.correlation.value_or(-1);
   e.bytes = static_cast<uint64_t>(std::max<int64_t>(ev.bytes.value_or(0), 0));
-  e.name_id = out_->names.Intern(ev.name);
+  e.name_id = out_->names.Intern(Cap(ev.name));
   out_->events.push_back(e);
   ++st.complete;
   if (ev.has_collective && (e.kind == EventKind::kKernel ||
                             (e.kind == EventKind::kCpuOp && ev.name == "record_param_comms"))) {
     CollectiveInfo c;
     c.correlation = e.correlation;
-    c.collective = ev.coll_name;
+    c.collective = Cap(ev.coll_name);
     c.in_msg_nelems = ev.in_nelems;
     c.out_msg_nelems = ev.out_nelems;
     c.group_size = ev.group_size;
-    c.dtype = ev.dtype;
-    c.process_group = ev.pg_desc.empty() ? ev.pg_name : ev.pg_desc;
+    c.dtype = Cap(ev.dtype);
+    c.process_group = Cap(ev.pg_desc.empty() ? ev.pg_name : ev.pg_desc);
     out_->collectives.push_back(std::move(c));
   }
 }
@@ -577,12 +606,12 @@ void TraceReader::CommitMetadata(const RawEvent& ev) {
   if (ev.meta_name.empty()) return;
   if (ev.name == "process_name") {
     int64_t pid = ev.pid.type == IdValue::kNumber ? ev.pid.number : 0;
-    out_->process_names[static_cast<int32_t>(pid)] = std::string(ev.meta_name);
+    out_->process_names[static_cast<int32_t>(pid)] = std::string(Cap(ev.meta_name));
   } else if (ev.name == "thread_name") {
     int64_t tid = ev.tid.type == IdValue::kNumber   ? ev.tid.number
                   : ev.tid.type == IdValue::kString ? HashTid(ev.tid.text)
                                                     : 0;
-    out_->thread_names[tid] = std::string(ev.meta_name);
+    out_->thread_names[tid] = std::string(Cap(ev.meta_name));
   }
 }
 
@@ -751,6 +780,11 @@ Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) 
   }
   if (uint64_t skipped = st.malformed - st.negative_dur; skipped > 0) {
     out->warnings.push_back(fmt::format("{}: {} malformed events skipped", path, skipped));
+  }
+  if (st.long_strings > 0) {
+    out->warnings.push_back(
+        fmt::format("{}: {} names or args strings longer than {} KiB truncated (ending \"{}\")",
+                    path, st.long_strings, kMaxStringBytes >> 10, kTruncatedMarker));
   }
   if (st.negative_dur > 0) {
     out->warnings.push_back(

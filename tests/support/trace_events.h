@@ -29,12 +29,12 @@ inline void Add(trace::RankTrace& t, const Ev& ev) {
   e.kind = ev.kind;
   e.name_id = t.names.Intern(ev.name);
   e.ts_ns = ev.ts_ns;
-  e.dur_ns = ev.dur_ns;
+  e.set_dur_ns(ev.dur_ns);
   e.pid = ev.pid;
   e.tid = ev.tid;
   e.correlation = ev.correlation;
   e.bytes = ev.bytes;
-  e.flags = ev.flags;
+  if (ev.flags & trace::kFlagCudaGraph) e.flags = trace::kFlagCudaGraph;  // the only flag
   t.events.push_back(e);
 }
 
