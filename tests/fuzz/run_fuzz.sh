@@ -5,8 +5,12 @@
 set -eu
 harness=$1 corpus=$2
 shift 2
-rm -rf "$corpus"
-mkdir -p "$corpus" "$corpus/../artifacts"
+# The harness's scratch files (fuzz_support.h ScratchDir) go beside the corpus: libFuzzer may end
+# without running exit handlers, and the next run clears what is left.
+TMPDIR=$corpus.tmp
+export TMPDIR
+rm -rf "$corpus" "$TMPDIR"
+mkdir -p "$corpus" "$corpus/../artifacts" "$TMPDIR"
 STALLSCOPE_FUZZ_SEEDS=$corpus "$harness"
 echo "$(basename "$harness"): $(ls "$corpus" | wc -l) seeds"
 # detect_leaks: LeakSanitizer after each input; -timeout: one input may take 10 s (ASan, slow CI).
