@@ -14,12 +14,13 @@ PY          := /usr/bin/python3
 DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  python3 python3-dev python3-venv python3-pip pybind11-dev python3-torch python3-numpy procps time clang-format
+  python3 python3-dev python3-venv python3-pip pybind11-dev python3-torch python3-numpy procps time clang-format \
+  clang-14 libclang-rt-14-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build build-asan wheel dist demo test test-unit test-asan test-dist gpu-check \
-  format-check bench overhead trace-bench format clean
+  format-check bench overhead trace-bench format clean fuzz
 
 all: build
 
@@ -53,8 +54,13 @@ dist: deps $(BUILD_DIST)/build.ninja
 	cmake --build $(BUILD_DIST) -j $(JOBS) --target stallscope stallscope_python
 	tools/make_dist.sh $(BUILD_DIST)
 
+# The ASan+UBSan build uses clang 14 where it is installed (`make deps` installs it): then it also
+# has the libFuzzer harnesses (tests/fuzz), run 30 s each by test-asan. ASAN_CC= ASAN_CXX= gives
+# the default compiler (no harnesses). An existing $(BUILD_ASAN) keeps its compiler: remove it.
+ASAN_CC  ?= $(shell command -v clang-14)
+ASAN_CXX ?= $(shell command -v clang++-14)
 $(BUILD_ASAN)/build.ninja:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=$(DEBUG_INFO)" \
+	$(if $(ASAN_CXX),CC=$(ASAN_CC) CXX=$(ASAN_CXX)) cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=$(DEBUG_INFO)" \
 	  -DSTALLSCOPE_SANITIZE=ON \
 	  -DSTALLSCOPE_BUILD_PYTHON=OFF -DSTALLSCOPE_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 
@@ -90,6 +96,21 @@ test-dist: build dist
 test-asan: build-asan
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE python
+
+# Every libFuzzer harness (tests/fuzz/README.md) for FUZZ_RUNS inputs, one after another, on a
+# corpus seeded afresh from tests/data in $(BUILD_ASAN)/tests/fuzz/corpus; crashes are saved
+# in $(BUILD_ASAN)/tests/fuzz/corpus/artifacts. Needs the clang ASan build (see above).
+FUZZ_RUNS ?= 1000000
+fuzz: build-asan
+	@test -f $(BUILD_ASAN)/tests/fuzz/CTestTestfile.cmake || \
+	  { echo "fuzz: $(BUILD_ASAN) is not a clang build; rm -rf $(BUILD_ASAN) and install clang-14"; exit 1; }
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target fuzz_harnesses
+	@for h in trace recording run_dir proc nvml_scenario; do \
+	  log=$(BUILD_ASAN)/tests/fuzz/$$h.log; \
+	  tests/fuzz/run_fuzz.sh $(BUILD_ASAN)/tests/fuzz/$${h}_fuzz $(BUILD_ASAN)/tests/fuzz/corpus/$$h \
+	    -runs=$(FUZZ_RUNS) >$$log 2>&1 || { tail -60 $$log; echo "fuzz: $$h failed (log: $$log)"; exit 1; }; \
+	  grep -E 'seeds$$|^Done|stat::number_of_executed_units|stat::average_exec_per_sec' $$log; \
+	done
 
 # On a machine with an NVIDIA GPU and a CUDA PyTorch (README "GPU check"); needs no build tools
 # there (the bundle has the same as bin/stallscope-gpu-check). Here: "no NVIDIA GPU", exit 3.

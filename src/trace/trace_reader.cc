@@ -326,12 +326,18 @@ std::optional<int64_t> StreamFromText(std::string_view s) {
 /// Reads one file: chunk loop, batches, per-event commit.
 class TraceReader {
  public:
-  TraceReader(const ReadOptions& options, RankTrace* out)
+  /// `json_bytes`: the size of the JSON when known (0 = unknown), a hint for the parser's buffers.
+  TraceReader(const ReadOptions& options, RankTrace* out, uint64_t json_bytes)
       : options_(options),
         out_(out),
         scanner_({"deviceProperties", "distributedInfo", "baseTimeNanoseconds"}) {
-    // Sized once for a full batch; a single larger element grows it (iterate allocates).
-    if (parser_.allocate(kMaxBatchBytes + 4096) != simdjson::SUCCESS) {
+    // Sized once for a full batch, or the whole file when smaller (simdjson takes several bytes
+    // per byte of capacity: a small file need not allocate megabytes); a single larger element
+    // grows it (iterate allocates).
+    size_t capacity = json_bytes == 0
+                          ? kMaxBatchBytes
+                          : static_cast<size_t>(std::min<uint64_t>(kMaxBatchBytes, json_bytes));
+    if (parser_.allocate(capacity + 4096) != simdjson::SUCCESS) {
       // Out of memory here resurfaces as a parse failure on the first batch.
     }
   }
@@ -803,7 +809,7 @@ Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options)
   RankTrace out;
   out.path = path;
   ReserveEvents(*src, &out);
-  TraceReader reader(options, &out);
+  TraceReader reader(options, &out, src->file_bytes() * (src->compressed() ? 20 : 1));
   TRY_STATUS(reader.ReadAll(*src));
   TRY_STATUS(Finish(reader, *src, &out));
   ApplyTopLevelValues(reader.parser(), reader.scanner().values(), &out);

@@ -20,6 +20,15 @@
 #include "subprocess.h"
 #include "terminal_safe.h"
 
+// ASan: g++ defines __SANITIZE_ADDRESS__, clang answers __has_feature (build-asan may be either).
+#if defined(__SANITIZE_ADDRESS__)
+#define STALLSCOPE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STALLSCOPE_ASAN 1
+#endif
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -132,7 +141,7 @@ TEST_F(E2e, FrontExecsTheFullBinaryForAllButRecord) {
 // `record`'s process maps no C++ runtime, JSON reader or {fmt} library: its footprint is the
 // sampler's (issue 11: <= 4 MB; bench/overhead.sh). Sanitizer builds link libstdc++.so.
 TEST_F(E2e, RecordLoadsNoReaderLibraries) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(STALLSCOPE_ASAN)
   GTEST_SKIP() << "sanitizer build: the front binary uses the shared libstdc++";
 #else
   std::vector<std::string> env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});

@@ -1,0 +1,51 @@
+// Recording reader (src/sample/recording_read.cc): the input is a recording file as-is. A JSON
+// Lines recording is parsed; a CSV one (record --csv) is recognised and refused with its message.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "fuzz_support.h"
+#include "sample/recording.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using stallscope::fuzz::ReadPrefix;
+using stallscope::fuzz::WriteSeed;
+
+// The recordings of tests/data/runs (first 4 KiB: a header and some samples), and a CSV
+// recording written from the first one.
+void WriteSeeds(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(STALLSCOPE_SOURCE_DIR "/tests/data/runs", ec)) {
+    fs::path jsonl = e.path() / "recording.jsonl";
+    if (!fs::exists(jsonl, ec)) continue;
+    std::string name = e.path().filename().string();
+    WriteSeed(dir, name + ".jsonl", ReadPrefix(jsonl, 4096));
+    auto recording = stallscope::sample::ReadRecording(jsonl.string());
+    if (!recording.ok()) continue;
+    std::string csv;
+    stallscope::sample::AppendCsvHeader(recording->header, csv);
+    for (size_t i = 0; i < recording->samples.size() && i < 4; ++i)
+      stallscope::sample::AppendCsvRow(recording->header, recording->samples[i], csv);
+    WriteSeed(dir, name + ".csv", csv);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (std::string dir = stallscope::fuzz::SeedDir(); !dir.empty()) {
+    WriteSeeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = stallscope::fuzz::ScratchDir() + "/recording.jsonl";
+  stallscope::fuzz::WriteFile(path, {reinterpret_cast<const char*>(data), size});
+  (void)stallscope::sample::ReadRecording(path);
+  return 0;
+}
