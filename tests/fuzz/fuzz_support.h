@@ -68,4 +68,14 @@ inline void WriteSeed(const std::string& dir, const std::string& name, std::stri
   WriteFile(dir + "/" + name, bytes);
 }
 
+/// The body of every harness's LLVMFuzzerInitialize: with $STALLSCOPE_FUZZ_SEEDS set, writes the
+/// harness's seeds there with `write_seeds` and exits; else returns 0 and fuzzing starts.
+inline int SeedOrFuzz(void (*write_seeds)(const std::string& dir)) {
+  if (std::string dir = SeedDir(); !dir.empty()) {
+    write_seeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
 }  // namespace stallscope::fuzz

@@ -25,11 +25,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (std::string dir = stallscope::fuzz::SeedDir(); !dir.empty()) {
-    WriteSeeds(dir);
-    std::exit(0);
-  }
-  return 0;
+  return stallscope::fuzz::SeedOrFuzz(WriteSeeds);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
