@@ -28,13 +28,7 @@
 #include "monitor/session.h"
 #include "phase/phase_writer.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define STALLSCOPE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STALLSCOPE_ASAN 1
-#endif
-#endif
+#include "asan.h"
 #ifdef STALLSCOPE_ASAN
 // The ASan runtime's (sanitizer/allocator_interface.h, which g++ 12 does not ship).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
