@@ -23,11 +23,18 @@
 #include "base/units.h"
 #include "trace/byte_source.h"
 #include "trace/json_scan.h"
+#include "trace/json_values.h"
+#include "trace/trace_metadata.h"
 
 namespace stallscope::trace {
 namespace {
 
 namespace od = simdjson::ondemand;
+using json_values::GetString;
+using json_values::GetStringFast;
+using json_values::KeyText;
+using json_values::ParseJsonInt;
+using json_values::ReadOptInt;
 
 // One parse batch (a run of complete elements parsed as one `[e1,e2,...]` document) is at most
 // this long, so the simdjson parser's buffers stay small whatever chunk_bytes is.
@@ -43,10 +50,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
   }
   return true;
 }
-
-/// A JSON integer (pid, tid, stream, correlation, ...); whitespace around it is ignored.
-/// Raw tokens carry the whitespace up to the next structural character.
-std::optional<int64_t> ParseJsonInt(std::string_view s) { return ParseInt64(Trim(s)); }
 
 /// Kineto `cat` → kind (case-insensitive; 2021 capitalised names and "Operator" included).
 /// README "Trace": the category table.
@@ -98,18 +101,6 @@ int64_t HashTid(std::string_view s) {
     h *= 1099511628211ULL;
   }
   return static_cast<int64_t>(h & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-}
-
-/// The key text of a field without unescaping or copying (keys with escapes: empty, unmatched).
-/// simdjson's stage 1 validated the string, so the closing quote exists.
-std::string_view KeyText(const od::raw_json_string& key) {
-  const char* s = key.raw();
-  size_t n = 0;
-  while (s[n] != '"') {
-    if (s[n] == '\\') return {};
-    ++n;
-  }
-  return {s, n};
 }
 
 /// `s` itself, or (longer than kMaxStringBytes) its first kMaxStringBytes bytes, cut back to a
@@ -170,36 +161,6 @@ simdjson::error_code ReadId(od::value& v, IdValue* out) {
     out->type = IdValue::kBad;
   }
   return simdjson::SUCCESS;
-}
-
-simdjson::error_code GetStringFast(od::value& v, std::string_view* out);
-
-/// Reads a string value (without a copy when it has no escapes); other types leave `out`
-/// untouched (not an error).
-simdjson::error_code GetString(od::value& v, std::string_view* out) {
-  od::json_type type;
-  if (auto err = v.type().get(type)) return err;
-  if (type != od::json_type::string) return simdjson::SUCCESS;
-  return GetStringFast(v, out);
-}
-
-std::optional<int64_t> ReadOptInt(od::value& v) {
-  od::json_type type;
-  if (v.type().get(type) || type != od::json_type::number) return std::nullopt;
-  return ParseJsonInt(v.raw_json_token());
-}
-
-/// A string value as a view, without copying when it has no escapes (the common case): the
-/// raw token runs from the opening quote to the next structural character.
-simdjson::error_code GetStringFast(od::value& v, std::string_view* out) {
-  // simdjson's stage 1 validated the string; its closing quote is the token's last non-space.
-  std::string_view t = Trim(v.raw_json_token());
-  if (t.size() >= 2 && t.front() == '"' && t.back() == '"' &&
-      std::memchr(t.data() + 1, '\\', t.size() - 2) == nullptr) {
-    *out = t.substr(1, t.size() - 2);
-    return simdjson::SUCCESS;
-  }
-  return v.get_string().get(*out);
 }
 
 simdjson::error_code ReadArgs(od::value& args_value, RawEvent* ev) {
@@ -624,90 +585,6 @@ void TraceReader::CommitMetadata(const RawEvent& ev) {
 }  // namespace
 
 namespace {
-
-/// distributedInfo: {"backend": "nccl", "rank": 3, "world_size": 8, ...}.
-Status ApplyDistributedInfo(od::parser& parser, std::string_view raw, RankTrace* out) {
-  simdjson::padded_string json(Trim(raw));
-  od::document doc;
-  od::object obj;
-  if (parser.iterate(json).get(doc) || doc.get_object().get(obj)) {
-    return MakeError(ErrorCode::kParse, "not an object");
-  }
-  for (auto field_result : obj) {
-    od::field field;
-    if (std::move(field_result).get(field)) return MakeError(ErrorCode::kParse, "malformed");
-    std::string_view key = KeyText(field.key());
-    od::value& v = field.value();
-    if (key == "rank") {
-      if (auto r = ReadOptInt(v)) {
-        out->rank = static_cast<int32_t>(*r);
-        out->rank_source = "distributedInfo";
-      }
-    } else if (key == "world_size") {
-      if (auto w = ReadOptInt(v)) out->world_size = static_cast<int32_t>(*w);
-    } else if (key == "backend") {
-      std::string_view backend;
-      if (!GetString(v, &backend)) out->backend = backend;
-    }
-  }
-  return OkStatus();
-}
-
-/// deviceProperties: [{"id": 0, "name": "...", "totalGlobalMem": ..., "computeMajor": 8, ...}].
-Status ApplyDeviceProperties(od::parser& parser, std::string_view raw, RankTrace* out) {
-  simdjson::padded_string json(Trim(raw));
-  od::document doc;
-  od::array array;
-  if (parser.iterate(json).get(doc) || doc.get_array().get(array)) {
-    return MakeError(ErrorCode::kParse, "not an array");
-  }
-  for (auto element : array) {
-    od::object obj;
-    if (element.get_object().get(obj)) return MakeError(ErrorCode::kParse, "not an object");
-    DeviceProps d;
-    for (auto field_result : obj) {
-      od::field field;
-      if (std::move(field_result).get(field)) return MakeError(ErrorCode::kParse, "malformed");
-      std::string_view key = KeyText(field.key());
-      od::value& v = field.value();
-      if (key == "id") {
-        d.id = static_cast<int32_t>(ReadOptInt(v).value_or(0));
-      } else if (key == "name") {
-        std::string_view name;
-        if (!GetString(v, &name)) d.name = name;
-      } else if (key == "totalGlobalMem") {
-        if (auto m = ReadOptInt(v)) d.total_memory_bytes = static_cast<uint64_t>(*m);
-      } else if (key == "computeMajor") {
-        if (auto m = ReadOptInt(v)) d.compute_major = static_cast<int32_t>(*m);
-      } else if (key == "computeMinor") {
-        if (auto m = ReadOptInt(v)) d.compute_minor = static_cast<int32_t>(*m);
-      } else if (key == "numSms") {
-        if (auto m = ReadOptInt(v)) d.num_sms = static_cast<int32_t>(*m);
-      }
-    }
-    out->devices.push_back(std::move(d));
-  }
-  return OkStatus();
-}
-
-void ApplyTopLevelValues(od::parser& parser, const std::vector<TopLevelValue>& values,
-                         RankTrace* out) {
-  for (const TopLevelValue& v : values) {
-    Status s = OkStatus();
-    if (v.key == "distributedInfo") {
-      s = ApplyDistributedInfo(parser, v.raw, out);
-    } else if (v.key == "deviceProperties") {
-      s = ApplyDeviceProperties(parser, v.raw, out);
-    } else if (v.key == "baseTimeNanoseconds") {
-      out->base_time_ns = ParseJsonInt(v.raw);
-      if (!out->base_time_ns) s = MakeError(ErrorCode::kParse, "not an integer");
-    }
-    if (!s.ok()) {
-      out->warnings.push_back(
-          fmt::format("{}: {} unreadable ({})", out->path, v.key, s.error().message));
-    }
-  }
-}
 
 /// Reserves the events vector from the file size so it never reallocates (a reallocation
 /// briefly holds old + new, 3× the events). Untouched capacity is address space, not RSS.
