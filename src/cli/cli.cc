@@ -115,6 +115,12 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
       ->check(AtLeast(0));
   run_cmd->add_flag("--force", run.force,
                     "Reuse a previous run's --out directory (its files are replaced)");
+  run_cmd
+      ->add_option("--steps", run.stop_after_steps,
+                   "End the job after N training steps (the PyTorch hooks stop it, exit code 0)")
+      ->check(AtLeast(1));
+  run_cmd->add_option("--duration", run.stop_after,
+                      "Stop the job after this long (SIGTERM to it, SIGKILL 10 s later), e.g. 2m");
   run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"

@@ -49,6 +49,12 @@ struct RunOptions {
   bool quiet = false;
   bool force = false;          ///< replace the files of a previous run in --out
   int64_t report_every = 100;  ///< interim phase report every N steps (0 = off)
+  /// --steps: the hooks end the job after this many steps (STALLSCOPE_STOP_AFTER_STEPS); 0: none.
+  int64_t stop_after_steps = 0;
+  /// --duration: SIGTERM to the job's process group after this long, SIGKILL 10 s later; "" none.
+  std::string stop_after;
+  /// NAME=VALUE for the job on top of stallscope's own (`passes` and `sweep` set their controls).
+  std::vector<std::string> env;
   std::vector<std::string> command;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kPollNs = 100'000'000;            // ring drain period
 constexpr int64_t kStatusEveryNs = 10'000'000'000;  // issue 3: a status line every 10 s
+constexpr int64_t kKillGraceNs = 10'000'000'000;    // --duration: SIGTERM, then SIGKILL
 
 /// The directory holding the Python package (stallscope/ + sitecustomize.py) to put on PYTHONPATH.
 std::string FindPythonDir() {
@@ -82,6 +83,9 @@ std::vector<std::string> JobEnvironment(const diagnose::RunPaths& paths, const R
     env.push_back("PYTHONPATH=" + py +
                   (old != nullptr && *old != '\0' ? std::string(":") + old : ""));
   }
+  if (o.stop_after_steps > 0)
+    env.push_back(fmt::format("STALLSCOPE_STOP_AFTER_STEPS={}", o.stop_after_steps));
+  env.insert(env.end(), o.env.begin(), o.env.end());
   return env;
 }
 
@@ -177,7 +181,8 @@ std::optional<std::string> BadRunName(const std::string& name) {
 
 /// run.json as the job starts.
 diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
-                            const sample::RecordingHeader& header, const Clock& clock) {
+                            const sample::RecordingHeader& header, const Clock& clock,
+                            const std::vector<std::string>& job_env) {
   diagnose::RunMeta meta;
   meta.tool_version = ToolVersion();
   meta.name = name;
@@ -187,6 +192,7 @@ diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
   meta.interval_ns = header.interval_ns;
   meta.start_wall_ns = clock.WallNs();
   meta.start_mono_ns = clock.MonotonicNs();
+  meta.env = diagnose::PerformanceEnvironment(environ, job_env);
   return meta;
 }
 
@@ -200,10 +206,12 @@ void WriteMeta(const diagnose::RunPaths& paths, const diagnose::RunMeta& meta) {
 
 /// Supervises the job until it exits: forwards signals (the third Ctrl-C kills it), drains the
 /// phase rings, prints a status line every 10 s and the interim report. Returns its exit code.
-int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& clock) {
+int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& clock,
+                 std::optional<int64_t> stop_after_ns, bool& stopped) {
   monitor::ChildProcess& child = *session.child();
   int interrupts = 0;
   int64_t last_status = clock.MonotonicNs(), last_interim = last_status;
+  const int64_t start = last_status;
   sample::Sample latest;
   std::optional<int> exit_code;
   while (!exit_code) {
@@ -216,6 +224,16 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
       fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
     exit_code = child.Poll();
     int64_t now = clock.MonotonicNs();
+    if (!exit_code && stop_after_ns && now - start >= *stop_after_ns + (stopped ? kKillGraceNs : 0)) {
+      // --duration: SIGTERM first (Python dies at once, its rings stay readable), SIGKILL when
+      // it is still there after the grace period.
+      if (!o.quiet && !stopped)
+        fmt::print(stderr, "[stallscope] --duration {} reached: stopping the job\n",
+                   o.stop_after);
+      child.Signal(stopped ? SIGKILL : SIGTERM);
+      if (stopped) stop_after_ns.reset();
+      stopped = true;
+    }
     if (o.quiet || now - last_status < kStatusEveryNs) continue;
     auto window = session.TakeLiveWindow(now - last_status);
     session.CopyLatest(latest);
@@ -239,6 +257,20 @@ int RunRun(const RunOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
+  std::optional<int64_t> stop_after_ns;
+  if (!o.stop_after.empty()) {
+    auto d = ParseDurationNs(o.stop_after);
+    if (!d.ok() || *d <= 0) {
+      return fmt::print(stderr, "stallscope run: --duration {}: {}\n", EscapeControl(o.stop_after),
+                        d.ok() ? "must be more than 0" : EscapeControl(d.error().message)),
+             2;
+    }
+    stop_after_ns = *d;
+  }
+  if (o.stop_after_steps < 0)
+    return fmt::print(stderr, "stallscope run: --steps {}: must be 1 or more\n",
+                      o.stop_after_steps),
+           2;
   if (o.command.empty())
     return fmt::print(stderr,
                       "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
@@ -257,7 +289,8 @@ int RunRun(const RunOptions& o) {
   }
 
   Machine machine = OpenMachine(o.sampling, clock, *interval);
-  diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock);
+  const std::vector<std::string> job_env = JobEnvironment(*paths, o);
+  diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock, job_env);
 
   // A write error stops the recording, never the job (the user's training must not die because
   // our recording failed): warned once when it happens, and said again after the report.
@@ -271,7 +304,7 @@ int RunRun(const RunOptions& o) {
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
   if (auto st = session.WatchPhases(paths->dir); !st.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message)), 1;
-  if (auto st = session.StartCommand(o.command, JobEnvironment(*paths, o)); !st.ok()) {
+  if (auto st = session.StartCommand(o.command, job_env); !st.ok()) {
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
   }
@@ -285,7 +318,8 @@ int RunRun(const RunOptions& o) {
   }
   session.StartSampling();
 
-  int exit_code = SuperviseJob(session, o, clock);
+  bool stopped = false;
+  int exit_code = SuperviseJob(session, o, clock, stop_after_ns, stopped);
   Status recorded = session.Finish(exit_code);  // stops sampling
   meta.end_mono_ns = session.end_mono_ns();
   // Overhead in CPU time, before the report costs any (README "Overhead"): the job has been
@@ -293,7 +327,8 @@ int RunRun(const RunOptions& o) {
   meta.monitor_cpu_s = CpuSeconds(RUSAGE_SELF);
   meta.job_cpu_s = CpuSeconds(RUSAGE_CHILDREN);
   meta.exit_code = exit_code;
-  meta.status = exit_code > 128 ? "killed" : "exited";
+  // "stopped": ended by --duration (--steps ends it from inside, with exit code 0: "exited").
+  meta.status = stopped ? "stopped" : exit_code > 128 ? "killed" : "exited";
   std::error_code ec;
   if (!fs::is_directory(paths->dir, ec)) {
     // The job (or someone) removed the run directory: nothing is left to report from.

@@ -150,6 +150,35 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
   return OkStatus();
 }
 
+std::map<std::string, std::string> PerformanceEnvironment(const char* const* environ,
+                                                          const std::vector<std::string>& extra) {
+  static constexpr std::string_view kPrefixes[] = {
+      "OMP_",   "MKL_",       "OPENBLAS_",        "KMP_",       "GOMP_",          "CUDA_",
+      "NCCL_",  "NVIDIA_",    "PYTORCH_",         "TORCH_",     "TORCHINDUCTOR_", "CUBLAS_",
+      "CUDNN_", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "STALLSCOPE_"};
+  // Different in every run by design: would show as a difference that is none.
+  static constexpr std::string_view kSkip[] = {"STALLSCOPE_RUN_DIR", "STALLSCOPE_PYTHONPATH",
+                                               "STALLSCOPE_SCRATCH_DIR"};
+  std::map<std::string, std::string> out;
+  auto add = [&](std::string_view entry) {
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) return;
+    std::string_view name = entry.substr(0, eq);
+    for (std::string_view skip : kSkip) {
+      if (name == skip) return;
+    }
+    for (std::string_view p : kPrefixes) {
+      if (name.starts_with(p)) {
+        out[std::string(name)] = std::string(entry.substr(eq + 1));
+        return;
+      }
+    }
+  };
+  for (const char* const* e = environ; e != nullptr && *e != nullptr; ++e) add(*e);
+  for (const auto& e : extra) add(e);
+  return out;
+}
+
 Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
   std::string out;
   JsonWriter w(out);
@@ -168,8 +197,10 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
       .FieldBool("auto_hooks", m.auto_hooks)
       .Field("interval_ns", m.interval_ns)
       .Field("monitor_cpu_s", m.monitor_cpu_s, 3)
-      .Field("job_cpu_s", m.job_cpu_s, 3)
-      .EndObject();
+      .Field("job_cpu_s", m.job_cpu_s, 3);
+  w.Key("env").BeginObject();
+  for (const auto& [name, value] : m.env) w.Field(name, value);
+  w.EndObject().EndObject();
   out += "\n";
   return WriteFileAtomic(paths.run_json(), out);
 }
@@ -204,6 +235,14 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   f.ReadOptional("monitor_cpu_s", m.monitor_cpu_s);
   f.ReadOptional("job_cpu_s", m.job_cpu_s);
   if (f.error()) return *f.error();
+  if (auto env = j.find("env"); env != j.end() && !env->is_null()) {
+    if (!env->is_object()) {
+      return MakeError(ErrorCode::kParse, "{}: \"env\" is not an object", paths.run_json());
+    }
+    for (const auto& [name, value] : env->items()) {
+      if (value.is_string()) m.env[name] = value.get<std::string>();
+    }
+  }
   return m;
 }
 

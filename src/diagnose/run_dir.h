@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +49,16 @@ struct RunMeta {
   /// (its process and every descendant it waited for), both from getrusage at the end.
   std::optional<double> monitor_cpu_s;
   std::optional<double> job_cpu_s;
+  /// The environment variables that change how a job performs (`PerformanceEnvironment`), as the
+  /// job got them: `compare` shows what differed. Never the whole environment (it holds secrets).
+  std::map<std::string, std::string> env;
 };
+
+/// The variables of `environ` (NAME=VALUE strings) whose names start with a prefix that tunes
+/// threads, CUDA, NCCL, PyTorch or the allocator (OMP_, MKL_, CUDA_, NCCL_, PYTORCH_, TORCH_, ...),
+/// plus `extra` (NAME=VALUE, set on top for the job).
+[[nodiscard]] std::map<std::string, std::string> PerformanceEnvironment(
+    const char* const* environ, const std::vector<std::string>& extra = {});
 
 /// Creates `<base>/<YYYYmmdd>-<HHMMSS>-<name>/` and its phases/ (a numeric suffix when taken).
 [[nodiscard]] Result<RunPaths> CreateRunDir(const std::string& base, const std::string& name,

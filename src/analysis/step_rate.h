@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "analysis/phases.h"
+
+namespace stallscope::analysis {
+
+/// Steps/s of a run with its 95% interval.
+struct RateEstimate {
+  int64_t steps = 0;
+  double per_s = 0;  ///< steps / Σ step durations
+  double lo = 0;     ///< 95% interval; lo == hi == per_s when there are too few steps for one
+  double hi = 0;
+};
+
+/// Steps/s over step durations (seconds): n / Σ. The interval comes from a moving-block bootstrap
+/// (2000 resamples of blocks of ⌈√n⌉ consecutive steps, so that runs of slow steps — periodic side
+/// work, epoch starts — stay together), with a fixed seed: the same steps give the same interval.
+/// Fewer than 3 steps: no interval (lo = hi = per_s). Empty, or no positive duration: nullopt.
+[[nodiscard]] std::optional<RateEstimate> EstimateRate(std::span<const double> step_s);
+
+/// How b's steps/s compare with a's.
+struct RateChange {
+  double ratio = 1;  ///< b / a
+  double lo = 1;     ///< 95% interval of the ratio
+  double hi = 1;
+  bool significant = false;  ///< the interval excludes 1 (no change)
+};
+
+/// b relative to a, from independent block bootstraps of both (as EstimateRate). Either side with
+/// fewer than 3 steps: the ratio without an interval, never significant. nullopt when either
+/// side has no rate.
+[[nodiscard]] std::optional<RateChange> CompareRates(std::span<const double> a,
+                                                     std::span<const double> b);
+
+/// The steady-state step durations of a rank: all steps but the first (start-up: worker start,
+/// lazy initialisation), as the verdict's prediction counts them; all of them when there are
+/// fewer than 3.
+[[nodiscard]] std::vector<double> SteadyStepSeconds(const RankSteps& rank);
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,133 @@
+#include "diagnose/experiment.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/json_fields.h"
+#include "diagnose/facts.h"
+#include "diagnose/verdict.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+void Add(const nlohmann::json& j, const char* key, int64_t& out) {
+  out += JsonOpt<int64_t>(j, key).value_or(0);
+}
+
+void Note(const nlohmann::json& j, const char* key, std::string& out) {
+  auto v = JsonOpt<std::string>(j, key);
+  if (v && !v->empty() && out.find(*v) == std::string::npos) out += (out.empty() ? "" : "; ") + *v;
+}
+
+/// Rank 0's steps, else the rank with the most.
+const analysis::RankSteps* MeasuredRank(const analysis::PhaseAnalysis& phases) {
+  const analysis::RankSteps* best = nullptr;
+  for (const auto& r : phases.ranks) {
+    if (r.steps.empty()) continue;
+    if (r.rank == 0) return &r;
+    if (best == nullptr || r.count > best->count) best = &r;
+  }
+  return best;
+}
+
+/// "2× NVIDIA H100 80GB HBM3" (names in order, equal ones counted).
+std::string GpuNames(const std::vector<gpu::GpuStatic>& gpus) {
+  std::vector<std::pair<std::string, int>> names;
+  for (const auto& g : gpus) {
+    if (!names.empty() && names.back().first == g.name) {
+      ++names.back().second;
+    } else {
+      names.emplace_back(g.name, 1);
+    }
+  }
+  std::string out;
+  for (const auto& [name, n] : names) {
+    out += (out.empty() ? "" : ", ") + (n > 1 ? fmt::format("{}× {}", n, name) : name);
+  }
+  return out;
+}
+
+}  // namespace
+
+ExperimentNote ReadExperimentNote(const phase::EventLog& events) {
+  ExperimentNote n;
+  for (const auto& m : events.meta) {
+    if (m.kind != "info" || m.name != "experiment") continue;
+    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    n.present = true;
+    if (auto s = JsonOpt<int64_t>(j, "stop_after_steps")) n.stop_after_steps = s;
+    n.stopped = n.stopped || JsonOpt<bool>(j, "stopped").value_or(false);
+    Add(j, "synthetic_batches_cached", n.synthetic_batches_cached);
+    Add(j, "synthetic_batches_served", n.synthetic_batches_served);
+    Note(j, "synthetic_not_applied", n.synthetic_not_applied);
+    Add(j, "saves_skipped", n.saves_skipped);
+    Add(j, "saves_redirected", n.saves_redirected);
+    Add(j, "saves_not_redirected", n.saves_not_redirected);
+    Add(j, "eval_forwards_cached", n.eval_forwards_cached);
+    Add(j, "eval_forwards_run", n.eval_forwards_run);
+    if (auto it = j.find("loader_set"); it != j.end() && it->is_object() && n.loader_set.empty())
+      n.loader_set = it->dump();
+    Add(j, "loader_set_applied", n.loader_set_applied);
+    Note(j, "loader_set_errors", n.loader_set_errors);
+  }
+  return n;
+}
+
+RunDigest DigestRun(const RunData& data, const RunReport& report) {
+  RunDigest d;
+  d.dir = data.paths.dir;
+  d.meta = data.meta;
+  d.wall_s = report.wall_s;
+  if (const analysis::RankSteps* rank = MeasuredRank(report.phases)) {
+    d.step_s = analysis::SteadyStepSeconds(*rank);
+    d.rate = analysis::EstimateRate(d.step_s);
+    double steps = static_cast<double>(std::max<int64_t>(1, rank->count));
+    for (const auto& p : report.phases.phases) {
+      if (p.rank != rank->rank) continue;
+      d.phases.push_back({p.name, p.total_s * 1e3 / steps, p.share});
+      if (p.name == "data_loading") d.data_share = p.share;
+    }
+    for (const auto& l : report.loaders) {
+      if (l.rank == rank->rank && (l.pid == rank->pid || !d.loader)) d.loader = l;
+    }
+  }
+  if (!d.loader && !report.loaders.empty()) d.loader = report.loaders.front();
+  if (d.loader) d.batch_size = d.loader->batch_size;
+  if (d.rate && d.batch_size) d.samples_per_s = d.rate->per_s * static_cast<double>(*d.batch_size);
+
+  RunningStats util;
+  for (const auto& g : report.machine.gpus) {
+    const RunningStats& u = g.util_fine_pct.count() > 0 ? g.util_fine_pct : g.util_pct;
+    if (u.count() > 0) util.Add(u.mean());
+  }
+  if (util.count() > 0) d.gpu_util_pct = util.mean();
+  for (const auto& s : data.recording.samples) {
+    if (!s.has_processes) continue;
+    uint64_t rss = 0;
+    for (const auto& p : s.processes) rss += p.rss_bytes;
+    d.peak_rss_bytes = std::max(d.peak_rss_bytes.value_or(0), rss);
+  }
+  if (data.meta.job_cpu_s && report.wall_s > 0) d.job_cpus = *data.meta.job_cpu_s / report.wall_s;
+  d.allowed_cpus = BuildRunFacts(data, report).allowed_cpus;
+  d.gpus = GpuNames(data.recording.header.gpus);
+  d.driver = data.recording.header.driver_version;
+  d.principal = report.verdict.principal;
+  d.caveats = report.verdict.caveats;
+  d.experiment = ReadExperimentNote(data.events);
+  d.warnings = report.warnings;
+  return d;
+}
+
+Result<RunDigest> LoadDigest(const std::string& dir) {
+  auto data = LoadRun(dir);
+  if (!data.ok()) return data.error();
+  RunReport report = BuildRunReport(*data);
+  report.verdict = Diagnose(*data, report);
+  return DigestRun(*data, report);
+}
+
+}  // namespace stallscope::diagnose

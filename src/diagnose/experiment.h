@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/step_rate.h"
+#include "base/result.h"
+#include "diagnose/run_report.h"
+
+namespace stallscope::diagnose {
+
+/// What the job's experiment controls said they did (info "experiment",
+/// python/stallscope/_experiment.py), summed over the job's processes. `present` is false for a
+/// run without controls.
+struct ExperimentNote {
+  bool present = false;
+  std::optional<int64_t> stop_after_steps;
+  bool stopped = false;  ///< a process ended itself at stop_after_steps
+  int64_t synthetic_batches_cached = 0;
+  int64_t synthetic_batches_served = 0;
+  std::string synthetic_not_applied;  ///< why a loader kept its real data, when one did
+  int64_t saves_skipped = 0;
+  int64_t saves_redirected = 0;
+  int64_t saves_not_redirected = 0;  ///< torch.save to a file object: the job's own
+  int64_t eval_forwards_cached = 0;
+  int64_t eval_forwards_run = 0;
+  std::string loader_set;  ///< the DataLoader settings applied, JSON
+  int64_t loader_set_applied = 0;
+  std::string loader_set_errors;
+};
+
+/// One phase of the measured rank, per step.
+struct PhasePerStep {
+  std::string name;
+  double ms_per_step = 0;
+  double share = 0;
+};
+
+/// One run reduced to what experiments compare (`compare`, `passes`, `sweep`).
+struct RunDigest {
+  std::string dir;
+  RunMeta meta;
+  double wall_s = 0;
+  /// Steady-state step durations (analysis::SteadyStepSeconds) of rank 0, else the rank with the
+  /// most steps.
+  std::vector<double> step_s;
+  std::optional<analysis::RateEstimate> rate;
+  std::optional<int64_t> batch_size;  ///< of the main DataLoader (the one of the measured rank)
+  std::optional<double> samples_per_s;
+  std::vector<PhasePerStep> phases;  ///< largest first, "other" included
+  std::optional<double> data_share;  ///< data_loading's share of the step
+  std::optional<double> gpu_util_pct;  ///< mean over GPUs and samples
+  std::optional<uint64_t> peak_rss_bytes;  ///< the job's process tree, at its largest sample
+  std::optional<double> job_cpus;      ///< job CPU time / wall time
+  int64_t allowed_cpus = 0;
+  std::string gpus;    ///< "2× NVIDIA H100 80GB HBM3", "" without GPUs
+  std::string driver;  ///< GPU driver version
+  std::optional<LoaderInfo> loader;
+  std::optional<Finding> principal;
+  std::vector<std::string> caveats;
+  ExperimentNote experiment;
+  std::vector<std::string> warnings;
+};
+
+/// Reads the experiment note of a run's events (info "experiment").
+[[nodiscard]] ExperimentNote ReadExperimentNote(const phase::EventLog& events);
+
+/// The digest of a loaded and analysed run (report.verdict filled).
+[[nodiscard]] RunDigest DigestRun(const RunData& data, const RunReport& report);
+
+/// LoadRun + BuildRunReport + Diagnose + DigestRun.
+[[nodiscard]] Result<RunDigest> LoadDigest(const std::string& dir);
+
+}  // namespace stallscope::diagnose
