@@ -164,13 +164,19 @@ struct ThresholdSet {
   Threshold busy_host_confidence_max{
       "busy_host_confidence_max", 0.6, "confidence (0..1)",
       "stallscope: the most a host-CPU finding gets on a busy host (issue 12)"};
+  Threshold pass_recovery_min{
+      "pass_recovery_min", 1.10, "× steps/s of pass A",
+      "issue 13: a pass recovers the loss only when significantly faster by this much"};
+  Threshold sweep_recommend_within{
+      "sweep_recommend_within", 0.97, "× the best steps/s",
+      "issue 13: the sweep recommends the cheapest setting within 3% of the best"};
 };
 
 /// The values every command uses.
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 55> kThresholdTable{{
+inline constexpr std::array<Threshold, 57> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -226,6 +232,8 @@ inline constexpr std::array<Threshold, 55> kThresholdTable{{
     kThresholds.busy_host_other_share,
     kThresholds.busy_host_other_cpus,
     kThresholds.busy_host_confidence_max,
+    kThresholds.pass_recovery_min,
+    kThresholds.sweep_recommend_within,
 }};
 
 /// The table for the README and the CLI.

@@ -169,6 +169,59 @@ CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
   return trace_cmd;
 }
 
+/// What `passes` and `sweep` share.
+void AddExperimentFlags(CLI::App* cmd, ExperimentOptions& e) {
+  cmd->add_option("--steps", e.steps, "Steps per run (the hooks end the job; default 50)")
+      ->check(AtLeast(1));
+  cmd->add_option("--duration", e.duration, "At most this long per run (SIGTERM), e.g. 2m");
+  cmd->add_option("--out", e.out,
+                  "Folder of the runs (default stallscope-runs/<date>-<time>-<name>-<command>)");
+  cmd->add_option("-i,--interval", e.interval, "Sampling interval, 50ms or more")
+      ->default_val("1s");
+  cmd->add_flag("--json", e.json, "JSON output (also written to the folder)");
+  cmd->add_flag("--force", e.force, "Reuse a non-empty --out (its runs are replaced)");
+  cmd->add_option("command", e.command, "The job's command (after --)")->required();
+  AddSamplingFlags(cmd, e.sampling);
+}
+
+CLI::App* AddPasses(CLI::App& app, PassesOptions& p) {
+  auto* cmd = app.add_subcommand(
+      "passes", "Controlled passes: the job with side work off, then with synthetic data");
+  cmd->add_option("--synthetic-batches", p.synthetic_batches,
+                  "Pass C: real batches each DataLoader caches and then repeats")
+      ->default_val(4)
+      ->check(AtLeast(1));
+  AddExperimentFlags(cmd, p.e);
+  cmd->footer(
+      "Seed 000's method: run the job bounded three times, A as it is, B without its side work\n"
+      "(torch.save skipped, no-grad forwards served from a cache), C with synthetic data (each\n"
+      "DataLoader repeats copies of its first batches). The pass that recovers the lost speed\n"
+      "names the bottleneck; it is checked against A's verdict. The job's code is not changed;\n"
+      "torch.save goes to a scratch folder in every pass (removed), never the job's paths.\n"
+      "Examples:\n  stallscope passes -- python train.py\n"
+      "  stallscope passes --steps 100 --json -- torchrun --nproc_per_node 8 train.py\n");
+  return cmd;
+}
+
+CLI::App* AddSweep(CLI::App& app, SweepOptions& s) {
+  auto* cmd = app.add_subcommand(
+      "sweep", "Run the job once per setting (DataLoader knobs or the job's flags), compare");
+  cmd->add_option("--set", s.sets,
+                  "KEY=V1,V2,...: num_workers, batch_size, prefetch_factor, pin_memory, "
+                  "persistent_workers (set through the hooks), or any KEY used as {KEY} in the "
+                  "command or an --arg")
+      ->required();
+  cmd->add_option("--arg", s.args, "A word appended to the command, {KEY} substituted (no shell)");
+  AddExperimentFlags(cmd, s.e);
+  cmd->footer(
+      "Every combination runs bounded; one that fails (crash, OOM) is recorded and the sweep\n"
+      "goes on. The table is sorted by steps/s; the recommended setting is the one using the\n"
+      "least CPU within 3% of the best; the verdict's prediction is checked against it.\n"
+      "Examples:\n  stallscope sweep --set num_workers=0,2,4,8 -- python train.py\n"
+      "  stallscope sweep --set w=2,4 --arg \"--workers={w}\" -- python train.py\n");
+  return cmd;
+}
+
 /// `--workers` is kept apart: DoctorOptions::workers stays empty unless the flag is given.
 CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
                     CLI::Option** workers_opt) {
@@ -224,6 +277,8 @@ int Run(int argc, char** argv) {
   DiagnoseOptions diag;
   TraceOptions tr;
   DoctorOptions doc;
+  PassesOptions passes;
+  SweepOptions sweep;
   int64_t doctor_workers = 0;
   CLI::Option* workers_opt = nullptr;
   CLI::App* record = AddRecord(app, rec);
@@ -232,6 +287,8 @@ int Run(int argc, char** argv) {
   CLI::App* run_cmd = AddRun(app, run);
   CLI::App* diagnose = AddDiagnose(app, diag);
   CLI::App* trace_cmd = AddTrace(app, tr);
+  CLI::App* passes_cmd = AddPasses(app, passes);
+  CLI::App* sweep_cmd = AddSweep(app, sweep);
   CLI::App* doctor_cmd = AddDoctor(app, doc, doctor_workers, &workers_opt);
 
   try {
@@ -255,6 +312,8 @@ int Run(int argc, char** argv) {
   if (run_cmd->parsed()) return RunRun(run);
   if (diagnose->parsed()) return RunDiagnose(diag);
   if (trace_cmd->parsed()) return RunTrace(tr);
+  if (passes_cmd->parsed()) return RunPasses(passes);
+  if (sweep_cmd->parsed()) return RunSweep(sweep);
   return 2;
 }
 

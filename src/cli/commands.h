@@ -60,6 +60,35 @@ struct RunOptions {
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).
 int RunRun(const RunOptions& options);
 
+/// What `passes` and `sweep` share: how each run is bounded and where the runs go.
+struct ExperimentOptions {
+  SamplingOptions sampling;
+  std::string out;  ///< empty → stallscope-runs/<date>-<time>-<name>-passes (or -sweep)
+  std::string interval = "1s";
+  int64_t steps = 0;     ///< per run: the hooks end the job after N steps (0: see duration)
+  std::string duration;  ///< per run: SIGTERM after this long; neither given → 50 steps
+  bool json = false;
+  bool force = false;  ///< reuse a non-empty --out
+  std::vector<std::string> command;
+};
+
+struct PassesOptions {
+  ExperimentOptions e;
+  int64_t synthetic_batches = 4;
+};
+/// `stallscope passes`: 0 with a conclusion, 1 without (pass A gave no rate), 2 on bad flags,
+/// 130 when interrupted.
+int RunPasses(const PassesOptions& options);
+
+struct SweepOptions {
+  ExperimentOptions e;
+  std::vector<std::string> sets;  ///< KEY=V1,V2,...
+  std::vector<std::string> args;  ///< argv words appended to the command, {KEY} substituted
+};
+/// `stallscope sweep`: 0 when a combination gave a rate, 1 when none did, 2 on bad flags, 130
+/// when interrupted.
+int RunSweep(const SweepOptions& options);
+
 struct DiagnoseOptions {
   std::string dir;
   bool json = false;

@@ -224,12 +224,12 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
       fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
     exit_code = child.Poll();
     int64_t now = clock.MonotonicNs();
-    if (!exit_code && stop_after_ns && now - start >= *stop_after_ns + (stopped ? kKillGraceNs : 0)) {
+    if (!exit_code && stop_after_ns &&
+        now - start >= *stop_after_ns + (stopped ? kKillGraceNs : 0)) {
       // --duration: SIGTERM first (Python dies at once, its rings stay readable), SIGKILL when
       // it is still there after the grace period.
       if (!o.quiet && !stopped)
-        fmt::print(stderr, "[stallscope] --duration {} reached: stopping the job\n",
-                   o.stop_after);
+        fmt::print(stderr, "[stallscope] --duration {} reached: stopping the job\n", o.stop_after);
       child.Signal(stopped ? SIGKILL : SIGTERM);
       if (stopped) stop_after_ns.reset();
       stopped = true;

@@ -50,11 +50,11 @@ struct RunDigest {
   std::optional<analysis::RateEstimate> rate;
   std::optional<int64_t> batch_size;  ///< of the main DataLoader (the one of the measured rank)
   std::optional<double> samples_per_s;
-  std::vector<PhasePerStep> phases;  ///< largest first, "other" included
-  std::optional<double> data_share;  ///< data_loading's share of the step
-  std::optional<double> gpu_util_pct;  ///< mean over GPUs and samples
+  std::vector<PhasePerStep> phases;        ///< largest first, "other" included
+  std::optional<double> data_share;        ///< data_loading's share of the step
+  std::optional<double> gpu_util_pct;      ///< mean over GPUs and samples
   std::optional<uint64_t> peak_rss_bytes;  ///< the job's process tree, at its largest sample
-  std::optional<double> job_cpus;      ///< job CPU time / wall time
+  std::optional<double> job_cpus;          ///< job CPU time / wall time
   int64_t allowed_cpus = 0;
   std::string gpus;    ///< "2× NVIDIA H100 80GB HBM3", "" without GPUs
   std::string driver;  ///< GPU driver version

@@ -55,6 +55,8 @@ struct Finding {
   std::vector<Recommendation> recommendations;  ///< cheapest first
   /// For data-bound findings: predicted steps/s after the fix (checkable against a re-run).
   std::optional<double> predicted_steps_per_s;
+  /// The DataLoader setting the prediction is for, "num_workers=4" (what `sweep` checks it on).
+  std::string predicted_for;
 };
 
 /// The principal bottleneck and the secondaries, ranked by cost.

@@ -227,6 +227,7 @@ void AddWorkersAdvice(const Facts& c, const Loading& l, int64_t target, Finding&
   auto p = Predict(c, l, target);
   if (!p) return;
   f.predicted_steps_per_s = 1.0 / p->step_s;
+  f.predicted_for = fmt::format("num_workers={}", target);
   bool persistent = c.loader && c.loader->persistent_workers.value_or(false);
   auto ranks = std::max<int64_t>(1, c.ranks);
   std::string cpus = c.HostBusy()
@@ -393,6 +394,7 @@ void AddIoWorkersAdvice(const Facts& c, const Loading& l, double read_mib_per_s,
   double step = std::max({t - data_s, batch_s / static_cast<double>(target),
                           cpu_s / static_cast<double>(c.allowed_cpus)});
   f.predicted_steps_per_s = 1.0 / step;
+  f.predicted_for = fmt::format("num_workers={}", target);
   std::string bandwidth = read_mib_per_s > 0
                               ? fmt::format(" (needs {:.0f} MiB/s from storage, now {:.0f})",
                                             read_mib_per_s * t / step, read_mib_per_s)

@@ -11,10 +11,6 @@
 #include "report/render.h"
 
 namespace stallscope::report {
-namespace {
-
-/// Host-sync call sites shown in the text report (all of them are in the JSON).
-constexpr size_t kSyncSitesShown = 5;
 
 std::string JoinCommand(const std::vector<std::string>& argv) {
   std::string out;
@@ -25,6 +21,11 @@ std::string JoinCommand(const std::vector<std::string>& argv) {
   }
   return out;
 }
+
+namespace {
+
+/// Host-sync call sites shown in the text report (all of them are in the JSON).
+constexpr size_t kSyncSitesShown = 5;
 
 template <typename T>
 std::string OptText(const std::optional<T>& v) {

@@ -1,0 +1,256 @@
+// `stallscope passes` and `stallscope sweep`: the job run several times under `run`'s monitor,
+// bounded, each time with one thing changed through the hooks' experiment controls; then one
+// table from the runs' digests (diagnose/experiment.h).
+
+#include <signal.h>
+
+#include <cctype>
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "diagnose/passes.h"
+#include "diagnose/run_dir.h"
+#include "diagnose/sweep.h"
+#include "report/experiment_render.h"
+
+namespace stallscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultSteps = 50;
+constexpr int kInterrupted = 128 + SIGINT;
+
+/// The experiment's folder: --out (new, empty, or reused with --force), else a fresh
+/// stallscope-runs/<date>-<time>-<name>-<kind>.
+Result<std::string> MakeExperimentDir(const ExperimentOptions& e, std::string_view kind) {
+  std::error_code ec;
+  if (e.out.empty()) {
+    std::string name = diagnose::DefaultRunName(e.command) + "-" + std::string(kind);
+    TRY(auto paths, diagnose::CreateRunDir("stallscope-runs", name, SystemClock().WallNs()));
+    fs::remove(fs::path(paths.dir) / "phases", ec);  // a run's folder; this one holds runs
+    return paths.dir;
+  }
+  if (fs::exists(e.out, ec) && !fs::is_directory(e.out, ec))
+    return MakeError(ErrorCode::kInvalidArgument, "--out {}: exists and is not a directory", e.out);
+  if (!fs::is_empty(e.out, ec) && !ec && !e.force) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--out {}: not empty; give --force to reuse it (its runs are replaced), or "
+                     "another --out",
+                     e.out);
+  }
+  fs::create_directories(e.out, ec);
+  if (ec) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", e.out, ec.message());
+  return e.out;
+}
+
+std::string BoundText(const ExperimentOptions& e) {
+  std::string out;
+  if (e.steps > 0 || e.duration.empty())
+    out = fmt::format("{} steps", e.steps > 0 ? e.steps : kDefaultSteps);
+  if (!e.duration.empty()) out += (out.empty() ? "" : ", at most ") + e.duration;
+  return out + " per run";
+}
+
+/// One bounded run of the job into `dir`, its digest, or why there is none.
+struct Outcome {
+  std::optional<diagnose::RunDigest> run;
+  std::string failure;
+  bool interrupted = false;
+};
+
+Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
+                const std::vector<std::string>& command, std::vector<std::string> env) {
+  RunOptions ro;
+  ro.sampling = e.sampling;
+  ro.out = dir;
+  ro.interval = e.interval;
+  ro.quiet = true;
+  ro.force = e.force;
+  ro.report_every = 0;
+  ro.stop_after_steps =
+      e.steps > 0 || e.duration.empty() ? (e.steps > 0 ? e.steps : kDefaultSteps) : 0;
+  ro.stop_after = e.duration;
+  ro.env = std::move(env);
+  ro.command = command;
+  Outcome o;
+  int code = RunRun(ro);
+  auto digest = diagnose::LoadDigest(dir);
+  if (!digest.ok()) {
+    o.failure = "failed: " + digest.error().message;
+    return o;
+  }
+  const bool stopped = digest->meta.status == "stopped";
+  o.interrupted = code == kInterrupted;
+  if (code != 0 && !stopped) {
+    o.failure = code > 128 ? fmt::format("failed: killed by signal {}{}", code - 128,
+                                         code - 128 == SIGKILL ? " (out of memory?)" : "")
+                           : fmt::format("failed: exit {}", code);
+  } else if (!digest->rate) {
+    o.failure = "failed: no steps measured (does the job train with PyTorch?)";
+  }
+  if (!o.failure.empty() && digest->rate) o.failure.clear();  // a rate counts, even from a crash
+  o.run = std::move(*digest);
+  return o;
+}
+
+void Progress(const std::string& what, const Outcome& o) {
+  if (o.run && o.run->rate) {
+    fmt::print(stderr, "[stallscope] {}: {:.2f} steps/s ({} steps)\n", EscapeControl(what),
+               o.run->rate->per_s, o.run->rate->steps);
+  } else {
+    fmt::print(stderr, "[stallscope] {}: {}\n", EscapeControl(what), EscapeControl(o.failure));
+  }
+}
+
+Status WriteReport(const std::string& dir, const std::string& base, const std::string& text,
+                   const std::string& json) {
+  TRY_STATUS(diagnose::WriteFileAtomic((fs::path(dir) / (base + ".txt")).string(), text));
+  return diagnose::WriteFileAtomic((fs::path(dir) / (base + ".json")).string(), json);
+}
+
+/// Shared checks of both commands; an exit code when they fail.
+std::optional<int> BadOptions(const ExperimentOptions& e, std::string_view cmd) {
+  if (e.command.empty()) {
+    fmt::print(stderr, "stallscope {}: no command given; usage: stallscope {} [OPTIONS] -- CMD\n",
+               cmd, cmd);
+    return 2;
+  }
+  if (!e.duration.empty()) {
+    auto d = ParseDurationNs(e.duration);
+    if (!d.ok() || *d <= 0) {
+      fmt::print(stderr, "stallscope {}: --duration {}: {}\n", cmd, EscapeControl(e.duration),
+                 d.ok() ? "must be more than 0" : EscapeControl(d.error().message));
+      return 2;
+    }
+  }
+  return std::nullopt;
+}
+
+/// A folder name for a sweep setting: "03-num_workers=2,batch_size=64".
+std::string SettingDirName(size_t index, const diagnose::SweepPoint& p) {
+  std::string name = fmt::format("{:02}-", index + 1);
+  for (size_t k = 0; k < p.setting.size(); ++k) {
+    std::string kv = p.setting[k].first + "=" + p.setting[k].second;
+    for (char& c : kv) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '=' && c != '.' && c != '-' &&
+          c != '_') {
+        c = '_';
+      }
+    }
+    name += (k == 0 ? "" : ",") + kv;
+  }
+  return name.substr(0, 120);
+}
+
+}  // namespace
+
+int RunPasses(const PassesOptions& o) {
+  const ExperimentOptions& e = o.e;
+  if (auto bad = BadOptions(e, "passes")) return *bad;
+  if (o.synthetic_batches < 1) {
+    fmt::print(stderr, "stallscope passes: --synthetic-batches must be 1 or more\n");
+    return 2;
+  }
+  auto dir = MakeExperimentDir(e, "passes");
+  if (!dir.ok()) {
+    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(dir.error().message));
+    return dir.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  const std::string scratch = (fs::path(*dir) / "scratch").string();
+  std::error_code ec;
+  fs::create_directories(scratch, ec);
+  diagnose::PassesReport report;
+  report.dir = *dir;
+  report.command = e.command;
+  report.bound = BoundText(e);
+  auto specs = diagnose::StandardPasses(fs::absolute(scratch).string(),
+                                        static_cast<int>(o.synthetic_batches));
+  fmt::print(stderr,
+             "[stallscope] passes in {}, {}; every pass sends torch.save to {} "
+             "(removed at the end)\n",
+             EscapeControl(*dir), report.bound, EscapeControl(scratch));
+  for (const auto& spec : specs) {
+    fmt::print(stderr, "[stallscope]   {} {}: removes {}\n", spec.id, spec.name, spec.removes);
+  }
+  bool interrupted = false;
+  for (const auto& spec : specs) {
+    if (interrupted) break;
+    fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
+    Outcome out = RunOnce(e, (fs::path(*dir) / spec.id).string(), e.command, spec.env);
+    Progress("pass " + spec.id, out);
+    interrupted = out.interrupted;
+    report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
+  }
+  fs::remove_all(scratch, ec);
+  report.conclusion = diagnose::ConcludePasses(report.passes);
+  std::string text = report::RenderPassesText(report), json = report::RenderPassesJson(report);
+  if (auto st = WriteReport(*dir, "passes", text, json); !st.ok())
+    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(st.error().message));
+  fmt::print("{}", e.json ? json : text);
+  if (interrupted) {
+    fmt::print(stderr, "stallscope passes: interrupted; the passes after it did not run\n");
+    return kInterrupted;
+  }
+  const auto& a = report.passes.front();  // A always runs first
+  return a.run && a.run->rate ? 0 : 1;
+}
+
+int RunSweep(const SweepOptions& o) {
+  const ExperimentOptions& e = o.e;
+  if (auto bad = BadOptions(e, "sweep")) return *bad;
+  auto axes = diagnose::ParseSweepSets(o.sets);
+  if (!axes.ok()) {
+    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(axes.error().message));
+    return 2;
+  }
+  auto points = diagnose::PlanSweep(*axes, e.command, o.args);
+  if (!points.ok()) {
+    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(points.error().message));
+    return 2;
+  }
+  auto dir = MakeExperimentDir(e, "sweep");
+  if (!dir.ok()) {
+    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(dir.error().message));
+    return dir.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  const std::string scratch = (fs::path(*dir) / "scratch").string();
+  std::error_code ec;
+  fs::create_directories(scratch, ec);
+  diagnose::SweepReport report;
+  report.dir = *dir;
+  report.command = e.command;
+  report.bound = BoundText(e);
+  fmt::print(stderr, "[stallscope] sweep of {} settings in {}, {}; torch.save goes to {}\n",
+             points->size(), EscapeControl(*dir), report.bound, EscapeControl(scratch));
+  bool interrupted = false;
+  for (size_t i = 0; i < points->size() && !interrupted; ++i) {
+    const auto& p = (*points)[i];
+    std::vector<std::string> env = p.env;
+    env.push_back("STALLSCOPE_SCRATCH_DIR=" + fs::absolute(scratch).string());
+    fmt::print(stderr, "[stallscope] {}/{} {} running\n", i + 1, points->size(),
+               EscapeControl(p.label));
+    Outcome out = RunOnce(e, (fs::path(*dir) / SettingDirName(i, p)).string(), p.command, env);
+    Progress(p.label, out);
+    interrupted = out.interrupted;
+    report.rows.push_back({p, std::move(out.run), std::move(out.failure)});
+  }
+  fs::remove_all(scratch, ec);
+  report.summary = diagnose::SummarizeSweep(report.rows);
+  std::string text = report::RenderSweepText(report), json = report::RenderSweepJson(report);
+  if (auto st = WriteReport(*dir, "sweep", text, json); !st.ok())
+    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(st.error().message));
+  fmt::print("{}", e.json ? json : text);
+  if (interrupted) {
+    fmt::print(stderr, "stallscope sweep: interrupted; the settings after it did not run\n");
+    return kInterrupted;
+  }
+  return report.summary.best ? 0 : 1;
+}
+
+}  // namespace stallscope::cli

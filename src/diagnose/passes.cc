@@ -1,0 +1,116 @@
+#include "diagnose/passes.h"
+
+#include <fmt/format.h>
+
+#include "diagnose/thresholds.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+std::string Times(const analysis::RateChange& c) {
+  return fmt::format("{:.2f}× (95% interval {:.2f}–{:.2f}×)", c.ratio, c.lo, c.hi);
+}
+
+bool Recovers(const PassResult& p) {
+  return p.vs_baseline && p.vs_baseline->significant &&
+         p.vs_baseline->ratio >= kThresholds.pass_recovery_min.value;
+}
+
+std::string_view WhatItMeans(const std::string& id) {
+  if (id == "B") return "periodic side work (checkpoints, evaluation/sampling) is the bottleneck";
+  if (id == "C") return "the input pipeline is the bottleneck";
+  return "";
+}
+
+}  // namespace
+
+std::vector<PassSpec> StandardPasses(const std::string& scratch_dir, int synthetic_batches) {
+  const std::string scratch = "STALLSCOPE_SCRATCH_DIR=" + scratch_dir;
+  return {
+      {"A", "baseline", "nothing", {scratch}},
+      {"B",
+       "side work off",
+       "side work: torch.save calls are skipped, no-grad (eval/sampling) forwards are served "
+       "from a cache of their first outputs",
+       {scratch, "STALLSCOPE_SIDE_WORK_OFF=1"}},
+      {"C",
+       "synthetic data",
+       fmt::format("the input pipeline: each DataLoader repeats copies of its first {} batches",
+                   synthetic_batches),
+       {scratch, fmt::format("STALLSCOPE_SYNTHETIC_DATA={}", synthetic_batches)}},
+  };
+}
+
+std::string PassForClass(FindingClass c) {
+  switch (c) {
+    case FindingClass::kDataBoundCpu:
+    case FindingClass::kDataBoundIo:
+    case FindingClass::kEpochBoundaryStall:
+    case FindingClass::kPrefetchTooShallow:
+      return "C";
+    case FindingClass::kPeriodicSideWork:
+      return "B";
+    default:
+      return "";
+  }
+}
+
+PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
+  PassesConclusion out;
+  const PassResult* a = nullptr;
+  for (const auto& p : passes) {
+    if (p.spec.id == "A") a = &p;
+  }
+  if (a == nullptr || !a->run || !a->run->rate) {
+    out.text = "no conclusion: the baseline pass A gave no steps/s" +
+               (a != nullptr && !a->failure.empty() ? " (" + a->failure + ")" : std::string());
+    return out;
+  }
+  const PassResult* best = nullptr;
+  for (auto& p : passes) {
+    if (&p == a || !p.run || p.run->step_s.empty()) continue;
+    if (!p.run->experiment.present) {
+      // The job's hooks never said they applied the control: the pass ran the job unchanged.
+      p.failure =
+          "not applied: the job's PyTorch hooks did not report the pass's controls (is "
+          "the job PyTorch, run without --no-auto?)";
+      continue;
+    }
+    p.vs_baseline = analysis::CompareRates(a->run->step_s, p.run->step_s);
+    if (Recovers(p) && (best == nullptr || p.vs_baseline->ratio > best->vs_baseline->ratio))
+      best = &p;
+  }
+  if (a->run->principal) out.verdict_class = FindingClassName(a->run->principal->cls);
+  std::string expected = a->run->principal ? PassForClass(a->run->principal->cls) : "";
+  if (best != nullptr) {
+    out.recovering = best->spec.id;
+    out.text = fmt::format("{} ({}) recovers {} → {}", best->spec.id, best->spec.name,
+                           Times(*best->vs_baseline), WhatItMeans(best->spec.id));
+  } else {
+    std::string each;
+    for (const auto& p : passes) {
+      if (&p == a || !p.vs_baseline) continue;
+      each +=
+          fmt::format("{}{} {:.2f}×", each.empty() ? "" : ", ", p.spec.id, p.vs_baseline->ratio);
+    }
+    out.text = fmt::format(
+        "no pass recovers {:.0f}% or more{} → neither side work nor the input pipeline limits "
+        "this job: the time is the model's own work or what no pass removes (host syncs, "
+        "threads, the GPU)",
+        (kThresholds.pass_recovery_min.value - 1) * 100, each.empty() ? "" : " (" + each + ")");
+  }
+  if (a->run->principal) {
+    out.agrees = expected == out.recovering;
+    out.text += out.agrees.value()
+                    ? fmt::format("; matches the verdict's {}", out.verdict_class)
+                    : fmt::format("; DISAGREES with the verdict's {} (which predicts {})",
+                                  out.verdict_class,
+                                  expected.empty() ? std::string("that no pass recovers")
+                                                   : "pass " + expected + " recovers");
+  } else {
+    out.text += "; pass A has no verdict to check it against";
+  }
+  return out;
+}
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,120 @@
+#include "diagnose/passes.h"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace stallscope::diagnose {
+namespace {
+
+/// A pass whose run has `n` steps of `step_s` (±10% alternating) and the given verdict.
+PassResult Pass(const std::string& id, double step_s, std::optional<FindingClass> verdict,
+                bool applied = true, int n = 40) {
+  PassResult p;
+  p.spec.id = id;
+  p.spec.name = id == "A" ? "baseline" : id == "B" ? "side work off" : "synthetic data";
+  RunDigest d;
+  for (int i = 0; i < n; ++i) d.step_s.push_back(step_s * (i % 2 == 0 ? 0.9 : 1.1));
+  d.rate = analysis::EstimateRate(d.step_s);
+  d.experiment.present = applied;
+  if (verdict) {
+    Finding f;
+    f.cls = *verdict;
+    d.principal = f;
+  }
+  p.run = d;
+  return p;
+}
+
+TEST(StandardPasses, EveryPassSendsSavesToScratchAndOnlyOneControlMore) {
+  auto passes = StandardPasses("/tmp/x/scratch", 3);
+  ASSERT_EQ(passes.size(), 3u);
+  EXPECT_EQ(passes[0].env, std::vector<std::string>{"STALLSCOPE_SCRATCH_DIR=/tmp/x/scratch"});
+  EXPECT_EQ(passes[1].env.back(), "STALLSCOPE_SIDE_WORK_OFF=1");
+  EXPECT_EQ(passes[2].env.back(), "STALLSCOPE_SYNTHETIC_DATA=3");
+}
+
+TEST(ConcludePasses, SyntheticDataRecoveringNamesTheInputPipelineAndAgrees) {
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kDataBoundCpu),
+                               Pass("B", 0.2, FindingClass::kDataBoundCpu),
+                               Pass("C", 0.08, FindingClass::kGpuBound)};
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "C");
+  ASSERT_TRUE(c.agrees);
+  EXPECT_TRUE(*c.agrees);
+  EXPECT_NE(c.text.find("input pipeline"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("matches the verdict's data_bound_cpu"), std::string::npos) << c.text;
+  ASSERT_TRUE(p[2].vs_baseline);
+  EXPECT_NEAR(p[2].vs_baseline->ratio, 2.5, 0.01);
+  EXPECT_TRUE(p[2].vs_baseline->significant);
+  EXPECT_FALSE(p[1].vs_baseline->significant);
+}
+
+TEST(ConcludePasses, SideWorkOffRecoveringNamesPeriodicSideWork) {
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kPeriodicSideWork),
+                               Pass("B", 0.1, FindingClass::kGpuBound),
+                               Pass("C", 0.2, FindingClass::kPeriodicSideWork)};
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "B");
+  EXPECT_TRUE(c.agrees.value_or(false));
+}
+
+TEST(ConcludePasses, NoRecoveryMatchesAComputeBoundVerdict) {
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kGpuBound),
+                               Pass("B", 0.195, FindingClass::kGpuBound),
+                               Pass("C", 0.19, FindingClass::kGpuBound)};
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "");
+  EXPECT_TRUE(c.agrees.value_or(false));
+  EXPECT_NE(c.text.find("no pass recovers 10%"), std::string::npos) << c.text;
+}
+
+TEST(ConcludePasses, ADisagreementIsSaidLoudly) {
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kPeriodicSideWork),
+                               Pass("B", 0.2, FindingClass::kPeriodicSideWork),
+                               Pass("C", 0.05, FindingClass::kGpuBound)};
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "C");
+  EXPECT_FALSE(c.agrees.value_or(true));
+  EXPECT_NE(c.text.find("DISAGREES with the verdict's periodic_side_work"), std::string::npos);
+}
+
+TEST(ConcludePasses, ASmallSignificantGainIsNotARecovery) {
+  // 5% faster, significant with this little noise, but below pass_recovery_min (10%).
+  std::vector<PassResult> p = {Pass("A", 0.2, std::nullopt, true, 200),
+                               Pass("C", 0.19, std::nullopt, true, 200)};
+  auto c = ConcludePasses(p);
+  EXPECT_TRUE(p[1].vs_baseline->significant);
+  EXPECT_EQ(c.recovering, "");
+  EXPECT_FALSE(c.agrees);
+  EXPECT_NE(c.text.find("no verdict"), std::string::npos);
+}
+
+TEST(ConcludePasses, APassTheHooksDidNotApplyIsNotEvidence) {
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kDataBoundCpu),
+                               Pass("C", 0.05, FindingClass::kGpuBound, /*applied=*/false)};
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "");
+  EXPECT_FALSE(p[1].vs_baseline);
+  EXPECT_NE(p[1].failure.find("not applied"), std::string::npos);
+}
+
+TEST(ConcludePasses, NoBaselineNoConclusion) {
+  std::vector<PassResult> p = {Pass("C", 0.05, std::nullopt)};
+  PassResult a;
+  a.spec.id = "A";
+  a.failure = "failed: exit 1";
+  p.insert(p.begin(), a);
+  auto c = ConcludePasses(p);
+  EXPECT_EQ(c.recovering, "");
+  EXPECT_NE(c.text.find("pass A gave no steps/s (failed: exit 1)"), std::string::npos) << c.text;
+}
+
+TEST(PassForClass, InputPipelineSideWorkOrNone) {
+  EXPECT_EQ(PassForClass(FindingClass::kDataBoundIo), "C");
+  EXPECT_EQ(PassForClass(FindingClass::kPeriodicSideWork), "B");
+  EXPECT_EQ(PassForClass(FindingClass::kHostSyncOrLogging), "");
+}
+
+}  // namespace
+}  // namespace stallscope::diagnose

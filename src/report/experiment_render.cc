@@ -1,0 +1,268 @@
+#include "report/experiment_render.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "base/json_writer.h"
+#include "base/units.h"
+#include "report/run_render.h"
+
+namespace stallscope::report {
+namespace {
+
+using diagnose::RunDigest;
+
+std::string Rate(const RunDigest& d) { return d.rate ? fmt::format("{:.2f}", d.rate->per_s) : "-"; }
+
+std::string Interval(const RunDigest& d) {
+  if (!d.rate) return "-";
+  if (d.rate->lo == d.rate->hi) return "(too few steps)";
+  return fmt::format("{:.2f}-{:.2f}", d.rate->lo, d.rate->hi);
+}
+
+std::string Share(const std::optional<double>& v) {
+  return v ? fmt::format("{:.0f}%", *v * 100) : "-";
+}
+
+std::string VerdictClass(const RunDigest& d) {
+  return d.principal ? std::string(diagnose::FindingClassName(d.principal->cls)) : "none";
+}
+
+std::string Header(std::string_view what, const std::string& dir,
+                   const std::vector<std::string>& command, const std::string& bound) {
+  return fmt::format("stallscope {}: {}\nJob     {}\nBound   {}\n\n", what, EscapeControl(dir),
+                     EscapeControl(JoinCommand(command)), EscapeControl(bound));
+}
+
+void WriteRate(JsonWriter& w, const RunDigest& d) {
+  w.Field("steps", d.rate ? std::optional<int64_t>(d.rate->steps) : std::nullopt)
+      .Field("steps_per_s", d.rate ? std::optional<double>(d.rate->per_s) : std::nullopt, 4)
+      .Field("steps_per_s_lo", d.rate ? std::optional<double>(d.rate->lo) : std::nullopt, 4)
+      .Field("steps_per_s_hi", d.rate ? std::optional<double>(d.rate->hi) : std::nullopt, 4)
+      .Field("samples_per_s", d.samples_per_s, 2)
+      .Field("data_share", d.data_share, 3)
+      .Field("gpu_util_pct", d.gpu_util_pct, 1)
+      .Field("peak_rss_bytes", d.peak_rss_bytes
+                                   ? std::optional<int64_t>(static_cast<int64_t>(*d.peak_rss_bytes))
+                                   : std::nullopt)
+      .Field("job_cpus", d.job_cpus, 2)
+      .Field("exit_code", d.meta.exit_code)
+      .Field("status", d.meta.status);
+  w.Key("verdict");
+  if (d.principal) {
+    w.BeginObject()
+        .Field("class", diagnose::FindingClassName(d.principal->cls))
+        .Field("confidence", d.principal->confidence, 2)
+        .Field("cost_fraction", d.principal->cost_fraction, 3)
+        .Field("predicted_steps_per_s", d.principal->predicted_steps_per_s, 3)
+        .Field("predicted_for", d.principal->predicted_for)
+        .EndObject();
+  } else {
+    w.Null();
+  }
+}
+
+std::string PassDid(const diagnose::PassResult& p) {
+  if (!p.run || !p.run->experiment.present) return "";
+  const auto& e = p.run->experiment;
+  std::string out;
+  if (p.spec.id == "B") {
+    out = fmt::format("{} torch.save call{} skipped, {} eval forward{} served from cache ({} run)",
+                      e.saves_skipped, e.saves_skipped == 1 ? "" : "s", e.eval_forwards_cached,
+                      e.eval_forwards_cached == 1 ? "" : "s", e.eval_forwards_run);
+  } else if (p.spec.id == "C") {
+    out = fmt::format("{} batches served from {} cached", e.synthetic_batches_served,
+                      e.synthetic_batches_cached);
+    if (!e.synthetic_not_applied.empty()) out += "; not applied: " + e.synthetic_not_applied;
+  }
+  if (e.saves_redirected > 0)
+    out += fmt::format("{}{} torch.save to scratch", out.empty() ? "" : "; ", e.saves_redirected);
+  return out;
+}
+
+}  // namespace
+
+std::string RenderPassesText(const diagnose::PassesReport& r) {
+  std::string out = Header("passes", r.dir, r.command, r.bound);
+  out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", "PASS", "WHAT", "STEPS/S",
+                     "95% INTERVAL", "VS A (95% INTERVAL)", "DATA", "VERDICT");
+  for (const auto& p : r.passes) {
+    if (!p.run || !p.run->rate || !p.failure.empty()) {
+      out += fmt::format("{:<4}  {:<16}  {}\n", p.spec.id, p.spec.name,
+                         EscapeControl(p.failure.empty() ? "no steps measured" : p.failure));
+      continue;
+    }
+    std::string vs =
+        p.spec.id == "A" ? "-"
+        : p.vs_baseline
+            ? fmt::format("{:.2f}x ({:.2f}-{:.2f}){}", p.vs_baseline->ratio, p.vs_baseline->lo,
+                          p.vs_baseline->hi, p.vs_baseline->significant ? "" : " n.s.")
+            : "-";
+    out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", p.spec.id, p.spec.name,
+                       Rate(*p.run), Interval(*p.run), vs, Share(p.run->data_share),
+                       VerdictClass(*p.run));
+  }
+  out += "\n";
+  for (const auto& p : r.passes) {
+    if (p.spec.id == "A") continue;
+    std::string did = PassDid(p);
+    out += fmt::format("{} removes {}{}\n", p.spec.id, p.spec.removes,
+                       did.empty() ? "" : fmt::format("\n  (this run: {})", EscapeControl(did)));
+  }
+  out += fmt::format("\nCONCLUSION  {}\n", EscapeControl(r.conclusion.text));
+  const diagnose::PassResult* a = r.passes.empty() ? nullptr : &r.passes.front();
+  if (a != nullptr && a->run && a->run->principal && r.conclusion.agrees.value_or(false) &&
+      !a->run->principal->recommendations.empty()) {
+    out += fmt::format("FIX         {}\n",
+                       EscapeControl(a->run->principal->recommendations.front().text));
+  } else if (r.conclusion.agrees.has_value() && !*r.conclusion.agrees) {
+    out +=
+        "NEXT        the passes and the verdict disagree: compare the runs (stallscope compare "
+        "A_DIR C_DIR) and read each report (stallscope diagnose DIR)\n";
+  }
+  if (!r.conclusion.recovering.empty() && r.conclusion.recovering == "C") {
+    out += "NEXT        stallscope sweep --set num_workers=... -- CMD finds the setting\n";
+  }
+  out += fmt::format("Runs        {}/{{A,B,C}} (stallscope diagnose DIR for each pass's report)\n",
+                     EscapeControl(r.dir));
+  return out;
+}
+
+std::string RenderPassesJson(const diagnose::PassesReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("dir", r.dir).FieldArray("command", r.command).Field("bound", r.bound);
+  w.Key("passes").BeginArray();
+  for (const auto& p : r.passes) {
+    w.BeginObject()
+        .Field("id", p.spec.id)
+        .Field("name", p.spec.name)
+        .Field("removes", p.spec.removes)
+        .Field("run_dir", p.run ? p.run->dir : std::string())
+        .Field("failure", p.failure);
+    if (p.run) WriteRate(w, *p.run);
+    w.Key("vs_a");
+    if (p.vs_baseline) {
+      w.BeginObject()
+          .Field("ratio", p.vs_baseline->ratio, 4)
+          .Field("lo", p.vs_baseline->lo, 4)
+          .Field("hi", p.vs_baseline->hi, 4)
+          .FieldBool("significant", p.vs_baseline->significant)
+          .EndObject();
+    } else {
+      w.Null();
+    }
+    w.Field("did", PassDid(p));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("conclusion")
+      .BeginObject()
+      .Field("recovering", r.conclusion.recovering)
+      .Field("verdict_class", r.conclusion.verdict_class)
+      .Field("agrees", r.conclusion.agrees)
+      .Field("text", r.conclusion.text)
+      .EndObject();
+  w.EndObject();
+  out += "\n";
+  return out;
+}
+
+std::string RenderSweepText(const diagnose::SweepReport& r) {
+  constexpr int kBar = 40;
+  std::string out = Header("sweep", r.dir, r.command, r.bound);
+  size_t width = 7;
+  for (const auto& row : r.rows) width = std::max(width, row.point.label.size());
+  out += fmt::format("{:<{}}  {:>8}  {:<15}  {:>9}  {:>5}  {:>5}  {:>9}  {:>5}  {}\n", "SETTING",
+                     width, "STEPS/S", "95% INTERVAL", "SAMPLES/S", "DATA", "GPU", "PEAK RSS",
+                     "CPUS", "VERDICT");
+  for (size_t i : r.summary.order) {
+    const auto& row = r.rows[i];
+    std::string label = EscapeControl(row.point.label);
+    if (!row.run || !row.run->rate) {
+      out += fmt::format("{:<{}}  {}\n", label, width, EscapeControl(row.failure));
+      continue;
+    }
+    const RunDigest& d = *row.run;
+    out += fmt::format(
+        "{:<{}}  {:>8}  {:<15}  {:>9}  {:>5}  {:>5}  {:>9}  {:>5}  {}\n", label, width, Rate(d),
+        Interval(d), d.samples_per_s ? fmt::format("{:.1f}", *d.samples_per_s) : "-",
+        Share(d.data_share), d.gpu_util_pct ? fmt::format("{:.0f}%", *d.gpu_util_pct) : "-",
+        d.peak_rss_bytes ? FormatBytes(static_cast<double>(*d.peak_rss_bytes)) : "-",
+        d.job_cpus ? fmt::format("{:.1f}", *d.job_cpus) : "-", VerdictClass(d));
+  }
+  if (r.summary.best) {
+    const double best = r.rows[*r.summary.best].run->rate->per_s;
+    out += "\n";
+    for (size_t i : r.summary.order) {
+      const auto& row = r.rows[i];
+      if (!row.run || !row.run->rate) continue;
+      int n = static_cast<int>(row.run->rate->per_s / best * kBar + 0.5);
+      std::string bar;
+      for (int k = 0; k < n; ++k) bar += "█";
+      out += fmt::format("{:<{}}  {} {:.2f}\n", EscapeControl(row.point.label), width, bar,
+                         row.run->rate->per_s);
+    }
+    out += fmt::format("\nBEST         {} ({:.2f} steps/s)\n",
+                       EscapeControl(r.rows[*r.summary.best].point.label), best);
+  } else {
+    out += "\nBEST         none: no combination gave a step rate\n";
+  }
+  if (r.summary.recommended) {
+    const auto& rec = r.rows[*r.summary.recommended];
+    out += fmt::format(
+        "RECOMMENDED  {} ({:.2f} steps/s): the least job CPU within {:.0f}% of the best\n",
+        EscapeControl(rec.point.label), rec.run->rate->per_s,
+        (1 - kThresholds.sweep_recommend_within.value) * 100);
+  }
+  for (const auto& c : r.summary.predictions) {
+    out += fmt::format(
+        "PREDICTION   the verdict of {} predicted {:.2f} steps/s with {}; measured {:.2f} "
+        "({:+.0f}%)\n",
+        EscapeControl(r.rows[c.from].point.label), c.predicted, EscapeControl(c.setting),
+        c.measured, c.error * 100);
+  }
+  out += fmt::format("Runs         {}/ (one run directory per setting: stallscope diagnose DIR)\n",
+                     EscapeControl(r.dir));
+  return out;
+}
+
+std::string RenderSweepJson(const diagnose::SweepReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("dir", r.dir).FieldArray("command", r.command).Field("bound", r.bound);
+  w.Key("rows").BeginArray();
+  for (size_t i : r.summary.order) {
+    const auto& row = r.rows[i];
+    w.BeginObject().Field("label", row.point.label);
+    w.Key("setting").BeginObject();
+    for (const auto& [k, v] : row.point.setting) w.Field(k, v);
+    w.EndObject();
+    w.FieldArray("command", row.point.command)
+        .Field("run_dir", row.run ? row.run->dir : std::string())
+        .Field("failure", row.failure);
+    if (row.run) WriteRate(w, *row.run);
+    w.EndObject();
+  }
+  w.EndArray();
+  auto label = [&](const std::optional<size_t>& i) {
+    return i ? r.rows[*i].point.label : std::string();
+  };
+  w.Field("best", label(r.summary.best)).Field("recommended", label(r.summary.recommended));
+  w.Key("predictions").BeginArray();
+  for (const auto& c : r.summary.predictions) {
+    w.BeginObject()
+        .Field("by", r.rows[c.from].point.label)
+        .Field("setting", c.setting)
+        .Field("predicted_steps_per_s", c.predicted, 4)
+        .Field("measured_steps_per_s", c.measured, 4)
+        .Field("error", c.error, 4)
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+  out += "\n";
+  return out;
+}
+
+}  // namespace stallscope::report
