@@ -66,7 +66,7 @@ import functools
 import os
 import sys
 
-from . import _hooks, _install
+from . import _experiment, _hooks, _install
 from ._hooks import report_error
 
 # The phases, as recorded (src/base/vocabulary.h).
@@ -113,7 +113,11 @@ def track_user_steps(api):
     @functools.wraps(original)
     def step(*args, **kwargs):
         _hooks.state.user_marks_steps = True
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        experiment = _hooks.state.experiment
+        if experiment is not None:
+            experiment.step_ended()  # STALLSCOPE_STOP_AFTER_STEPS may end the process here
+        return result
 
     setattr(step, _hooks.MARK, True)
     setattr(step, "__wrapped_stallscope__", original)
@@ -166,6 +170,9 @@ def install(api=None, global_hooks=True):
         track_user_steps(api)
         state.api_step = _raw_step(api)
         state.mechanisms = _install.install_phases(torch, global_hooks)
+        experiment = _experiment.from_env(os.environ, _at_exit)
+        if experiment is not None:
+            state.experiment = _install.install_experiment(torch, experiment)
         _register_fork_handler()
         _register_exit_handler()
         state.off = False
@@ -192,7 +199,8 @@ def _after_fork_in_child():
 
 
 def _at_exit():
-    """GPU spans that completed, the rest counted; each sync site's count. Never raises."""
+    """GPU spans that completed, the rest counted; each sync site's count; the "experiment"
+    info. Never raises."""
     state = _hooks.state
     for part in (state.gpu, state.syncs):
         try:
@@ -200,6 +208,8 @@ def _at_exit():
                 part.finish()
         except Exception:
             pass
+    if state.experiment is not None:
+        state.experiment.send_info()
 
 
 def _register_exit_handler():
@@ -223,7 +233,7 @@ def uninstall():
     """Removes every patch and hook handle (for tests; a job never needs it)."""
     state = _hooks.state
     state.off = True
-    state.ddp = state.gpu = state.syncs = None
+    state.ddp = state.gpu = state.syncs = state.experiment = None
     state.mechanisms = {}
     _install.undo_to(0)
     state.api = None
