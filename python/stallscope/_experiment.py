@@ -287,7 +287,9 @@ class _SyntheticIter:
 
     def __next__(self):
         if self._served >= self._length:
-            self._drop_real()
+            if self._real is not None:  # an epoch of fewer than K batches: all there is
+                self._cache.exhausted = True
+                self._drop_real()
             raise StopIteration
         if self._real is not None:
             batch = self._next_real()
