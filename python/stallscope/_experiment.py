@@ -471,7 +471,9 @@ class Experiment:
         cache = self.loaders[loader]
         length = _len_or_none(loader)
         if cache is None or length is None:
-            return original(loader)
+            it = original(loader)
+            self.track(it)
+            return it
         if cache.exhausted or len(cache.batches) >= self.synthetic_batches:
             if _hooks._quiet():
                 return _SyntheticIter(self, cache, None, length)

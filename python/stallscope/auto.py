@@ -55,6 +55,11 @@ hooks inside the compiled code, so under global forward hooks its forward is no 
 (`torch.compile(model)` is: the wrapper's own call is eager); optimizer steps inside a compiled
 function.
 
+Experiment controls (STALLSCOPE_STOP_AFTER_STEPS, _SYNTHETIC_DATA, _SIDE_WORK_OFF, _SCRATCH_DIR,
+_LOADER_SET; set by `stallscope passes`/`sweep`) change what the job does on purpose: they are
+read at install() and documented, with their "experiment" info record, in
+stallscope/_experiment.py. Unset, nothing of them is installed.
+
 Where: this module is the entry point (install, uninstall, the fork and exit handlers).
 stallscope/_install.py has one installer per phase (the table above), stallscope/_hooks.py the
 hooks themselves (what runs inside the job's torch calls), stallscope/_state.py what they know
