@@ -261,10 +261,11 @@ def _signature(obj, tensor_type):
 class _LoaderCache:
     """The first K batches of one DataLoader, as templates."""
 
-    __slots__ = ("batches", "exhausted", "check_pinned")
+    __slots__ = ("batches", "exhausted", "broken", "check_pinned")
 
     def __init__(self, check_pinned):
         self.batches = []
+        self.broken = False  # a batch could not be copied: real batches only
         self.exhausted = False  # the real iterator ended before K batches: serve what we have
         self.check_pinned = check_pinned
 
@@ -291,6 +292,8 @@ class _SyntheticIter:
                 self._cache.exhausted = True
                 self._drop_real()
             raise StopIteration
+        if self._cache.broken and self._real is not None:
+            return next(self._real)
         if self._real is not None:
             batch = self._next_real()
             if batch is not _NONE:
@@ -314,7 +317,14 @@ class _SyntheticIter:
             if not cache.batches:
                 raise
             return _NONE
-        cache.batches.append(_template(batch, self._experiment.tensor_type, cache.check_pinned))
+        try:
+            template = _template(batch, self._experiment.tensor_type, cache.check_pinned)
+        except Exception as e:  # the loader is left alone from here on
+            cache.broken = True
+            self._experiment._note(self._experiment.synthetic_not_applied,
+                                   f"a batch could not be copied: {type(e).__name__}: {e}")
+            return batch
+        cache.batches.append(template)
         self._experiment.batches_cached += 1
         self._served += 1
         if len(cache.batches) >= k:
@@ -466,11 +476,14 @@ class Experiment:
 
     def loader_iter(self, loader, original):
         """DataLoader.__iter__ under STALLSCOPE_SYNTHETIC_DATA (`original`: the hooks' one)."""
-        if loader not in self.loaders:
-            self.loaders[loader] = self._new_cache(loader)
-        cache = self.loaders[loader]
+        try:
+            if loader not in self.loaders:
+                self.loaders[loader] = self._new_cache(loader)
+            cache = self.loaders[loader]
+        except TypeError:  # a DataLoader subclass with __slots__: no weak reference
+            cache = None
         length = _len_or_none(loader)
-        if cache is None or length is None:
+        if cache is None or cache.broken or length is None:
             it = original(loader)
             self.track(it)
             return it
@@ -533,7 +546,7 @@ class Experiment:
         tensor_type = self.tensor_type
         try:
             key = (_signature(args, tensor_type), _signature(kwargs, tensor_type))
-        except _Uncacheable:
+        except Exception:  # _Uncacheable, or an argument whose hash/repr raises
             key = None
         entries = self.eval_cache.get(module) if key is not None else None
         if entries is not None:
@@ -547,7 +560,7 @@ class Experiment:
         if key is not None and (entries is None or len(entries) < EVAL_SIGNATURES_PER_MODULE):
             try:
                 template, size = _output_template(output, tensor_type)
-            except _Uncacheable:
+            except Exception:  # _Uncacheable, or a tensor that cannot be cloned
                 return output
             if self.eval_cached_bytes + size <= EVAL_CACHE_MAX_BYTES:
                 self.eval_cached_bytes += size
@@ -730,7 +743,11 @@ def _wrap_init(original, experiment):
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # the job's own mistake: let DataLoader say it
             return original(self, *args, **kwargs)
-        applied = experiment.loader_arguments(signature, bound)
+        try:
+            applied = experiment.loader_arguments(signature, bound)
+        except Exception as e:
+            experiment._note(experiment.loader_set_errors, f"{type(e).__name__}: {e}")
+            return original(self, *args, **kwargs)
         try:
             original(*bound.args, **bound.kwargs)
         except Exception as e:

@@ -227,6 +227,16 @@ class SyntheticDataTest(ExperimentBase):
         self.assertTrue(first[0].is_pinned())
         self.assertTrue(second[0].is_pinned())
 
+    def test_batch_that_cannot_be_copied_leaves_the_loader_alone(self):
+        self.install_with(synthetic_data=1)
+        loader = DataLoader(CountingDataset(8), batch_size=4)
+        with unittest.mock.patch.object(_experiment, "_template",
+                                        side_effect=RuntimeError("no copy")):
+            epochs = self.run_epochs(loader)
+        self.assertEqual([[b[2].tolist() for b in e] for e in epochs], [[[0, 1, 2, 3], [4, 5, 6, 7]]] * 2)
+        self.assertEqual(self.experiment_info()["synthetic_not_applied"],
+                         "a batch could not be copied: RuntimeError: no copy")
+
     def test_loader_without_len_is_left_alone(self):
         self.install_with(synthetic_data=1)
         batches = self.run_epochs(DataLoader(Stream(), batch_size=4))
