@@ -10,7 +10,6 @@ replaced, under torch 2.x's global hooks, emulated where this torch lacks them).
 import collections
 import contextlib
 import io
-import json
 import os
 import tempfile
 import textwrap
@@ -20,7 +19,7 @@ import unittest.mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run from anywhere
 
-from test_auto import (HAS_ALWAYS_CALL, HAS_OPTIMIZER_HOOKS, DataLoader, Dataset, FakeApi,
+from test_auto import (HAS_ALWAYS_CALL, HAS_OPTIMIZER_HOOKS, DataLoader, Dataset,  # noqa: E402
                        InProcessBase, SubprocessBase, _hooks, auto, needs_torch, nn, torch,
                        torch2_hooks)
 from stallscope import _experiment  # noqa: E402  (test_auto puts python/ on sys.path)
@@ -233,7 +232,8 @@ class SyntheticDataTest(ExperimentBase):
         with unittest.mock.patch.object(_experiment, "_template",
                                         side_effect=RuntimeError("no copy")):
             epochs = self.run_epochs(loader)
-        self.assertEqual([[b[2].tolist() for b in e] for e in epochs], [[[0, 1, 2, 3], [4, 5, 6, 7]]] * 2)
+        self.assertEqual([[b[2].tolist() for b in e] for e in epochs],
+                         [[[0, 1, 2, 3], [4, 5, 6, 7]]] * 2)  # the real batches
         self.assertEqual(self.experiment_info()["synthetic_not_applied"],
                          "a batch could not be copied: RuntimeError: no copy")
 
