@@ -720,10 +720,12 @@ def _wrap_call(original, torch, experiment):
 
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
-        # Cheapest tests first: this runs for every submodule call.
-        if state.tls.active is not None or is_grad_enabled():
-            return original(self, *args, **kwargs)
+        # First, as in _hooks.wrap_module_call: dynamo folds is_compiling(), so a traced call
+        # never touches thread-locals (no graph break). Then the cheapest tests: this runs for
+        # every submodule call.
         if state.is_compiling is not None and state.is_compiling():
+            return original(self, *args, **kwargs)
+        if state.tls.active is not None or is_grad_enabled():
             return original(self, *args, **kwargs)
         if _hooks._quiet():
             return original(self, *args, **kwargs)
