@@ -310,6 +310,8 @@ def _end_step(optimizer):
             state.api_step()
         except Exception as e:
             report_error("step()", e)
+        if state.experiment is not None:
+            state.experiment.step_ended()  # STALLSCOPE_STOP_AFTER_STEPS may end the process here
 
 
 def _is_primary(optimizer):

@@ -6,7 +6,7 @@ measured: <why>" (one `[stallscope]` line) and the others still install. torch i
 never imported here.
 """
 
-from . import _cuda, _ddp, _hooks, _syncs
+from . import _cuda, _ddp, _experiment, _hooks, _syncs
 from ._hooks import (PHASE_BACKWARD, PHASE_CHECKPOINT, PHASE_COMM_WAIT, PHASE_DATA,
                      PHASE_FORWARD, PHASE_OPTIMIZER)
 
@@ -146,6 +146,20 @@ def install_phases(torch, global_hooks):
             mechanisms[phase] = NOT_MEASURED + why
             _hooks.say(f"{phase} not measured: {why}")
     return mechanisms
+
+
+def install_experiment(torch, experiment):
+    """The experiment controls' patches (stallscope/_experiment.py), on top of the phases'.
+    Returns the experiment, or None when its patches could not all be put in place (undone,
+    one `[stallscope]` line)."""
+    mark = len(_hooks.state.undo)
+    try:
+        _experiment.install(torch, experiment)
+        return experiment
+    except Exception as e:
+        undo_to(mark)
+        _hooks.say(f"experiment: not applied: {type(e).__name__}: {e}")
+        return None
 
 
 def undo_to(mark):

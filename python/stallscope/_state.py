@@ -47,6 +47,7 @@ class State:
         self.gpu = None  # _cuda.GpuTimer while GPU times are measured, else None
         self.syncs = None  # _syncs.SyncCounter while host syncs are counted, else None
         self.mechanisms = {}  # phase -> how it is measured, as noted by the last install()
+        self.experiment = None  # _experiment.Experiment when a STALLSCOPE_* control is set
         # Per process, never reset: os.register_at_fork and atexit have no unregister.
         self.fork_handler_registered = False
         self.exit_handler_registered = False
@@ -58,6 +59,7 @@ class State:
         self.tls = ThreadState()
         self.user_marks_steps, self.primary_optimizer, self.process_info_sent = False, None, False
         self.loaders.forget()
+        self.experiment = None
         self.get_worker_info = torch.utils.data.get_worker_info
         # torch >= 2.3: torch.compiler.is_compiling; 2.0-2.2: torch._utils.is_compiling; 1.x: none.
         self.is_compiling = (getattr(getattr(torch, "compiler", None), "is_compiling", None)

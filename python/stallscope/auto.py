@@ -55,6 +55,11 @@ hooks inside the compiled code, so under global forward hooks its forward is no 
 (`torch.compile(model)` is: the wrapper's own call is eager); optimizer steps inside a compiled
 function.
 
+Experiment controls (STALLSCOPE_STOP_AFTER_STEPS, _SYNTHETIC_DATA, _SIDE_WORK_OFF, _SCRATCH_DIR,
+_LOADER_SET; set by `stallscope passes`/`sweep`) change what the job does on purpose: they are
+read at install() and documented, with their "experiment" info record, in
+stallscope/_experiment.py. Unset, nothing of them is installed.
+
 Where: this module is the entry point (install, uninstall, the fork and exit handlers).
 stallscope/_install.py has one installer per phase (the table above), stallscope/_hooks.py the
 hooks themselves (what runs inside the job's torch calls), stallscope/_state.py what they know
@@ -66,7 +71,7 @@ import functools
 import os
 import sys
 
-from . import _hooks, _install
+from . import _experiment, _hooks, _install
 from ._hooks import report_error
 
 # The phases, as recorded (src/base/vocabulary.h).
@@ -113,7 +118,11 @@ def track_user_steps(api):
     @functools.wraps(original)
     def step(*args, **kwargs):
         _hooks.state.user_marks_steps = True
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        experiment = _hooks.state.experiment
+        if experiment is not None:
+            experiment.step_ended()  # STALLSCOPE_STOP_AFTER_STEPS may end the process here
+        return result
 
     setattr(step, _hooks.MARK, True)
     setattr(step, "__wrapped_stallscope__", original)
@@ -166,6 +175,9 @@ def install(api=None, global_hooks=True):
         track_user_steps(api)
         state.api_step = _raw_step(api)
         state.mechanisms = _install.install_phases(torch, global_hooks)
+        experiment = _experiment.from_env(os.environ, _at_exit)
+        if experiment is not None:
+            state.experiment = _install.install_experiment(torch, experiment)
         _register_fork_handler()
         _register_exit_handler()
         state.off = False
@@ -192,7 +204,8 @@ def _after_fork_in_child():
 
 
 def _at_exit():
-    """GPU spans that completed, the rest counted; each sync site's count. Never raises."""
+    """GPU spans that completed, the rest counted; each sync site's count; the "experiment"
+    info. Never raises."""
     state = _hooks.state
     for part in (state.gpu, state.syncs):
         try:
@@ -200,6 +213,8 @@ def _at_exit():
                 part.finish()
         except Exception:
             pass
+    if state.experiment is not None:
+        state.experiment.send_info()
 
 
 def _register_exit_handler():
@@ -223,7 +238,7 @@ def uninstall():
     """Removes every patch and hook handle (for tests; a job never needs it)."""
     state = _hooks.state
     state.off = True
-    state.ddp = state.gpu = state.syncs = None
+    state.ddp = state.gpu = state.syncs = state.experiment = None
     state.mechanisms = {}
     _install.undo_to(0)
     state.api = None
