@@ -1,5 +1,7 @@
 #include "analysis/step_rate.h"
 
+#include "analysis/detect.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -15,7 +17,12 @@ constexpr int64_t kMinSteps = 3;
 /// The mean step duration of each bootstrap resample, sorted.
 std::vector<double> ResampledMeans(std::span<const double> x, uint64_t seed) {
   const size_t n = x.size();
-  const size_t block = std::max<size_t>(1, static_cast<size_t>(std::ceil(std::sqrt(n))));
+  size_t block = std::max<size_t>(1, static_cast<size_t>(std::ceil(std::sqrt(n))));
+  // Periodic slow steps (a checkpoint every k steps): blocks of whole periods, so that each
+  // resample holds as many of them as the run did.
+  if (auto p = DetectPeriod(x); p && p->significant && p->period * 2 <= static_cast<double>(n)) {
+    block = std::max(block, static_cast<size_t>(std::lround(p->period)));
+  }
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> start(0, n - 1);
   std::vector<double> means;
@@ -84,11 +91,15 @@ std::optional<RateChange> CompareRates(std::span<const double> a, std::span<cons
   return c;
 }
 
-std::vector<double> SteadyStepSeconds(const RankSteps& rank) {
+size_t SteadyStart(const RankSteps& rank, size_t warmup) {
+  return rank.steps.size() >= warmup + kMinSteps ? warmup : 0;
+}
+
+std::vector<double> SteadyStepSeconds(const RankSteps& rank, size_t warmup) {
   std::vector<double> out;
-  out.reserve(rank.steps.size());
-  for (const auto& s : rank.steps) out.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e9);
-  if (out.size() >= kMinSteps) out.erase(out.begin());
+  for (size_t i = SteadyStart(rank, warmup); i < rank.steps.size(); ++i) {
+    out.push_back(static_cast<double>(rank.steps[i].end_ns - rank.steps[i].begin_ns) / 1e9);
+  }
   return out;
 }
 

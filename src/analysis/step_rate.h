@@ -37,9 +37,12 @@ struct RateChange {
 [[nodiscard]] std::optional<RateChange> CompareRates(std::span<const double> a,
                                                      std::span<const double> b);
 
-/// The steady-state step durations of a rank: all steps but the first (start-up: worker start,
-/// lazy initialisation), as the verdict's prediction counts them; all of them when there are
-/// fewer than 3.
-[[nodiscard]] std::vector<double> SteadyStepSeconds(const RankSteps& rank);
+/// The first step of a rank's steady state: `warmup` (start-up: worker start, lazy
+/// initialisation; 1 is what the verdict's prediction skips), or 0 when fewer than 3 steps would
+/// be left.
+[[nodiscard]] size_t SteadyStart(const RankSteps& rank, size_t warmup = 1);
+
+/// The step durations of a rank from SteadyStart on.
+[[nodiscard]] std::vector<double> SteadyStepSeconds(const RankSteps& rank, size_t warmup = 1);
 
 }  // namespace stallscope::analysis

@@ -55,6 +55,8 @@ struct RunOptions {
   std::string stop_after;
   /// NAME=VALUE for the job on top of stallscope's own (`passes` and `sweep` set their controls).
   std::vector<std::string> env;
+  /// The job's stdout and stderr go to job.log in the run directory (`passes`, `sweep`).
+  bool job_log = false;
   std::vector<std::string> command;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).

@@ -25,6 +25,8 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultSteps = 50;
 constexpr int kInterrupted = 128 + SIGINT;
+/// Steps a sweep leaves out of each setting's rate: start-up (workers, lazy init).
+constexpr size_t kSweepWarmup = 2;
 
 /// The experiment's folder: --out (new, empty, or reused with --force), else a fresh
 /// stallscope-runs/<date>-<time>-<name>-<kind>.
@@ -65,7 +67,8 @@ struct Outcome {
 };
 
 Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
-                const std::vector<std::string>& command, std::vector<std::string> env) {
+                const std::vector<std::string>& command, std::vector<std::string> env,
+                size_t warmup) {
   RunOptions ro;
   ro.sampling = e.sampling;
   ro.out = dir;
@@ -73,6 +76,7 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   ro.quiet = true;
   ro.force = e.force;
   ro.report_every = 0;
+  ro.job_log = true;
   ro.stop_after_steps =
       e.steps > 0 || e.duration.empty() ? (e.steps > 0 ? e.steps : kDefaultSteps) : 0;
   ro.stop_after = e.duration;
@@ -80,7 +84,7 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   ro.command = command;
   Outcome o;
   int code = RunRun(ro);
-  auto digest = diagnose::LoadDigest(dir);
+  auto digest = diagnose::LoadDigest(dir, warmup);
   if (!digest.ok()) {
     o.failure = "failed: " + digest.error().message;
     return o;
@@ -94,7 +98,6 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   } else if (!digest->rate) {
     o.failure = "failed: no steps measured (does the job train with PyTorch?)";
   }
-  if (!o.failure.empty() && digest->rate) o.failure.clear();  // a rate counts, even from a crash
   o.run = std::move(*digest);
   return o;
 }
@@ -168,7 +171,10 @@ int RunPasses(const PassesOptions& o) {
   diagnose::PassesReport report;
   report.dir = *dir;
   report.command = e.command;
-  report.bound = BoundText(e);
+  report.bound = BoundText(e) + fmt::format(
+                                    "; rates leave out the first {} steps (start-up, "
+                                    "and pass C's real batches)",
+                                    o.synthetic_batches + 1);
   auto specs = diagnose::StandardPasses(fs::absolute(scratch).string(),
                                         static_cast<int>(o.synthetic_batches));
   fmt::print(stderr,
@@ -182,7 +188,9 @@ int RunPasses(const PassesOptions& o) {
   for (const auto& spec : specs) {
     if (interrupted) break;
     fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
-    Outcome out = RunOnce(e, (fs::path(*dir) / spec.id).string(), e.command, spec.env);
+    // Every pass leaves out the same start: worker start-up, and pass C's real batches.
+    Outcome out = RunOnce(e, (fs::path(*dir) / spec.id).string(), e.command, spec.env,
+                          static_cast<size_t>(o.synthetic_batches) + 1);
     Progress("pass " + spec.id, out);
     interrupted = out.interrupted;
     report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
@@ -225,7 +233,8 @@ int RunSweep(const SweepOptions& o) {
   diagnose::SweepReport report;
   report.dir = *dir;
   report.command = e.command;
-  report.bound = BoundText(e);
+  report.bound =
+      BoundText(e) + fmt::format("; rates leave out the first {} steps (start-up)", kSweepWarmup);
   fmt::print(stderr, "[stallscope] sweep of {} settings in {}, {}; torch.save goes to {}\n",
              points->size(), EscapeControl(*dir), report.bound, EscapeControl(scratch));
   bool interrupted = false;
@@ -235,7 +244,8 @@ int RunSweep(const SweepOptions& o) {
     env.push_back("STALLSCOPE_SCRATCH_DIR=" + fs::absolute(scratch).string());
     fmt::print(stderr, "[stallscope] {}/{} {} running\n", i + 1, points->size(),
                EscapeControl(p.label));
-    Outcome out = RunOnce(e, (fs::path(*dir) / SettingDirName(i, p)).string(), p.command, env);
+    Outcome out =
+        RunOnce(e, (fs::path(*dir) / SettingDirName(i, p)).string(), p.command, env, kSweepWarmup);
     Progress(p.label, out);
     interrupted = out.interrupted;
     report.rows.push_back({p, std::move(out.run), std::move(out.failure)});

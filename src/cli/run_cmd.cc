@@ -304,7 +304,9 @@ int RunRun(const RunOptions& o) {
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
   if (auto st = session.WatchPhases(paths->dir); !st.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message)), 1;
-  if (auto st = session.StartCommand(o.command, job_env); !st.ok()) {
+  if (auto st = session.StartCommand(o.command, job_env,
+                                     o.job_log ? paths->dir + "/job.log" : std::string());
+      !st.ok()) {
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
   }

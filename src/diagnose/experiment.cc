@@ -77,20 +77,30 @@ ExperimentNote ReadExperimentNote(const phase::EventLog& events) {
   return n;
 }
 
-RunDigest DigestRun(const RunData& data, const RunReport& report) {
+RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup) {
   RunDigest d;
   d.dir = data.paths.dir;
   d.meta = data.meta;
   d.wall_s = report.wall_s;
   if (const analysis::RankSteps* rank = MeasuredRank(report.phases)) {
-    d.step_s = analysis::SteadyStepSeconds(*rank);
+    const size_t start = analysis::SteadyStart(*rank, warmup);
+    d.warmup_steps = static_cast<int64_t>(start);
+    d.step_s = analysis::SteadyStepSeconds(*rank, warmup);
     d.rate = analysis::EstimateRate(d.step_s);
-    double steps = static_cast<double>(std::max<int64_t>(1, rank->count));
-    for (const auto& p : report.phases.phases) {
-      if (p.rank != rank->rank) continue;
-      d.phases.push_back({p.name, p.total_s * 1e3 / steps, p.share});
-      if (p.name == "data_loading") d.data_share = p.share;
+    std::map<std::string, double> phase_s;
+    double total_s = 0;
+    for (size_t i = start; i < rank->steps.size(); ++i) {
+      for (const auto& [name, s] : rank->steps[i].phase_s) phase_s[name] += s;
     }
+    for (double s : d.step_s) total_s += s;
+    const double steps = static_cast<double>(std::max<size_t>(1, d.step_s.size()));
+    for (const auto& [name, s] : phase_s) {
+      d.phases.push_back({name, s * 1e3 / steps, total_s > 0 ? s / total_s : 0});
+      if (name == "data_loading") d.data_share = d.phases.back().share;
+    }
+    std::sort(d.phases.begin(), d.phases.end(), [](const PhasePerStep& x, const PhasePerStep& y) {
+      return x.ms_per_step > y.ms_per_step;
+    });
     for (const auto& l : report.loaders) {
       if (l.rank == rank->rank && (l.pid == rank->pid || !d.loader)) d.loader = l;
     }
@@ -111,7 +121,11 @@ RunDigest DigestRun(const RunData& data, const RunReport& report) {
     for (const auto& p : s.processes) rss += p.rss_bytes;
     d.peak_rss_bytes = std::max(d.peak_rss_bytes.value_or(0), rss);
   }
-  if (data.meta.job_cpu_s && report.wall_s > 0) d.job_cpus = *data.meta.job_cpu_s / report.wall_s;
+  if (data.meta.job_cpu_s && data.meta.end_mono_ns &&
+      *data.meta.end_mono_ns > data.meta.start_mono_ns) {
+    d.job_cpus = *data.meta.job_cpu_s /
+                 (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
+  }
   d.allowed_cpus = BuildRunFacts(data, report).allowed_cpus;
   d.gpus = GpuNames(data.recording.header.gpus);
   d.driver = data.recording.header.driver_version;
@@ -122,12 +136,12 @@ RunDigest DigestRun(const RunData& data, const RunReport& report) {
   return d;
 }
 
-Result<RunDigest> LoadDigest(const std::string& dir) {
+Result<RunDigest> LoadDigest(const std::string& dir, size_t warmup) {
   auto data = LoadRun(dir);
   if (!data.ok()) return data.error();
   RunReport report = BuildRunReport(*data);
   report.verdict = Diagnose(*data, report);
-  return DigestRun(*data, report);
+  return DigestRun(*data, report, warmup);
 }
 
 }  // namespace stallscope::diagnose

@@ -47,6 +47,7 @@ struct RunDigest {
   /// Steady-state step durations (analysis::SteadyStepSeconds) of rank 0, else the rank with the
   /// most steps.
   std::vector<double> step_s;
+  int64_t warmup_steps = 0;  ///< steps before them, left out of every number below
   std::optional<analysis::RateEstimate> rate;
   std::optional<int64_t> batch_size;  ///< of the main DataLoader (the one of the measured rank)
   std::optional<double> samples_per_s;
@@ -68,10 +69,11 @@ struct RunDigest {
 /// Reads the experiment note of a run's events (info "experiment").
 [[nodiscard]] ExperimentNote ReadExperimentNote(const phase::EventLog& events);
 
-/// The digest of a loaded and analysed run (report.verdict filled).
-[[nodiscard]] RunDigest DigestRun(const RunData& data, const RunReport& report);
+/// The digest of a loaded and analysed run (report.verdict filled); the first `warmup` steps
+/// are left out of the rates and phase shares (analysis::SteadyStart).
+[[nodiscard]] RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup = 1);
 
 /// LoadRun + BuildRunReport + Diagnose + DigestRun.
-[[nodiscard]] Result<RunDigest> LoadDigest(const std::string& dir);
+[[nodiscard]] Result<RunDigest> LoadDigest(const std::string& dir, size_t warmup = 1);
 
 }  // namespace stallscope::diagnose

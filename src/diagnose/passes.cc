@@ -61,14 +61,14 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
   for (const auto& p : passes) {
     if (p.spec.id == "A") a = &p;
   }
-  if (a == nullptr || !a->run || !a->run->rate) {
+  if (a == nullptr || !a->run || !a->run->rate || !a->failure.empty()) {
     out.text = "no conclusion: the baseline pass A gave no steps/s" +
                (a != nullptr && !a->failure.empty() ? " (" + a->failure + ")" : std::string());
     return out;
   }
   const PassResult* best = nullptr;
   for (auto& p : passes) {
-    if (&p == a || !p.run || p.run->step_s.empty()) continue;
+    if (&p == a || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
     if (!p.run->experiment.present) {
       // The job's hooks never said they applied the control: the pass ran the job unchanged.
       p.failure =

@@ -160,7 +160,7 @@ SweepSummary SummarizeSweep(const std::vector<SweepRow>& rows) {
   SweepSummary s;
   std::vector<size_t> failed;
   for (size_t i = 0; i < rows.size(); ++i) {
-    (rows[i].run && rows[i].run->rate ? s.order : failed).push_back(i);
+    (rows[i].run && rows[i].run->rate && rows[i].failure.empty() ? s.order : failed).push_back(i);
   }
   auto rate = [&](size_t i) { return rows[i].run->rate->per_s; };
   std::stable_sort(s.order.begin(), s.order.end(),

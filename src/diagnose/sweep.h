@@ -45,7 +45,9 @@ struct SweepPoint {
 struct SweepRow {
   SweepPoint point;
   std::optional<RunDigest> run;
-  std::string failure;  ///< "exit 1", "killed by signal 9 (out of memory?)", "no steps", ...
+  /// "failed: exit 1", "failed: killed by signal 9 (out of memory?)", ...: not ranked, even
+  /// with the steps it made before it failed.
+  std::string failure;
 };
 
 /// The verdict's predicted steps/s for its first fix, against the sweep's measurement of it.

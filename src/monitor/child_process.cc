@@ -1,5 +1,6 @@
 #include "monitor/child_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -27,7 +28,8 @@ int ExitCodeFromStatus(int status) {
 }  // namespace
 
 Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
-                                         const std::vector<std::string>& extra_env) {
+                                         const std::vector<std::string>& extra_env,
+                                         const std::string& output) {
   if (argv.empty()) return MakeError(ErrorCode::kInvalidArgument, "no command given after --");
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -61,8 +63,16 @@ Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  if (!output.empty()) {
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, output.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  }
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), env.data());
+  int rc = posix_spawnp(&pid, args[0], &files, &attr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return MakeError(ErrorCode::kNotFound, "cannot start '{}': {}", argv[0], std::strerror(rc));

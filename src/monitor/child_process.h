@@ -15,9 +15,12 @@ namespace stallscope::monitor {
 class ChildProcess {
  public:
   /// Starts argv[0] (searched in PATH) with argv, the current environment plus `extra_env`
-  /// ("KEY=VALUE"). Errors name the command: "cannot start 'foo': No such file or directory".
+  /// ("KEY=VALUE"). `output`: when not empty, the file (created or truncated) the job's stdout and
+  /// stderr go to; else ours. Errors name the command: "cannot start 'foo': No such file or
+  /// directory".
   [[nodiscard]] static Result<ChildProcess> Start(const std::vector<std::string>& argv,
-                                                  const std::vector<std::string>& extra_env = {});
+                                                  const std::vector<std::string>& extra_env = {},
+                                                  const std::string& output = {});
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ~ChildProcess();

@@ -35,8 +35,8 @@ Session::~Session() {
 }
 
 Status Session::StartCommand(const std::vector<std::string>& argv,
-                             const std::vector<std::string>& extra_env) {
-  TRY(ChildProcess started, ChildProcess::Start(argv, extra_env));
+                             const std::vector<std::string>& extra_env, const std::string& output) {
+  TRY(ChildProcess started, ChildProcess::Start(argv, extra_env, output));
   child_.emplace(std::move(started));
   header_.command = argv;
   header_.root_pid = child_->pid();

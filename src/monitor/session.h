@@ -71,7 +71,8 @@ class Session {
 
   /// Starts `argv` (ChildProcess::Start) and follows its process tree.
   [[nodiscard]] Status StartCommand(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& extra_env = {});
+                                    const std::vector<std::string>& extra_env = {},
+                                    const std::string& output = {});
   /// Follows the tree of a running process; kNotFound "no process with pid N" when it is gone.
   [[nodiscard]] Status FollowPid(int32_t pid);
   /// The child started by StartCommand, else null.

@@ -36,7 +36,8 @@ std::string Header(std::string_view what, const std::string& dir,
 }
 
 void WriteRate(JsonWriter& w, const RunDigest& d) {
-  w.Field("steps", d.rate ? std::optional<int64_t>(d.rate->steps) : std::nullopt)
+  w.Field("warmup_steps", d.warmup_steps)
+      .Field("steps", d.rate ? std::optional<int64_t>(d.rate->steps) : std::nullopt)
       .Field("steps_per_s", d.rate ? std::optional<double>(d.rate->per_s) : std::nullopt, 4)
       .Field("steps_per_s_lo", d.rate ? std::optional<double>(d.rate->lo) : std::nullopt, 4)
       .Field("steps_per_s_hi", d.rate ? std::optional<double>(d.rate->hi) : std::nullopt, 4)
@@ -180,7 +181,7 @@ std::string RenderSweepText(const diagnose::SweepReport& r) {
   for (size_t i : r.summary.order) {
     const auto& row = r.rows[i];
     std::string label = EscapeControl(row.point.label);
-    if (!row.run || !row.run->rate) {
+    if (!row.run || !row.run->rate || !row.failure.empty()) {
       out += fmt::format("{:<{}}  {}\n", label, width, EscapeControl(row.failure));
       continue;
     }
@@ -197,7 +198,7 @@ std::string RenderSweepText(const diagnose::SweepReport& r) {
     out += "\n";
     for (size_t i : r.summary.order) {
       const auto& row = r.rows[i];
-      if (!row.run || !row.run->rate) continue;
+      if (!row.run || !row.run->rate || !row.failure.empty()) continue;
       int n = static_cast<int>(row.run->rate->per_s / best * kBar + 0.5);
       std::string bar;
       for (int k = 0; k < n; ++k) bar += "█";

@@ -99,7 +99,7 @@ TEST_F(ExperimentE2e, PassesNameTheInputPipelineOfADataBoundJob) {
 
 TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
   NeedTorch();
-  json r = Experiment("passes", {"--steps", "40"},
+  json r = Experiment("passes", {"--steps", "60"},
                       {"--situation", "periodic", "--checkpoint-every", "10", "--sample-every",
                        "10", "--out-dir", (dir_ / "job-out").string(), "--steps", "500"});
   const json& b = Pass(r, "B");
@@ -111,7 +111,8 @@ TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
 
 TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
   NeedTorch();
-  json r = Experiment("passes", {"--steps", "30"}, {"--situation", "compute", "--steps", "500"});
+  json r = Experiment("passes", {"--steps", "30"},
+                      {"--situation", "compute", "--threads", "1", "--steps", "500"});
   EXPECT_EQ(r["conclusion"]["recovering"], "") << r.dump(1);
   for (const char* id : {"B", "C"}) {
     const json& p = Pass(r, id);
