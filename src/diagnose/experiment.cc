@@ -89,11 +89,16 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
     d.rate = analysis::EstimateRate(d.step_s);
     std::map<std::string, double> phase_s;
     double total_s = 0;
+    int64_t syncs = 0;
     for (size_t i = start; i < rank->steps.size(); ++i) {
       for (const auto& [name, s] : rank->steps[i].phase_s) phase_s[name] += s;
+      for (const auto& [name, n] : rank->steps[i].counters) {
+        if (name.starts_with("host_sync.")) syncs += n;
+      }
     }
     for (double s : d.step_s) total_s += s;
     const double steps = static_cast<double>(std::max<size_t>(1, d.step_s.size()));
+    d.host_syncs_per_step = static_cast<double>(syncs) / steps;
     for (const auto& [name, s] : phase_s) {
       d.phases.push_back({name, s * 1e3 / steps, total_s > 0 ? s / total_s : 0});
       if (name == "data_loading") d.data_share = d.phases.back().share;

@@ -53,6 +53,7 @@ struct RunDigest {
   std::optional<double> samples_per_s;
   std::vector<PhasePerStep> phases;        ///< largest first, "other" included
   std::optional<double> data_share;        ///< data_loading's share of the step
+  double host_syncs_per_step = 0;          ///< host_sync.* counters over the steady steps
   std::optional<double> gpu_util_pct;      ///< mean over GPUs and samples
   std::optional<uint64_t> peak_rss_bytes;  ///< the job's process tree, at its largest sample
   std::optional<double> job_cpus;          ///< job CPU time / wall time

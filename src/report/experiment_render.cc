@@ -43,6 +43,7 @@ void WriteRate(JsonWriter& w, const RunDigest& d) {
       .Field("steps_per_s_hi", d.rate ? std::optional<double>(d.rate->hi) : std::nullopt, 4)
       .Field("samples_per_s", d.samples_per_s, 2)
       .Field("data_share", d.data_share, 3)
+      .Field("host_syncs_per_step", d.host_syncs_per_step, 2)
       .Field("gpu_util_pct", d.gpu_util_pct, 1)
       .Field("peak_rss_bytes", d.peak_rss_bytes
                                    ? std::optional<int64_t>(static_cast<int64_t>(*d.peak_rss_bytes))
@@ -110,6 +111,13 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
     std::string did = PassDid(p);
     out += fmt::format("{} removes {}{}\n", p.spec.id, p.spec.removes,
                        did.empty() ? "" : fmt::format("\n  (this run: {})", EscapeControl(did)));
+  }
+  if (!r.passes.empty() && r.passes.front().run &&
+      r.passes.front().run->host_syncs_per_step >= 0.5) {
+    out += fmt::format(
+        "Host syncs ({:.1f} per step in A: .item(), .cpu(), ...) are counted, not removable by a "
+        "pass: the verdict weighs them\n",
+        r.passes.front().run->host_syncs_per_step);
   }
   out += fmt::format("\nCONCLUSION  {}\n", EscapeControl(r.conclusion.text));
   const diagnose::PassResult* a = r.passes.empty() ? nullptr : &r.passes.front();

@@ -37,8 +37,11 @@ std::string OptText(const std::optional<T>& v) {
 std::string JobLines(const diagnose::RunReport& r) {
   std::string exit = r.meta.exit_code ? fmt::format("exit {}", *r.meta.exit_code)
                                       : "no exit code (still running or monitor killed)";
-  if (r.meta.exit_code && *r.meta.exit_code > 128)
+  if (r.meta.status == "stopped") {
+    exit += " (stopped by stallscope at its --duration)";
+  } else if (r.meta.exit_code && *r.meta.exit_code > 128) {
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
+  }
   std::string out =
       fmt::format("Job     {}\n        {}, {} wall\n", EscapeControl(JoinCommand(r.meta.command)),
                   exit, FormatDurationSeconds(r.wall_s));
