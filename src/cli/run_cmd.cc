@@ -288,6 +288,8 @@ int RunRun(const RunOptions& o) {
            usage ? 2 : 1;
   }
 
+  const double monitor_cpu_before = CpuSeconds(RUSAGE_SELF);
+  const double job_cpu_before = CpuSeconds(RUSAGE_CHILDREN);
   Machine machine = OpenMachine(o.sampling, clock, *interval);
   const std::vector<std::string> job_env = JobEnvironment(*paths, o);
   diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock, job_env);
@@ -326,8 +328,9 @@ int RunRun(const RunOptions& o) {
   meta.end_mono_ns = session.end_mono_ns();
   // Overhead in CPU time, before the report costs any (README "Overhead"): the job has been
   // reaped, so its children's times are in.
-  meta.monitor_cpu_s = CpuSeconds(RUSAGE_SELF);
-  meta.job_cpu_s = CpuSeconds(RUSAGE_CHILDREN);
+  // Differences: `passes` and `sweep` run several jobs in this process, and both counters add up.
+  meta.monitor_cpu_s = CpuSeconds(RUSAGE_SELF) - monitor_cpu_before;
+  meta.job_cpu_s = CpuSeconds(RUSAGE_CHILDREN) - job_cpu_before;
   meta.exit_code = exit_code;
   // "stopped": ended by --duration (--steps ends it from inside, with exit code 0: "exited").
   meta.status = stopped ? "stopped" : exit_code > 128 ? "killed" : "exited";
