@@ -12,7 +12,7 @@ std::string Times(const analysis::RateChange& c) {
 }
 
 bool Recovers(const PassResult& p) {
-  return p.vs_baseline && p.vs_baseline->significant &&
+  return !p.removed_nothing && p.vs_baseline && p.vs_baseline->significant &&
          p.vs_baseline->ratio >= kThresholds.pass_recovery_min.value;
 }
 
@@ -77,6 +77,18 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
       continue;
     }
     p.vs_baseline = analysis::CompareRates(a->run->step_s, p.run->step_s);
+    const ExperimentNote& e = p.run->experiment;
+    p.removed_nothing = (p.spec.id == "B" && e.saves_skipped + e.eval_forwards_cached == 0) ||
+                        (p.spec.id == "C" && e.synthetic_batches_served == 0);
+    const double r = p.vs_baseline ? p.vs_baseline->ratio : 1;
+    if (p.removed_nothing && p.vs_baseline && p.vs_baseline->significant &&
+        (r >= kThresholds.pass_recovery_min.value ||
+         r <= 1 / kThresholds.pass_recovery_min.value)) {
+      out.caveats.push_back(fmt::format(
+          "the machine's speed changed between passes: {} removed nothing in its run yet ran at "
+          "{:.2f}× A's rate; rerun on a quiet machine (other work on the host shifts every pass)",
+          p.spec.id, r));
+    }
     if (Recovers(p) && (best == nullptr || p.vs_baseline->ratio > best->vs_baseline->ratio))
       best = &p;
   }

@@ -30,6 +30,9 @@ struct PassResult {
   std::optional<RunDigest> run;  ///< empty when the run directory could not be read
   std::string failure;           ///< why the pass gave no rate ("exit 1", "no steps"), or ""
   std::optional<analysis::RateChange> vs_baseline;  ///< steps/s against pass A
+  /// The pass's controls found nothing to remove in this run (B: no torch.save, no eval forward;
+  /// C: no batch served from the cache): its difference from A is the machine's, not evidence.
+  bool removed_nothing = false;
 };
 
 /// Which pass a verdict class predicts recovers the loss: "C" for the input pipeline's classes,
@@ -43,6 +46,9 @@ struct PassesConclusion {
   std::string text;            ///< one sentence
   std::optional<bool> agrees;  ///< with pass A's verdict; empty when A has no verdict
   std::string verdict_class;   ///< pass A's principal class, "" when none
+  /// What limits the conclusion, one sentence each (a pass that removed nothing yet ran at
+  /// another speed than A: the machine's speed changed between passes).
+  std::vector<std::string> caveats;
 };
 
 /// Fills each pass's `vs_baseline` and concludes: a pass recovers the loss when it is

@@ -17,6 +17,8 @@ PassResult Pass(const std::string& id, double step_s, std::optional<FindingClass
   for (int i = 0; i < n; ++i) d.step_s.push_back(step_s * (i % 2 == 0 ? 0.9 : 1.1));
   d.rate = analysis::EstimateRate(d.step_s);
   d.experiment.present = applied;
+  if (id == "B") d.experiment.saves_skipped = 2;
+  if (id == "C") d.experiment.synthetic_batches_served = n;
   if (verdict) {
     Finding f;
     f.cls = *verdict;
@@ -97,6 +99,19 @@ TEST(ConcludePasses, APassTheHooksDidNotApplyIsNotEvidence) {
   EXPECT_EQ(c.recovering, "");
   EXPECT_FALSE(p[1].vs_baseline);
   EXPECT_NE(p[1].failure.find("not applied"), std::string::npos);
+}
+
+TEST(ConcludePasses, APassThatRemovedNothingIsNoEvidenceButACaveat) {
+  // B ran 2× faster without skipping anything: the machine got faster between the passes.
+  std::vector<PassResult> p = {Pass("A", 0.2, FindingClass::kGpuBound),
+                               Pass("B", 0.1, FindingClass::kGpuBound)};
+  p[1].run->experiment.saves_skipped = 0;
+  auto c = ConcludePasses(p);
+  EXPECT_TRUE(p[1].removed_nothing);
+  EXPECT_EQ(c.recovering, "");
+  ASSERT_EQ(c.caveats.size(), 1u);
+  EXPECT_NE(c.caveats[0].find("the machine's speed changed between passes"), std::string::npos);
+  EXPECT_TRUE(c.agrees.value_or(false));
 }
 
 TEST(ConcludePasses, NoBaselineNoConclusion) {

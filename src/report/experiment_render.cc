@@ -96,12 +96,14 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
                          EscapeControl(p.failure.empty() ? "no steps measured" : p.failure));
       continue;
     }
-    std::string vs =
-        p.spec.id == "A" ? "-"
-        : p.vs_baseline
-            ? fmt::format("{:.2f}x ({:.2f}-{:.2f}){}", p.vs_baseline->ratio, p.vs_baseline->lo,
-                          p.vs_baseline->hi, p.vs_baseline->significant ? "" : " n.s.")
-            : "-";
+    std::string vs = "-";
+    if (p.spec.id != "A" && p.vs_baseline) {
+      vs = fmt::format("{:.2f}x ({:.2f}-{:.2f}){}", p.vs_baseline->ratio, p.vs_baseline->lo,
+                       p.vs_baseline->hi,
+                       p.removed_nothing             ? " nothing removed"
+                       : !p.vs_baseline->significant ? " n.s."
+                                                     : "");
+    }
     // The verdict of A only: B's and C's runs are not the job as it is.
     out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", p.spec.id, p.spec.name,
                        Rate(*p.run), Interval(*p.run), vs, Share(p.run->data_share),
@@ -122,6 +124,7 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
         r.passes.front().run->host_syncs_per_step);
   }
   out += fmt::format("\nCONCLUSION  {}\n", EscapeControl(r.conclusion.text));
+  for (const auto& c : r.conclusion.caveats) out += fmt::format("CAVEAT      {}\n", c);
   const diagnose::PassResult* a = r.passes.empty() ? nullptr : &r.passes.front();
   if (a != nullptr && a->run && a->run->principal && r.conclusion.agrees.value_or(false) &&
       !a->run->principal->recommendations.empty()) {
@@ -164,7 +167,7 @@ std::string RenderPassesJson(const diagnose::PassesReport& r) {
     } else {
       w.Null();
     }
-    w.Field("did", PassDid(p));
+    w.Field("did", PassDid(p)).FieldBool("removed_nothing", p.removed_nothing);
     w.EndObject();
   }
   w.EndArray();
@@ -174,6 +177,7 @@ std::string RenderPassesJson(const diagnose::PassesReport& r) {
       .Field("verdict_class", r.conclusion.verdict_class)
       .Field("agrees", r.conclusion.agrees)
       .Field("text", r.conclusion.text)
+      .FieldArray("caveats", r.conclusion.caveats)
       .EndObject();
   w.EndObject();
   out += "\n";
