@@ -267,6 +267,11 @@ int RunRun(const RunOptions& o) {
     }
     stop_after_ns = *d;
   }
+  if (o.stop_after_steps > 0 && o.no_auto)
+    return fmt::print(stderr,
+                      "stallscope run: --steps needs the PyTorch hooks, which --no-auto turns off; "
+                      "use --duration\n"),
+           2;
   if (o.stop_after_steps < 0)
     return fmt::print(stderr, "stallscope run: --steps {}: must be 1 or more\n",
                       o.stop_after_steps),
