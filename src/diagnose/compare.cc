@@ -108,14 +108,20 @@ std::vector<PhaseChange> PhaseChanges(const RunDigest& a, const RunDigest& b) {
   return out;
 }
 
+/// An interval's bound: 2 decimals, 3 where 2 would round a significant bound onto 1 ("0.998",
+/// not "1.00", for an interval that excludes 1).
+std::string Bound(double v) {
+  std::string two = fmt::format("{:.2f}", v);
+  return two == "1.00" && v != 1 ? fmt::format("{:.3f}", v) : two;
+}
+
 std::string Conclusion(CompareOutcome o, const std::optional<analysis::RateChange>& c,
                        const RunDigest& a, const RunDigest& b) {
   switch (o) {
-    case CompareOutcome::kNoSteps:
-      return fmt::format("nothing to compare: no steps measured in {}", !a.rate && !b.rate
-                                                                            ? "A nor B"
-                                                                        : !a.rate ? "A"
-                                                                                  : "B");
+    case CompareOutcome::kNoSteps: {
+      const char* side = !a.rate && !b.rate ? "A nor B" : !a.rate ? "A" : "B";
+      return fmt::format("nothing to compare: no steps measured in {}", side);
+    }
     case CompareOutcome::kTooFewSteps:
       return fmt::format(
           "too few steps to say (A {} steady steps, B {}; {} or more each give an interval): B/A "
@@ -125,12 +131,11 @@ std::string Conclusion(CompareOutcome o, const std::optional<analysis::RateChang
       return fmt::format("no significant change (B/A {:.2f}×, 95% interval {:.2f}–{:.2f}×)",
                          c->ratio, c->lo, c->hi);
     case CompareOutcome::kFaster:
-      return fmt::format("B is {:.2f}× faster (95% interval {:.2f}–{:.2f}×): significant", c->ratio,
-                         c->lo, c->hi);
+      return fmt::format("B is {:.2f}× faster (95% interval {}–{}×): significant", c->ratio,
+                         Bound(c->lo), Bound(c->hi));
     case CompareOutcome::kSlower:
-      return fmt::format(
-          "B is {:.2f}× slower (B/A {:.2f}×, 95% interval {:.2f}–{:.2f}×): significant",
-          1 / c->ratio, c->ratio, c->lo, c->hi);
+      return fmt::format("B is {:.2f}× slower (B/A {:.2f}×, 95% interval {}–{}×): significant",
+                         1 / c->ratio, c->ratio, Bound(c->lo), Bound(c->hi));
   }
   return {};
 }
@@ -191,6 +196,12 @@ CompareReport Compare(const RunDigest& a, const RunDigest& b) {
   r.conclusion = Conclusion(r.outcome, r.change, a, b);
   r.phases = PhaseChanges(a, b);
   r.differences = Differences(a, b);
+  auto busy = [](const RunDigest& d) {
+    return std::any_of(d.caveats.begin(), d.caveats.end(),
+                       [](const std::string& c) { return c.starts_with(kBusyHostCaveat); });
+  };
+  r.a_busy_host = busy(a);
+  r.b_busy_host = busy(b);
   return r;
 }
 

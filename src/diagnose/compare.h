@@ -49,6 +49,10 @@ struct CompareReport {
   std::string conclusion;
   std::vector<PhaseChange> phases;  ///< the union of both runs' phases, largest (either side) first
   std::vector<RunDifference> differences;  ///< only what differs, in a fixed order (compare.cc)
+  /// The run had the verdict's busy-host caveat (kBusyHostCaveat): other work took CPUs, and how
+  /// much changes from run to run; the interval, from each run's own steps, does not include that.
+  bool a_busy_host = false;
+  bool b_busy_host = false;
 };
 
 /// Compares two digested runs. Pure: no I/O; the same digests give the same report (the bootstrap

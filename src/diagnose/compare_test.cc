@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace stallscope::diagnose {
@@ -136,6 +137,29 @@ TEST(Compare, PhasesAreTheUnionLargestFirst) {
   EXPECT_EQ(r.phases[2].name, "forward");
   EXPECT_DOUBLE_EQ(r.phases[2].a_share, 0.2);
   EXPECT_DOUBLE_EQ(r.phases[2].b_share, 0.4);
+}
+
+TEST(Compare, BusyHostIsNotedPerSide) {
+  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest b = a;
+  b.caveats.push_back(std::string(kBusyHostCaveat) + " other processes used 1.0 of the 2 CPUs");
+  CompareReport r = Compare(a, b);
+  EXPECT_FALSE(r.a_busy_host);
+  EXPECT_TRUE(r.b_busy_host);
+}
+
+TEST(Compare, ASignificantBoundNeverReadsAsOne) {
+  // Runs whose interval's low end lies just above 1, where 2 decimals would print "1.00".
+  for (uint32_t seed = 1; seed < 400; ++seed) {
+    CompareReport r =
+        Compare(Digest(Steps(20, 0.25, 0.08, seed)), Digest(Steps(20, 0.232, 0.08, seed + 1000)));
+    if (r.outcome != CompareOutcome::kFaster || r.change->lo >= 1.005) continue;
+    EXPECT_EQ(r.conclusion.find("interval 1.00–"), std::string::npos) << r.conclusion;
+    EXPECT_NE(r.conclusion.find(fmt::format("interval {:.3f}–", r.change->lo)), std::string::npos)
+        << r.conclusion;
+    return;
+  }
+  FAIL() << "no seed gave an interval just above 1";
 }
 
 TEST(ShellJoin, QuotesWhatAShellWouldSplitOrExpand) {

@@ -185,6 +185,14 @@ std::string RenderCompareText(const CompareReport& r) {
                                 EscapeControl(r.a.dir), EscapeControl(r.a.meta.name),
                                 EscapeControl(r.b.dir), EscapeControl(r.b.meta.name));
   out += fmt::format("RESULT   {}\n", r.conclusion);
+  if (r.a_busy_host || r.b_busy_host) {
+    out += fmt::format(
+        "         {} ran beside other work (busy host): speed changes with it between runs, and\n"
+        "         the interval, from each run's own steps, does not include that\n",
+        r.a_busy_host && r.b_busy_host ? "A and B"
+        : r.a_busy_host                ? "A"
+                                       : "B");
+  }
   out += SideTable(r);
   out += PhaseTable(r);
   out += DifferenceLines(r);
@@ -211,6 +219,7 @@ std::string RenderCompareJson(const CompareReport& r) {
   } else {
     w.Key("ratio").Null().Key("lo").Null().Key("hi").Null().FieldBool("significant", false);
   }
+  w.FieldBool("a_busy_host", r.a_busy_host).FieldBool("b_busy_host", r.b_busy_host);
   w.EndObject().Key("a");
   WriteSideJson(w, r.a);
   w.Key("b");

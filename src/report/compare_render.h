@@ -19,7 +19,9 @@ inline constexpr int kCompareSchemaVersion = 1;
 ///   conclusion      the one-line conclusion of the text output
 ///   change          {outcome: "faster" | "slower" | "no_change" | "too_few_steps" | "no_steps",
 ///                    ratio: B/A of steps/s, lo, hi: its 95% interval (block bootstrap; lo == hi
-///                    without one), significant: the interval excludes 1}; ratio..hi null for
+///                    without one), significant: the interval excludes 1, a_busy_host,
+///                    b_busy_host: that run shared the host with other work (its speed then
+///                    varies between runs more than its interval says)}; ratio..hi null for
 ///                    "no_steps"
 ///   a, b            each run: dir, name, steps (steady steps counted), steps_per_s, lo, hi (its
 ///                   95% interval), samples_per_s, data_share, gpu_util_pct, peak_rss_bytes,

@@ -100,6 +100,19 @@ TEST(CompareRender, JobStringsAreEscaped) {
   EXPECT_EQ(j["differences"][0]["name"], "command");
 }
 
+TEST(CompareRender, BusyHostIsSaidUnderTheResult) {
+  auto a = Digest("runs/a", 0.2, 0);
+  auto b = a;
+  b.caveats.push_back(std::string(diagnose::kBusyHostCaveat) + " other processes used 1.0");
+  auto r = diagnose::Compare(a, b);
+  EXPECT_NE(RenderCompareText(r).find("\n         B ran beside other work (busy host)"),
+            std::string::npos)
+      << RenderCompareText(r);
+  auto j = nlohmann::json::parse(RenderCompareJson(r));
+  EXPECT_FALSE(j["change"]["a_busy_host"].get<bool>());
+  EXPECT_TRUE(j["change"]["b_busy_host"].get<bool>());
+}
+
 TEST(CompareRender, NoStepsSaysSoAndWritesNulls) {
   auto a = Digest("runs/a", 0.2, 0);
   a.step_s.clear();
