@@ -50,7 +50,9 @@ class CompareE2e : public ::testing::Test {
 
   /// `stallscope run --quiet --out DIR/NAME -- python train.py` on the data-bound situation with
   /// a fixed transform cost (no calibration: every run does the same work per sample).
-  std::string Train(const std::string& name, const std::vector<std::string>& extra = {}) {
+  /// `situation_args`: `extra` replaces the data-bound situation (--situation ... included).
+  std::string Train(const std::string& name, const std::vector<std::string>& extra = {},
+                    bool situation_args = false) {
     std::string out = (dir_ / name).string();
     std::vector<std::string> args = {"run",
                                      "--quiet",
@@ -59,18 +61,16 @@ class CompareE2e : public ::testing::Test {
                                      "--",
                                      "/usr/bin/python3",
                                      std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
-                                     "--situation",
-                                     "data_cpu",
                                      "--steps",
                                      "30",
-                                     "--transform-reps",
-                                     "16",
                                      "--print-every",
                                      "1000",
                                      "--data-dir",
                                      (dir_ / "data").string(),
                                      "--out-dir",
                                      (dir_ / "out").string()};
+    if (!situation_args)
+      args.insert(args.end(), {"--situation", "data_cpu", "--transform-reps", "16"});
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = Stallscope(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -141,6 +141,22 @@ TEST_F(CompareE2e, SameJobIsNoChangeAndWorkersAreSignificant) {
   EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
   EXPECT_TRUE(j["change"]["significant"].get<bool>());
   EXPECT_GT(j["change"]["lo"].get<double>(), 1.0);
+}
+
+// Workers that wait on slow reads (a 2 ms sleep per file, as a network filesystem) overlap the
+// waits without needing free CPUs: the speed-up holds on a busy host, so this is judged always
+// (measured beside other work on 2 CPUs: 2.07x, 95% interval 1.86-2.31x).
+TEST_F(CompareE2e, WorkersOnSlowReadsAreSignificantEvenOnABusyHost) {
+  if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+  const std::vector<std::string> io = {"--situation", "data_io", "--io-latency-ms", "2"};
+  std::vector<std::string> with_workers = io;
+  with_workers.insert(with_workers.end(), {"--num-workers", "2", "--persistent-workers"});
+  std::string a = Train("io0", io, /*situation_args=*/true);
+  std::string b = Train("io2", with_workers, /*situation_args=*/true);
+  auto j = CompareJson(a, b);
+  EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
+  EXPECT_GT(j["change"]["lo"].get<double>(), 1.0) << j["conclusion"];
 }
 
 TEST_F(CompareE2e, NotARunDirectoryIsAOneLineErrorNamingIt) {
