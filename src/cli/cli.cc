@@ -139,6 +139,21 @@ CLI::App* AddDiagnose(CLI::App& app, DiagnoseOptions& diag) {
   return diagnose;
 }
 
+CLI::App* AddCompare(CLI::App& app, CompareOptions& cmp) {
+  auto* compare = app.add_subcommand(
+      "compare", "Two runs side by side: steps/s change with a 95% interval, phases, differences");
+  compare->add_option("a", cmp.a, "Run directory A (the baseline)")->required();
+  compare->add_option("b", cmp.b, "Run directory B (compared with A)")->required();
+  compare->add_flag("--json", cmp.json, "JSON output (README \"compare --json\")");
+  compare->footer(
+      "Example:\n  stallscope run --steps 60 --out runs/w0 -- python train.py --workers 0\n"
+      "  stallscope run --steps 60 --out runs/w4 -- python train.py --workers 4\n"
+      "  stallscope compare runs/w0 runs/w4\n"
+      "The change is significant when its 95% interval (block bootstrap of the steady-state step\n"
+      "times) excludes 1. Exit status 0 whatever it says; 1 when A or B is not a run directory.\n");
+  return compare;
+}
+
 CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
   auto* trace_cmd = app.add_subcommand(
       "trace", "Analyse torch.profiler traces: step breakdown, GPU idle causes, verdict");
@@ -275,6 +290,7 @@ int Run(int argc, char** argv) {
   SummaryOptions sum;
   RunOptions run;
   DiagnoseOptions diag;
+  CompareOptions cmp;
   TraceOptions tr;
   DoctorOptions doc;
   PassesOptions passes;
@@ -286,6 +302,7 @@ int Run(int argc, char** argv) {
   CLI::App* summary = AddSummary(app, sum);
   CLI::App* run_cmd = AddRun(app, run);
   CLI::App* diagnose = AddDiagnose(app, diag);
+  CLI::App* compare = AddCompare(app, cmp);
   CLI::App* trace_cmd = AddTrace(app, tr);
   CLI::App* passes_cmd = AddPasses(app, passes);
   CLI::App* sweep_cmd = AddSweep(app, sweep);
@@ -311,6 +328,7 @@ int Run(int argc, char** argv) {
   if (summary->parsed()) return RunSummary(sum);
   if (run_cmd->parsed()) return RunRun(run);
   if (diagnose->parsed()) return RunDiagnose(diag);
+  if (compare->parsed()) return RunCompare(cmp);
   if (trace_cmd->parsed()) return RunTrace(tr);
   if (passes_cmd->parsed()) return RunPasses(passes);
   if (sweep_cmd->parsed()) return RunSweep(sweep);

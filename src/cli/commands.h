@@ -99,6 +99,15 @@ struct DiagnoseOptions {
 /// `stallscope diagnose RUN_DIR`.
 int RunDiagnose(const DiagnoseOptions& options);
 
+struct CompareOptions {
+  std::string a;  ///< run directories written by `stallscope run`
+  std::string b;
+  bool json = false;
+};
+/// `stallscope compare A B`: 0 when both are run directories (whatever the comparison says: the
+/// outcome is in the output), 1 when one is not, 2 on bad flags.
+int RunCompare(const CompareOptions& options);
+
 struct TraceOptions {
   std::vector<std::string> paths;  ///< files (.json, .json.gz) or directories of them
   bool json = false;

@@ -120,14 +120,29 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
     if (u.count() > 0) util.Add(u.mean());
   }
   if (util.count() > 0) d.gpu_util_pct = util.mean();
+  // The job's CPUs from the sampler's process tree (every process, DataLoader workers of a
+  // forkserver included); getrusage only sees the children the job waited for.
+  RunningStats cpus;
   for (const auto& s : data.recording.samples) {
     if (!s.has_processes) continue;
     uint64_t rss = 0;
-    for (const auto& p : s.processes) rss += p.rss_bytes;
+    double cpu = 0;
+    bool complete = true;
+    for (const auto& p : s.processes) {
+      rss += p.rss_bytes;
+      if (p.cpu_pct) {
+        cpu += *p.cpu_pct / 100.0;
+      } else {
+        complete = false;
+      }
+    }
     d.peak_rss_bytes = std::max(d.peak_rss_bytes.value_or(0), rss);
+    if (complete && !s.processes.empty()) cpus.Add(cpu);
   }
-  if (data.meta.job_cpu_s && data.meta.end_mono_ns &&
-      *data.meta.end_mono_ns > data.meta.start_mono_ns) {
+  if (cpus.count() > 0) {
+    d.job_cpus = cpus.mean();
+  } else if (data.meta.job_cpu_s && data.meta.end_mono_ns &&
+             *data.meta.end_mono_ns > data.meta.start_mono_ns) {
     d.job_cpus = *data.meta.job_cpu_s /
                  (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
   }

@@ -73,4 +73,8 @@ struct Verdict {
   std::vector<std::string> caveats;
 };
 
+/// How the caveat of a run beside other work starts (verdict.cc): `compare` reads it, because a
+/// busy host changes speed between runs, which no run's own step times show.
+inline constexpr std::string_view kBusyHostCaveat = "busy host:";
+
 }  // namespace stallscope::diagnose

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -176,6 +178,26 @@ std::map<std::string, std::string> PerformanceEnvironment(const char* const* env
   };
   for (const char* const* e = environ; e != nullptr && *e != nullptr; ++e) add(*e);
   for (const auto& e : extra) add(e);
+  return out;
+}
+
+std::string ShellJoin(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& arg : argv) {
+    if (!out.empty()) out += ' ';
+    // POSIX shell: inside single quotes every character is literal but the quote itself.
+    bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) ||
+             std::string_view("-_./=:,+@%").find(ch) != std::string_view::npos;
+    });
+    if (plain) {
+      out += arg;
+      continue;
+    }
+    out += '\'';
+    for (char ch : arg) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    out += '\'';
+  }
   return out;
 }
 

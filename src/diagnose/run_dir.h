@@ -67,6 +67,11 @@ struct RunMeta {
 /// A default run name from the command: `python train.py` → "train", `torchrun ... x.py` → "x".
 [[nodiscard]] std::string DefaultRunName(const std::vector<std::string>& command);
 
+/// The command as a shell would take it back: arguments with spaces, quotes or shell characters
+/// in single quotes ("'a b'", "'it'\\''s'"), an empty one as ''. Not escaped for a terminal:
+/// callers EscapeControl it.
+[[nodiscard]] std::string ShellJoin(const std::vector<std::string>& argv);
+
 /// Writes run.json via a temporary file and rename(2): readers never see half a file.
 [[nodiscard]] Status WriteRunMeta(const RunPaths& paths, const RunMeta& meta);
 [[nodiscard]] Result<RunMeta> ReadRunMeta(const RunPaths& paths);

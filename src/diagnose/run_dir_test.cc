@@ -187,5 +187,13 @@ TEST(RunDirLines, AWrongTypedNameLineIsSkippedWithAWarning) {
   EXPECT_TRUE(warned);
 }
 
+TEST(ShellJoin, QuotesWhatAShellWouldSplitOrExpand) {
+  EXPECT_EQ(ShellJoin({"python", "train.py", "--lr=0.1"}), "python train.py --lr=0.1");
+  EXPECT_EQ(ShellJoin({"echo", "a b", "", "it's", "$HOME", "x;y"}),
+            "echo 'a b' '' 'it'\\''s' '$HOME' 'x;y'");
+  // Control characters stay as they are here: the renderers escape every job string.
+  EXPECT_EQ(ShellJoin({"a\nb"}), "'a\nb'");
+}
+
 }  // namespace
 }  // namespace stallscope::diagnose

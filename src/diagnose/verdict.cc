@@ -118,10 +118,10 @@ std::vector<std::string> ApplyCaveats(const Facts& c, std::vector<Finding>& find
     cap(kThresholds.busy_host_confidence_max.value,
         [](const Finding& f) { return HostCpuClass(f.cls); });
     caveats.push_back(fmt::format(
-        "busy host: other processes used {:.1f} of the {} CPUs during the run; host-CPU "
+        "{} other processes used {:.1f} of the {} CPUs during the run; host-CPU "
         "findings are less certain, predictions count only the job's share of the CPUs, and an "
         "idle host would run it faster",
-        *c.other_cpu, c.host_cpus));
+        kBusyHostCaveat, *c.other_cpu, c.host_cpus));
   }
   return caveats;
 }

@@ -32,7 +32,7 @@ std::string VerdictClass(const RunDigest& d) {
 std::string Header(std::string_view what, const std::string& dir,
                    const std::vector<std::string>& command, const std::string& bound) {
   return fmt::format("stallscope {}: {}\nJob     {}\nBound   {}\n\n", what, EscapeControl(dir),
-                     EscapeControl(JoinCommand(command)), EscapeControl(bound));
+                     EscapeControl(diagnose::ShellJoin(command)), EscapeControl(bound));
 }
 
 void WriteRate(JsonWriter& w, const RunDigest& d) {

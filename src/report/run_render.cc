@@ -12,16 +12,6 @@
 
 namespace stallscope::report {
 
-std::string JoinCommand(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += ' ';
-    bool plain = !a.empty() && a.find_first_of(" \t\"'$\\") == std::string::npos;
-    out += plain ? a : "'" + a + "'";
-  }
-  return out;
-}
-
 namespace {
 
 /// Host-sync call sites shown in the text report (all of them are in the JSON).
@@ -42,9 +32,9 @@ std::string JobLines(const diagnose::RunReport& r) {
   } else if (r.meta.exit_code && *r.meta.exit_code > 128) {
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
   }
-  std::string out =
-      fmt::format("Job     {}\n        {}, {} wall\n", EscapeControl(JoinCommand(r.meta.command)),
-                  exit, FormatDurationSeconds(r.wall_s));
+  std::string out = fmt::format("Job     {}\n        {}, {} wall\n",
+                                EscapeControl(diagnose::ShellJoin(r.meta.command)), exit,
+                                FormatDurationSeconds(r.wall_s));
   for (const auto& rank : r.phases.ranks) {
     out += fmt::format(
         "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,

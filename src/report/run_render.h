@@ -24,10 +24,6 @@ namespace stallscope::report {
 /// The "verdict" object of report.json, also written by `stallscope trace --json`.
 void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& verdict);
 
-/// argv as one line, words with blanks or quotes in single quotes (not escaped: callers
-/// EscapeControl the result).
-[[nodiscard]] std::string JoinCommand(const std::vector<std::string>& argv);
-
 /// The compact per-rank phase table alone (interim reports while the job runs).
 [[nodiscard]] std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases);
 

@@ -1,0 +1,184 @@
+// `stallscope compare` on real runs of examples/train.py (Debian's torch 1.13 under
+// /usr/bin/python3): the same job twice is "no significant change", and the data-bound job with
+// 2 DataLoader workers instead of 0 is significantly faster (issue 13's acceptance).
+// The runs are skipped (not failed) where /usr/bin/python3 cannot import torch.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using stallscope::testing::ProcessOutput;
+
+bool HaveTorch() {
+  static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+  return have;
+}
+
+class CompareE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("stallscope_compare_e2e_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "log");
+  }
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);
+  }
+
+  ProcessOutput Stallscope(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {STALLSCOPE_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return stallscope::testing::RunProcess(
+        argv, stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}), dir_ / "log", 240);
+  }
+
+  /// `stallscope run --quiet --out DIR/NAME -- python train.py` on the data-bound situation with
+  /// a fixed transform cost (no calibration: every run does the same work per sample).
+  /// `situation_args`: `extra` replaces the data-bound situation (--situation ... included).
+  std::string Train(const std::string& name, const std::vector<std::string>& extra = {},
+                    bool situation_args = false) {
+    std::string out = (dir_ / name).string();
+    std::vector<std::string> args = {"run",
+                                     "--quiet",
+                                     "--out",
+                                     out,
+                                     "--",
+                                     "/usr/bin/python3",
+                                     std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                                     "--steps",
+                                     "30",
+                                     "--print-every",
+                                     "1000",
+                                     "--data-dir",
+                                     (dir_ / "data").string(),
+                                     "--out-dir",
+                                     (dir_ / "out").string()};
+    if (!situation_args)
+      args.insert(args.end(), {"--situation", "data_cpu", "--transform-reps", "16"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = Stallscope(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+
+  json CompareJson(const std::string& a, const std::string& b) {
+    auto r = Stallscope({"compare", a, b, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+
+  fs::path dir_;
+};
+
+/// The busy-host caveats of a comparison's runs (other processes took CPUs the job needed, so its
+/// speed says as much about them as about the job), "" when both ran on a quiet host.
+std::string BusyHost(const json& j) {
+  std::string out;
+  for (const char* side : {"a", "b"}) {
+    if (!j["change"][std::string(side) + "_busy_host"].get<bool>()) continue;
+    for (const auto& c : j[side]["caveats"]) out += std::string(side) + ": " + c.dump() + "\n";
+  }
+  return out;
+}
+
+TEST_F(CompareE2e, SameJobIsNoChangeAndWorkersAreSignificant) {
+  if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+  std::string a = Train("a"), a2 = Train("a2");
+  std::string w2 = Train("w2", {"--num-workers", "2", "--persistent-workers"});
+
+  // What does not depend on the machine's load: the output's shape and what differed.
+  auto text = Stallscope({"compare", a, a2});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::cout << text.out;
+  EXPECT_NE(text.out.find("\nRESULT   "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Phases (ms/step)"), std::string::npos) << text.out;
+  auto same = CompareJson(a, a2);
+  EXPECT_EQ(same["differences"].size(), 0u) << same["differences"].dump(1);
+  auto workers = Stallscope({"compare", a, w2});
+  ASSERT_EQ(workers.exit_code, 0) << workers.err;
+  std::cout << workers.out;
+  auto j = CompareJson(a, w2);
+  EXPECT_EQ(j["a"]["verdict"]["class"], "data_bound_cpu");
+  std::vector<std::string> names;
+  for (const auto& d : j["differences"]) names.push_back(d["name"]);
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "command");
+  EXPECT_NE(std::find(names.begin(), names.end(), "dataloader.num_workers"), names.end());
+  for (const auto& d : j["differences"]) {
+    if (d["name"] == "dataloader.num_workers") {
+      EXPECT_EQ(d["a"], "0");
+      EXPECT_EQ(d["b"], "2");
+    }
+  }
+
+  // The speeds: only on a quiet host. Under other load (a parallel build, CI's stress-ng) two runs
+  // of the same job differ for real (measured: 1.17x, 95% interval 1.09-1.26x, with 1.2 of 2 CPUs
+  // busy elsewhere), and 2 workers have no free CPU to run on. The interval is not widened to
+  // hide that: the test says why it does not judge.
+  // Judged always, loosely: the same job twice stays within a third of its speed even so.
+  EXPECT_GT(same["change"]["ratio"].get<double>(), 0.75) << same["conclusion"];
+  EXPECT_LT(same["change"]["ratio"].get<double>(), 1.33) << same["conclusion"];
+  std::string busy = BusyHost(same) + BusyHost(j);
+  if (!busy.empty()) GTEST_SKIP() << "speeds not judged, the host was busy:\n" << busy;
+  EXPECT_EQ(same["change"]["outcome"], "no_change") << same["conclusion"];
+  EXPECT_NE(text.out.find("RESULT   no significant change (B/A "), std::string::npos);
+  EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
+  EXPECT_TRUE(j["change"]["significant"].get<bool>());
+  EXPECT_GT(j["change"]["lo"].get<double>(), 1.0);
+}
+
+// Workers that wait on slow reads (a 2 ms sleep per file, as a network filesystem) overlap the
+// waits without needing free CPUs: the speed-up holds on a busy host, so this is judged always
+// (measured beside other work on 2 CPUs: 2.07x, 95% interval 1.86-2.31x).
+TEST_F(CompareE2e, WorkersOnSlowReadsAreSignificantEvenOnABusyHost) {
+  if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+  const std::vector<std::string> io = {"--situation", "data_io", "--io-latency-ms", "2"};
+  std::vector<std::string> with_workers = io;
+  with_workers.insert(with_workers.end(), {"--num-workers", "2", "--persistent-workers"});
+  std::string a = Train("io0", io, /*situation_args=*/true);
+  std::string b = Train("io2", with_workers, /*situation_args=*/true);
+  auto j = CompareJson(a, b);
+  EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
+  EXPECT_GT(j["change"]["lo"].get<double>(), 1.0) << j["conclusion"];
+}
+
+TEST_F(CompareE2e, NotARunDirectoryIsAOneLineErrorNamingIt) {
+  fs::create_directories(dir_ / "empty");
+  std::string empty = (dir_ / "empty").string();
+  auto r = Stallscope({"compare", empty, empty});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("stallscope compare: A: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(empty), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CompareE2e, UsageErrorsExit2) {
+  EXPECT_EQ(Stallscope({"compare", "only-one"}).exit_code, 2);
+  EXPECT_EQ(Stallscope({"compare", "a", "b", "--bogus"}).exit_code, 2);
+  auto help = Stallscope({"compare", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("stallscope compare runs/w0 runs/w4"), std::string::npos) << help.out;
+}
+
+}  // namespace
