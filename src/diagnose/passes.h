@@ -19,8 +19,9 @@ struct PassSpec {
 };
 
 /// A baseline, B side work off (torch.save skipped, eval forwards served from a cache), C
-/// synthetic data (each DataLoader yields copies of its first `synthetic_batches` batches). Every
-/// pass sends the job's torch.save paths to `scratch_dir`.
+/// synthetic data (each DataLoader yields copies of its first `synthetic_batches` batches), A2
+/// the baseline again (the machine's drift between passes). Every pass sends the job's
+/// torch.save paths to `scratch_dir`.
 [[nodiscard]] std::vector<PassSpec> StandardPasses(const std::string& scratch_dir,
                                                    int synthetic_batches = 4);
 
@@ -46,14 +47,17 @@ struct PassesConclusion {
   std::string text;            ///< one sentence
   std::optional<bool> agrees;  ///< with pass A's verdict; empty when A has no verdict
   std::string verdict_class;   ///< pass A's principal class, "" when none
+  /// The speed-up a pass must clear: pass_recovery_min × the drift between A and A2.
+  double required_ratio = 1;
   /// What limits the conclusion, one sentence each (a pass that removed nothing yet ran at
   /// another speed than A: the machine's speed changed between passes).
   std::vector<std::string> caveats;
 };
 
 /// Fills each pass's `vs_baseline` and concludes: a pass recovers the loss when it is
-/// significantly faster than A by at least thresholds.pass_recovery_min; the larger recovery
-/// names the bottleneck, which is checked against pass A's verdict.
+/// significantly faster than the baseline (A pooled with A2) by at least required_ratio
+/// (thresholds.pass_recovery_min, times how far A2 drifted from A); the larger recovery names the
+/// bottleneck, which is checked against pass A's verdict.
 [[nodiscard]] PassesConclusion ConcludePasses(std::vector<PassResult>& passes);
 
 /// What `stallscope passes` prints and writes (passes.txt, passes.json).

@@ -30,7 +30,8 @@ PassResult Pass(const std::string& id, double step_s, std::optional<FindingClass
 
 TEST(StandardPasses, EveryPassSendsSavesToScratchAndOnlyOneControlMore) {
   auto passes = StandardPasses("/tmp/x/scratch", 3);
-  ASSERT_EQ(passes.size(), 3u);
+  ASSERT_EQ(passes.size(), 4u);
+  EXPECT_EQ(passes[3].env, passes[0].env);  // A2: the baseline again
   EXPECT_EQ(passes[0].env, std::vector<std::string>{"STALLSCOPE_SCRATCH_DIR=/tmp/x/scratch"});
   EXPECT_EQ(passes[1].env.back(), "STALLSCOPE_SIDE_WORK_OFF=1");
   EXPECT_EQ(passes[2].env.back(), "STALLSCOPE_SYNTHETIC_DATA=3");
@@ -112,6 +113,23 @@ TEST(ConcludePasses, APassThatRemovedNothingIsNoEvidenceButACaveat) {
   ASSERT_EQ(c.caveats.size(), 1u);
   EXPECT_NE(c.caveats[0].find("the machine's speed changed between passes"), std::string::npos);
   EXPECT_TRUE(c.agrees.value_or(false));
+}
+
+TEST(ConcludePasses, DriftBetweenAAndA2RaisesTheBar) {
+  // A2 ran 1.5× faster than A: the machine sped up. C's 1.3× against the pooled baseline is no
+  // longer a recovery (the bar is 1.1 × 1.5 = 1.65×), and a CAVEAT says why.
+  std::vector<PassResult> p = {Pass("A", 0.3, FindingClass::kGpuBound),
+                               Pass("C", 0.15, FindingClass::kGpuBound),
+                               Pass("A2", 0.2, FindingClass::kGpuBound)};
+  auto c = ConcludePasses(p);
+  EXPECT_NEAR(c.required_ratio, 1.65, 0.01);
+  EXPECT_NEAR(p[2].vs_baseline->ratio, 1.5, 0.01);
+  EXPECT_NEAR(p[1].vs_baseline->ratio, 1.67, 0.01);  // against A+A2 pooled (mean step 0.25 s)
+  EXPECT_EQ(c.recovering, "C");                      // 1.67 ≥ 1.65: still clears it
+  ASSERT_EQ(c.caveats.size(), 1u);
+  EXPECT_NE(c.caveats[0].find("A ran at 1.50× its first rate"), std::string::npos) << c.caveats[0];
+  p[1] = Pass("C", 0.17, FindingClass::kGpuBound);
+  EXPECT_EQ(ConcludePasses(p).recovering, "");
 }
 
 TEST(ConcludePasses, NoBaselineNoConclusion) {

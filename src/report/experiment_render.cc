@@ -89,7 +89,7 @@ std::string PassDid(const diagnose::PassResult& p) {
 std::string RenderPassesText(const diagnose::PassesReport& r) {
   std::string out = Header("passes", r.dir, r.command, r.bound);
   out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", "PASS", "WHAT", "STEPS/S",
-                     "95% INTERVAL", "VS A (95% INTERVAL)", "DATA", "VERDICT");
+                     "95% INTERVAL", "VS BASELINE (95%)", "DATA", "VERDICT");
   for (const auto& p : r.passes) {
     if (!p.run || !p.run->rate || !p.failure.empty()) {
       out += fmt::format("{:<4}  {:<16}  {}\n", p.spec.id, p.spec.name,
@@ -109,9 +109,10 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
                        Rate(*p.run), Interval(*p.run), vs, Share(p.run->data_share),
                        p.spec.id == "A" ? VerdictClass(*p.run) : "");
   }
-  out += "\n";
+  out += "VS BASELINE: against A and A2 pooled (A2: against A, the machine's drift)\n\n";
   for (const auto& p : r.passes) {
     if (p.spec.id == "A") continue;
+    if (p.spec.id == "A2") continue;
     std::string did = PassDid(p);
     out += fmt::format("{} removes {}{}\n", p.spec.id, p.spec.removes,
                        did.empty() ? "" : fmt::format("\n  (this run: {})", EscapeControl(did)));
@@ -138,8 +139,9 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
   if (!r.conclusion.recovering.empty() && r.conclusion.recovering == "C") {
     out += "NEXT        stallscope sweep --set num_workers=... -- CMD finds the setting\n";
   }
-  out += fmt::format("Runs        {}/{{A,B,C}} (stallscope diagnose DIR for each pass's report)\n",
-                     EscapeControl(r.dir));
+  out +=
+      fmt::format("Runs        {}/{{A,B,C,A2}} (stallscope diagnose DIR for each pass's report)\n",
+                  EscapeControl(r.dir));
   return out;
 }
 
@@ -175,6 +177,7 @@ std::string RenderPassesJson(const diagnose::PassesReport& r) {
       .BeginObject()
       .Field("recovering", r.conclusion.recovering)
       .Field("verdict_class", r.conclusion.verdict_class)
+      .Field("required_ratio", r.conclusion.required_ratio, 3)
       .Field("agrees", r.conclusion.agrees)
       .Field("text", r.conclusion.text)
       .FieldArray("caveats", r.conclusion.caveats)

@@ -134,9 +134,6 @@ TEST_F(CompareE2e, SameJobIsNoChangeAndWorkersAreSignificant) {
   // of the same job differ for real (measured: 1.17x, 95% interval 1.09-1.26x, with 1.2 of 2 CPUs
   // busy elsewhere), and 2 workers have no free CPU to run on. The interval is not widened to
   // hide that: the test says why it does not judge.
-  // Judged always, loosely: the same job twice stays within a third of its speed even so.
-  EXPECT_GT(same["change"]["ratio"].get<double>(), 0.75) << same["conclusion"];
-  EXPECT_LT(same["change"]["ratio"].get<double>(), 1.33) << same["conclusion"];
   std::string busy = BusyHost(same) + BusyHost(j);
   if (!busy.empty()) GTEST_SKIP() << "speeds not judged, the host was busy:\n" << busy;
   EXPECT_EQ(same["change"]["outcome"], "no_change") << same["conclusion"];
@@ -149,17 +146,23 @@ TEST_F(CompareE2e, SameJobIsNoChangeAndWorkersAreSignificant) {
 // Workers that wait on slow reads (a 2 ms sleep per file, as a network filesystem) overlap the
 // waits without needing free CPUs: the speed-up holds on a busy host, so this is judged always
 // (measured beside other work on 2 CPUs: 2.07x, 95% interval 1.86-2.31x).
-TEST_F(CompareE2e, WorkersOnSlowReadsAreSignificantEvenOnABusyHost) {
+TEST_F(CompareE2e, SlowReadsSameJobNoChangeAndWorkersSignificantEvenOnABusyHost) {
   if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
   const std::vector<std::string> io = {"--situation", "data_io", "--io-latency-ms", "2"};
   std::vector<std::string> with_workers = io;
   with_workers.insert(with_workers.end(), {"--num-workers", "2", "--persistent-workers"});
   std::string a = Train("io0", io, /*situation_args=*/true);
+  std::string a2 = Train("io0-again", io, /*situation_args=*/true);
   std::string b = Train("io2", with_workers, /*situation_args=*/true);
   auto j = CompareJson(a, b);
   EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
   EXPECT_GT(j["change"]["lo"].get<double>(), 1.0) << j["conclusion"];
+  // The same job twice: its steps wait on sleeps, not on CPUs, so other load barely moves them
+  // and "no significant change" is judged on a busy host too.
+  auto same = CompareJson(a, a2);
+  EXPECT_EQ(same["change"]["outcome"], "no_change") << same["conclusion"];
+  EXPECT_EQ(same["differences"].size(), 0u) << same["differences"].dump(1);
 }
 
 TEST_F(CompareE2e, NotARunDirectoryIsAOneLineErrorNamingIt) {

@@ -114,10 +114,14 @@ TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
   json r = Experiment("passes", {"--steps", "30"},
                       {"--situation", "compute", "--threads", "1", "--steps", "500"});
   EXPECT_EQ(r["conclusion"]["recovering"], "") << r.dump(1);
+  // Neither clears the bar: 10%, raised by the drift between A and A2 on a busy machine.
+  const double bar = r["conclusion"]["required_ratio"].get<double>();
+  EXPECT_GE(bar, 1.1);
   for (const char* id : {"B", "C"}) {
     const json& p = Pass(r, id);
     ASSERT_TRUE(p["vs_a"].is_object()) << id << r.dump(1);
-    EXPECT_LT(p["vs_a"]["ratio"].get<double>(), 1.1) << id << r.dump(1);
+    EXPECT_FALSE(p["vs_a"]["significant"].get<bool>() && p["vs_a"]["ratio"].get<double>() >= bar)
+        << id << r.dump(1);
   }
 }
 
