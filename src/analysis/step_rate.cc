@@ -66,7 +66,8 @@ std::optional<RateEstimate> EstimateRate(std::span<const double> step_s) {
   return e;
 }
 
-std::optional<RateChange> CompareRates(std::span<const double> a, std::span<const double> b) {
+std::optional<RateChange> CompareRates(std::span<const double> a, std::span<const double> b,
+                                       double min_ratio) {
   auto ra = EstimateRate(a), rb = EstimateRate(b);
   if (!ra || !rb) return std::nullopt;
   RateChange c;
@@ -87,7 +88,7 @@ std::optional<RateChange> CompareRates(std::span<const double> a, std::span<cons
   std::sort(ratios.begin(), ratios.end());
   c.lo = At(ratios, 0.025);
   c.hi = At(ratios, 0.975);
-  c.significant = c.lo > 1.0 || c.hi < 1.0;
+  c.significant = c.lo > min_ratio || c.hi < 1.0 / min_ratio;
   return c;
 }
 

@@ -28,14 +28,18 @@ struct RateChange {
   double ratio = 1;  ///< b / a
   double lo = 1;     ///< 95% interval of the ratio
   double hi = 1;
-  bool significant = false;  ///< the interval excludes 1 (no change)
+  /// The interval lies wholly outside [1/min_ratio, min_ratio]: beyond what two runs of the
+  /// same job differ by (each run's bootstrap cannot see that run-to-run spread).
+  bool significant = false;
 };
 
-/// b relative to a, from independent block bootstraps of both (as EstimateRate). Either side with
+/// b relative to a, from independent block bootstraps of both (as EstimateRate). `min_ratio`
+/// (≥ 1): the smallest change called significant (thresholds.rate_change_min). Either side with
 /// fewer than 3 steps: the ratio without an interval, never significant. nullopt when either
 /// side has no rate.
 [[nodiscard]] std::optional<RateChange> CompareRates(std::span<const double> a,
-                                                     std::span<const double> b);
+                                                     std::span<const double> b,
+                                                     double min_ratio = 1.0);
 
 /// The first step of a rank's steady state: `warmup` (start-up: worker start, lazy
 /// initialisation; 1 is what the verdict's prediction skips), or 0 when fewer than 3 steps would

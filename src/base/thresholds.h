@@ -164,6 +164,10 @@ struct ThresholdSet {
   Threshold busy_host_confidence_max{
       "busy_host_confidence_max", 0.6, "confidence (0..1)",
       "stallscope: the most a host-CPU finding gets on a busy host (issue 12)"};
+  Threshold rate_change_min{
+      "rate_change_min", 1.03, "× steps/s",
+      "stallscope: a smaller change is within what two runs of the same job differ by (measured "
+      "1-2% on a quiet machine, issue 13)"};
   Threshold pass_recovery_min{
       "pass_recovery_min", 1.10, "× steps/s of pass A",
       "issue 13: a pass recovers the loss only when significantly faster by this much"};
@@ -176,7 +180,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 57> kThresholdTable{{
+inline constexpr std::array<Threshold, 58> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -232,6 +236,7 @@ inline constexpr std::array<Threshold, 57> kThresholdTable{{
     kThresholds.busy_host_other_share,
     kThresholds.busy_host_other_cpus,
     kThresholds.busy_host_confidence_max,
+    kThresholds.rate_change_min,
     kThresholds.pass_recovery_min,
     kThresholds.sweep_recommend_within,
 }};

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "diagnose/thresholds.h"
+
 namespace stallscope::diagnose {
 namespace {
 
@@ -128,6 +130,12 @@ std::string Conclusion(CompareOutcome o, const std::optional<analysis::RateChang
           "{:.2f}× without one",
           a.step_s.size(), b.step_s.size(), kMinSteps, c->ratio);
     case CompareOutcome::kNoChange:
+      if (c->lo > 1 || c->hi < 1) {  // a real but small change: below rate_change_min
+        return fmt::format(
+            "no significant change (B/A {:.2f}×, 95% interval {:.3f}–{:.3f}×: within the {:.0f}% "
+            "two runs of the same job differ by)",
+            c->ratio, c->lo, c->hi, (kThresholds.rate_change_min.value - 1) * 100);
+      }
       return fmt::format("no significant change (B/A {:.2f}×, 95% interval {:.2f}–{:.2f}×)",
                          c->ratio, c->lo, c->hi);
     case CompareOutcome::kFaster:
@@ -162,7 +170,7 @@ CompareReport Compare(const RunDigest& a, const RunDigest& b) {
   CompareReport r;
   r.a = a;
   r.b = b;
-  r.change = analysis::CompareRates(a.step_s, b.step_s);
+  r.change = analysis::CompareRates(a.step_s, b.step_s, kThresholds.rate_change_min.value);
   if (!r.change) {
     r.outcome = CompareOutcome::kNoSteps;
   } else if (static_cast<int64_t>(a.step_s.size()) < kMinSteps ||

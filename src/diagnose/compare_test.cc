@@ -148,13 +148,17 @@ TEST(Compare, BusyHostIsNotedPerSide) {
   EXPECT_TRUE(r.b_busy_host);
 }
 
-TEST(Compare, ASignificantBoundNeverReadsAsOne) {
-  // Runs whose interval's low end lies just above 1, where 2 decimals would print "1.00".
+TEST(Compare, AChangeBelowTheNoiseOfTwoRunsIsNoSignificantChangeAndSaysWhy) {
+  // 1% faster with little noise: the interval excludes 1 but not rate_change_min (3%).
   for (uint32_t seed = 1; seed < 400; ++seed) {
     CompareReport r =
-        Compare(Digest(Steps(20, 0.25, 0.08, seed)), Digest(Steps(20, 0.232, 0.08, seed + 1000)));
-    if (r.outcome != CompareOutcome::kFaster || r.change->lo >= 1.005) continue;
-    EXPECT_EQ(r.conclusion.find("interval 1.00–"), std::string::npos) << r.conclusion;
+        Compare(Digest(Steps(40, 0.25, 0.01, seed)), Digest(Steps(40, 0.2475, 0.01, seed + 1000)));
+    if (!r.change || r.change->lo <= 1.0) continue;
+    EXPECT_EQ(r.outcome, CompareOutcome::kNoChange);
+    EXPECT_FALSE(r.change->significant);
+    EXPECT_NE(r.conclusion.find("within the 3% two runs of the same job differ by"),
+              std::string::npos)
+        << r.conclusion;
     EXPECT_NE(r.conclusion.find(fmt::format("interval {:.3f}–", r.change->lo)), std::string::npos)
         << r.conclusion;
     return;

@@ -74,7 +74,8 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
   out.required_ratio = kThresholds.pass_recovery_min.value;
   for (auto& p : passes) {
     if (p.spec.id != "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
-    p.vs_baseline = analysis::CompareRates(a->run->step_s, p.run->step_s);
+    p.vs_baseline =
+        analysis::CompareRates(a->run->step_s, p.run->step_s, kThresholds.rate_change_min.value);
     if (!p.vs_baseline) continue;
     baseline.insert(baseline.end(), p.run->step_s.begin(), p.run->step_s.end());
     const double drift = std::max(p.vs_baseline->ratio, 1 / p.vs_baseline->ratio);
@@ -97,7 +98,8 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
           "the job PyTorch, run without --no-auto?)";
       continue;
     }
-    p.vs_baseline = analysis::CompareRates(baseline, p.run->step_s);
+    p.vs_baseline =
+        analysis::CompareRates(baseline, p.run->step_s, kThresholds.rate_change_min.value);
     const ExperimentNote& e = p.run->experiment;
     p.removed_nothing = (p.spec.id == "B" && e.saves_skipped + e.eval_forwards_cached == 0) ||
                         (p.spec.id == "C" && e.synthetic_batches_served == 0);

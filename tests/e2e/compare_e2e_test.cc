@@ -149,7 +149,10 @@ TEST_F(CompareE2e, SameJobIsNoChangeAndWorkersAreSignificant) {
 TEST_F(CompareE2e, SlowReadsSameJobNoChangeAndWorkersSignificantEvenOnABusyHost) {
   if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
-  const std::vector<std::string> io = {"--situation", "data_io", "--io-latency-ms", "2"};
+  // Page-cached reads and a 4 ms sleep per file: the steps wait on sleeps, not on the disk or
+  // the CPUs, so other load barely moves them.
+  const std::vector<std::string> io = {"--situation", "data_io",         "--io-mode",
+                                       "cached",      "--io-latency-ms", "4"};
   std::vector<std::string> with_workers = io;
   with_workers.insert(with_workers.end(), {"--num-workers", "2", "--persistent-workers"});
   std::string a = Train("io0", io, /*situation_args=*/true);

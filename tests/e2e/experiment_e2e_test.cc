@@ -109,10 +109,14 @@ TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
   EXPECT_FALSE(fs::exists(dir_ / "job-out" / "checkpoint.pt"));
 }
 
+// --lr 0: this CPU CNN's step gets ~2.5x slower as its weights train (measured: 9.9 steps/s
+// at lr 0, 3.9 at the default; denormal floats are the likely cause), and pass C's repeated
+// batches train it along another path: C then runs faster for a reason that is not the input
+// pipeline (README "passes"). Fixed weights keep the model's work the same in every pass.
 TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
   NeedTorch();
   json r = Experiment("passes", {"--steps", "30"},
-                      {"--situation", "compute", "--threads", "1", "--steps", "500"});
+                      {"--situation", "compute", "--threads", "1", "--lr", "0", "--steps", "500"});
   EXPECT_EQ(r["conclusion"]["recovering"], "") << r.dump(1);
   // Neither clears the bar: 10%, raised by the drift between A and A2 on a busy machine.
   const double bar = r["conclusion"]["required_ratio"].get<double>();
