@@ -99,9 +99,9 @@ TEST_F(ExperimentE2e, PassesNameTheInputPipelineOfADataBoundJob) {
 
 TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
   NeedTorch();
-  json r = Experiment("passes", {"--steps", "60"},
-                      {"--situation", "periodic", "--checkpoint-every", "10", "--sample-every",
-                       "10", "--out-dir", (dir_ / "job-out").string(), "--steps", "500"});
+  json r = Experiment("passes", {"--steps", "36"},
+                      {"--situation", "periodic", "--checkpoint-every", "6", "--sample-every", "6",
+                       "--out-dir", (dir_ / "job-out").string(), "--steps", "500"});
   const json& b = Pass(r, "B");
   EXPECT_EQ(r["conclusion"]["recovering"], "B") << r.dump(1);
   EXPECT_GT(b["vs_a"]["ratio"].get<double>(), 1.1) << r.dump(1);
@@ -115,7 +115,7 @@ TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
 // pipeline (README "passes"). Fixed weights keep the model's work the same in every pass.
 TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
   NeedTorch();
-  json r = Experiment("passes", {"--steps", "30"},
+  json r = Experiment("passes", {"--steps", "20"},
                       {"--situation", "compute", "--threads", "1", "--lr", "0", "--steps", "500"});
   EXPECT_EQ(r["conclusion"]["recovering"], "") << r.dump(1);
   // Neither clears the bar: 10%, raised by the drift between A and A2 on a busy machine.
