@@ -99,9 +99,10 @@ TEST_F(ExperimentE2e, PassesNameTheInputPipelineOfADataBoundJob) {
 
 TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
   NeedTorch();
-  json r = Experiment("passes", {"--steps", "36"},
-                      {"--situation", "periodic", "--checkpoint-every", "6", "--sample-every", "6",
-                       "--out-dir", (dir_ / "job-out").string(), "--steps", "500"});
+  json r = Experiment(
+      "passes", {"--steps", "36"},
+      {"--situation", "periodic", "--checkpoint-every", "6", "--checkpoint-extra-mb", "16",
+       "--sample-every", "6", "--out-dir", (dir_ / "job-out").string(), "--steps", "500"});
   const json& b = Pass(r, "B");
   EXPECT_EQ(r["conclusion"]["recovering"], "B") << r.dump(1);
   EXPECT_GT(b["vs_a"]["ratio"].get<double>(), 1.1) << r.dump(1);
