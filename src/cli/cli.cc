@@ -208,10 +208,11 @@ CLI::App* AddPasses(CLI::App& app, PassesOptions& p) {
       ->check(AtLeast(1));
   AddExperimentFlags(cmd, p.e);
   cmd->footer(
-      "Seed 000's method: run the job bounded three times, A as it is, B without its side work\n"
-      "(torch.save skipped, no-grad forwards served from a cache), C with synthetic data (each\n"
-      "DataLoader repeats copies of its first batches). The pass that recovers the lost speed\n"
-      "names the bottleneck; it is checked against A's verdict. The job's code is not changed;\n"
+      "Seed 000's method: run the job bounded, A as it is, B without its side work (torch.save\n"
+      "skipped, no-grad forwards served from a cache), C with synthetic data (each DataLoader\n"
+      "repeats copies of its first batches), A2 as it is again (the machine's drift). The pass\n"
+      "that recovers the lost speed names the bottleneck; it is checked against A's verdict.\n"
+      "The job's code is not changed; its output goes to job.log in each pass's run directory;\n"
       "torch.save goes to a scratch folder in every pass (removed), never the job's paths.\n"
       "Examples:\n  stallscope passes -- python train.py\n"
       "  stallscope passes --steps 100 --json -- torchrun --nproc_per_node 8 train.py\n");

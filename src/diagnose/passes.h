@@ -62,7 +62,7 @@ struct PassesConclusion {
 
 /// What `stallscope passes` prints and writes (passes.txt, passes.json).
 struct PassesReport {
-  std::string dir;  ///< holds one run directory per pass (A/, B/, C/)
+  std::string dir;  ///< holds one run directory per pass (A/, B/, C/, A2/)
   std::vector<std::string> command;
   std::string bound;  ///< "40 steps", "60s"
   std::vector<PassResult> passes;
