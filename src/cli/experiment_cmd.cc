@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <functional>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -30,7 +31,7 @@ constexpr size_t kSweepWarmup = 2;
 
 /// The experiment's folder: --out (new, empty, or reused with --force), else a fresh
 /// stallscope-runs/<date>-<time>-<name>-<kind>.
-Result<std::string> MakeExperimentDir(const ExperimentOptions& e, std::string_view kind) {
+Result<std::string> MakeFolder(const ExperimentOptions& e, std::string_view kind) {
   std::error_code ec;
   if (e.out.empty()) {
     std::string name = diagnose::DefaultRunName(e.command) + "-" + std::string(kind);
@@ -111,10 +112,39 @@ void Progress(const std::string& what, const Outcome& o) {
   }
 }
 
-Status WriteReport(const std::string& dir, const std::string& base, const std::string& text,
-                   const std::string& json) {
-  TRY_STATUS(diagnose::WriteFileAtomic((fs::path(dir) / (base + ".txt")).string(), text));
-  return diagnose::WriteFileAtomic((fs::path(dir) / (base + ".json")).string(), json);
+/// The folder of an experiment's runs and its scratch folder for the job's torch.save.
+struct Folders {
+  std::string dir;
+  std::string scratch;  ///< absolute: the job may change its working directory
+};
+
+/// The folders, or the exit code after saying why not (2: --out is not usable, 1: I/O).
+std::variant<Folders, int> MakeFolders(const ExperimentOptions& e, std::string_view cmd) {
+  auto dir = MakeFolder(e, cmd);
+  if (!dir.ok()) {
+    fmt::print(stderr, "stallscope {}: {}\n", cmd, EscapeControl(dir.error().message));
+    return dir.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  std::error_code ec;
+  const fs::path scratch = fs::absolute(fs::path(*dir) / "scratch", ec);
+  fs::create_directories(scratch, ec);
+  return Folders{*dir, scratch.string()};
+}
+
+/// After the runs: the scratch folder removed, `<cmd>.txt` and `<cmd>.json` written, the report
+/// printed. kInterrupted when the user stopped it, else nullopt.
+std::optional<int> Finish(std::string_view cmd, const Folders& f, const std::string& text,
+                          const std::string& json, bool print_json, bool interrupted) {
+  std::error_code ec;
+  fs::remove_all(f.scratch, ec);
+  const fs::path base = fs::path(f.dir) / cmd;
+  Status st = diagnose::WriteFileAtomic(base.string() + ".txt", text);
+  if (st.ok()) st = diagnose::WriteFileAtomic(base.string() + ".json", json);
+  if (!st.ok()) fmt::print(stderr, "stallscope {}: {}\n", cmd, EscapeControl(st.error().message));
+  fmt::print("{}", print_json ? json : text);
+  if (!interrupted) return std::nullopt;
+  fmt::print(stderr, "stallscope {}: interrupted; the runs after it did not run\n", cmd);
+  return kInterrupted;
 }
 
 /// Shared checks of both commands; an exit code when they fail.
@@ -160,27 +190,21 @@ int RunPasses(const PassesOptions& o) {
     fmt::print(stderr, "stallscope passes: --synthetic-batches must be 1 or more\n");
     return 2;
   }
-  auto dir = MakeExperimentDir(e, "passes");
-  if (!dir.ok()) {
-    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(dir.error().message));
-    return dir.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
-  }
-  const std::string scratch = (fs::path(*dir) / "scratch").string();
-  std::error_code ec;
-  fs::create_directories(scratch, ec);
+  auto folders = MakeFolders(e, "passes");
+  if (const int* code = std::get_if<int>(&folders)) return *code;
+  const Folders& f = std::get<Folders>(folders);
   diagnose::PassesReport report;
-  report.dir = *dir;
+  report.dir = f.dir;
   report.command = e.command;
   report.bound = BoundText(e) + fmt::format(
                                     "; rates leave out the first {} steps (start-up, "
                                     "and pass C's real batches)",
                                     o.synthetic_batches + 1);
-  auto specs = diagnose::StandardPasses(fs::absolute(scratch).string(),
-                                        static_cast<int>(o.synthetic_batches));
+  auto specs = diagnose::StandardPasses(f.scratch, static_cast<int>(o.synthetic_batches));
   fmt::print(stderr,
              "[stallscope] passes in {}, {}; every pass sends torch.save to {} "
              "(removed at the end)\n",
-             EscapeControl(*dir), report.bound, EscapeControl(scratch));
+             EscapeControl(f.dir), report.bound, EscapeControl(f.scratch));
   for (const auto& spec : specs) {
     fmt::print(stderr, "[stallscope]   {} {}: removes {}\n", spec.id, spec.name, spec.removes);
   }
@@ -189,21 +213,16 @@ int RunPasses(const PassesOptions& o) {
     if (interrupted) break;
     fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
     // Every pass leaves out the same start: worker start-up, and pass C's real batches.
-    Outcome out = RunOnce(e, (fs::path(*dir) / spec.id).string(), e.command, spec.env,
+    Outcome out = RunOnce(e, (fs::path(f.dir) / spec.id).string(), e.command, spec.env,
                           static_cast<size_t>(o.synthetic_batches) + 1);
     Progress("pass " + spec.id, out);
     interrupted = out.interrupted;
     report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
   }
-  fs::remove_all(scratch, ec);
   report.conclusion = diagnose::ConcludePasses(report.passes);
-  std::string text = report::RenderPassesText(report), json = report::RenderPassesJson(report);
-  if (auto st = WriteReport(*dir, "passes", text, json); !st.ok())
-    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(st.error().message));
-  fmt::print("{}", e.json ? json : text);
-  if (interrupted) {
-    fmt::print(stderr, "stallscope passes: interrupted; the passes after it did not run\n");
-    return kInterrupted;
+  if (auto code = Finish("passes", f, report::RenderPassesText(report),
+                         report::RenderPassesJson(report), e.json, interrupted)) {
+    return *code;
   }
   const auto& a = report.passes.front();  // A always runs first
   return a.run && a.run->rate ? 0 : 1;
@@ -222,43 +241,33 @@ int RunSweep(const SweepOptions& o) {
     fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(points.error().message));
     return 2;
   }
-  auto dir = MakeExperimentDir(e, "sweep");
-  if (!dir.ok()) {
-    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(dir.error().message));
-    return dir.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
-  }
-  const std::string scratch = (fs::path(*dir) / "scratch").string();
-  std::error_code ec;
-  fs::create_directories(scratch, ec);
+  auto folders = MakeFolders(e, "sweep");
+  if (const int* code = std::get_if<int>(&folders)) return *code;
+  const Folders& f = std::get<Folders>(folders);
   diagnose::SweepReport report;
-  report.dir = *dir;
+  report.dir = f.dir;
   report.command = e.command;
   report.bound =
       BoundText(e) + fmt::format("; rates leave out the first {} steps (start-up)", kSweepWarmup);
   fmt::print(stderr, "[stallscope] sweep of {} settings in {}, {}; torch.save goes to {}\n",
-             points->size(), EscapeControl(*dir), report.bound, EscapeControl(scratch));
+             points->size(), EscapeControl(f.dir), report.bound, EscapeControl(f.scratch));
   bool interrupted = false;
   for (size_t i = 0; i < points->size() && !interrupted; ++i) {
     const auto& p = (*points)[i];
     std::vector<std::string> env = p.env;
-    env.push_back("STALLSCOPE_SCRATCH_DIR=" + fs::absolute(scratch).string());
+    env.push_back("STALLSCOPE_SCRATCH_DIR=" + f.scratch);
     fmt::print(stderr, "[stallscope] {}/{} {} running\n", i + 1, points->size(),
                EscapeControl(p.label));
     Outcome out =
-        RunOnce(e, (fs::path(*dir) / SettingDirName(i, p)).string(), p.command, env, kSweepWarmup);
+        RunOnce(e, (fs::path(f.dir) / SettingDirName(i, p)).string(), p.command, env, kSweepWarmup);
     Progress(p.label, out);
     interrupted = out.interrupted;
     report.rows.push_back({p, std::move(out.run), std::move(out.failure)});
   }
-  fs::remove_all(scratch, ec);
   report.summary = diagnose::SummarizeSweep(report.rows);
-  std::string text = report::RenderSweepText(report), json = report::RenderSweepJson(report);
-  if (auto st = WriteReport(*dir, "sweep", text, json); !st.ok())
-    fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(st.error().message));
-  fmt::print("{}", e.json ? json : text);
-  if (interrupted) {
-    fmt::print(stderr, "stallscope sweep: interrupted; the settings after it did not run\n");
-    return kInterrupted;
+  if (auto code = Finish("sweep", f, report::RenderSweepText(report),
+                         report::RenderSweepJson(report), e.json, interrupted)) {
+    return *code;
   }
   return report.summary.best ? 0 : 1;
 }

@@ -25,20 +25,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using stallscope::testing::ProcessOutput;
 
-bool HaveTorch() {
-  static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-  return have;
-}
+using stallscope::testing::HaveTorch;
 
 class ExperimentE2e : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("stallscope_experiment_e2e_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = stallscope::testing::FreshTestDir("stallscope_experiment_e2e"); }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
   }

@@ -34,10 +34,7 @@ constexpr const char* kPython = "/usr/bin/python3";
 
 using stallscope::testing::Slurp;
 
-bool HaveTorch() {
-  static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-  return have;
-}
+using stallscope::testing::HaveTorch;
 
 using Result = stallscope::testing::ProcessOutput;
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -110,6 +111,23 @@ inline ProcessOutput RunProcess(const std::vector<std::string>& argv,
                                 const std::filesystem::path& dir, double timeout_s) {
   const std::filesystem::path out = dir / "stdout", err = dir / "stderr";
   return CollectOutput(Spawn(argv, env, out.string(), err.string()), out, err, timeout_s);
+}
+
+/// True when /usr/bin/python3 imports torch: the e2e tests that train for real skip otherwise.
+inline bool HaveTorch() {
+  static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+  return have;
+}
+
+/// A fresh `$TMPDIR/<prefix>_<pid>_<test name>` for the running test (emptied if it exists).
+inline std::filesystem::path FreshTestDir(const std::string& prefix) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      (prefix + "_" + std::to_string(getpid()) + "_" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace stallscope::testing
