@@ -85,6 +85,42 @@ class ExperimentBase(InProcessBase):
         return infos[0]
 
 
+class EnvTest(unittest.TestCase):
+    """What the variables say, read before any torch is needed: runs in every interpreter."""
+
+    def from_env(self, **env):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            experiment = _experiment.from_env(
+                {f"STALLSCOPE_{k.upper()}": v for k, v in env.items()}, lambda: None)
+        return experiment, err.getvalue()
+
+    def test_nothing_set_is_no_experiment(self):
+        self.assertEqual(self.from_env(), (None, ""))
+        self.assertEqual(self.from_env(side_work_off="0"), (None, ""))
+
+    def test_bad_values_are_said_and_ignored(self):
+        for name, value, why in [("stop_after_steps", "0", ">= 1"),
+                                 ("synthetic_data", "x", ""),
+                                 ("side_work_off", "yes", "must be 1 or 0"),
+                                 ("scratch_dir", "/nonexistent/dir", "not an existing directory"),
+                                 ("loader_set", '{"num_workers": -1}', "integer >= 0"),
+                                 ("loader_set", '{"bogus": 1}', "unknown key"),
+                                 ("loader_set", "[1]", "not a JSON object")]:
+            experiment, said = self.from_env(**{name: value})
+            self.assertIsNone(experiment, name)
+            self.assertIn(f"STALLSCOPE_{name.upper()}={value!r} ignored", said)
+            self.assertIn(why, said)
+            self.assertEqual(said.count("\n"), 1, said)
+
+    def test_good_values_make_an_experiment_and_say_its_plan(self):
+        experiment, said = self.from_env(stop_after_steps="30", loader_set='{"num_workers": 2}')
+        self.assertEqual(experiment.stop_after_steps, 30)
+        self.assertEqual(experiment.loader_set, {"num_workers": 2})
+        self.assertIn("experiment: will stop the process after 30 steps", said)
+        self.assertIn('DataLoader settings replaced: {"num_workers": 2}', said)
+
+
 @needs_torch
 class ParseTest(ExperimentBase):
     def test_no_variable_changes_nothing(self):

@@ -251,6 +251,31 @@ int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& cl
   return *exit_code;
 }
 
+/// --duration and --steps: the duration in ns (stop_after_ns), or the exit code of a usage error
+/// after saying it.
+std::optional<int> CheckBounds(const RunOptions& o, std::optional<int64_t>& stop_after_ns) {
+  if (!o.stop_after.empty()) {
+    auto d = ParseDurationNs(o.stop_after);
+    if (!d.ok() || *d <= 0) {
+      fmt::print(stderr, "stallscope run: --duration {}: {}\n", EscapeControl(o.stop_after),
+                 d.ok() ? "must be more than 0" : EscapeControl(d.error().message));
+      return 2;
+    }
+    stop_after_ns = *d;
+  }
+  if (o.stop_after_steps > 0 && o.no_auto) {
+    fmt::print(stderr,
+               "stallscope run: --steps needs the PyTorch hooks, which --no-auto turns off; use "
+               "--duration\n");
+    return 2;
+  }
+  if (o.stop_after_steps < 0) {
+    fmt::print(stderr, "stallscope run: --steps {}: must be 1 or more\n", o.stop_after_steps);
+    return 2;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunRun(const RunOptions& o) {
@@ -258,24 +283,7 @@ int RunRun(const RunOptions& o) {
   if (!interval.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
   std::optional<int64_t> stop_after_ns;
-  if (!o.stop_after.empty()) {
-    auto d = ParseDurationNs(o.stop_after);
-    if (!d.ok() || *d <= 0) {
-      return fmt::print(stderr, "stallscope run: --duration {}: {}\n", EscapeControl(o.stop_after),
-                        d.ok() ? "must be more than 0" : EscapeControl(d.error().message)),
-             2;
-    }
-    stop_after_ns = *d;
-  }
-  if (o.stop_after_steps > 0 && o.no_auto)
-    return fmt::print(stderr,
-                      "stallscope run: --steps needs the PyTorch hooks, which --no-auto turns off; "
-                      "use --duration\n"),
-           2;
-  if (o.stop_after_steps < 0)
-    return fmt::print(stderr, "stallscope run: --steps {}: must be 1 or more\n",
-                      o.stop_after_steps),
-           2;
+  if (auto bad = CheckBounds(o, stop_after_ns)) return *bad;
   if (o.command.empty())
     return fmt::print(stderr,
                       "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
