@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -72,6 +73,13 @@ std::vector<RunDifference> Differences(const RunDigest& a, const RunDigest& b) {
     return fmt::format("{}", d.allowed_cpus);
   };
   AddIfDifferent(out, "allowed_cpus", cpus(a), cpus(b));
+  // Other work on the host, where it moved by busy_host_other_cpus or more: the likeliest reason
+  // two runs of the same job differ.
+  if (a.other_cpus && b.other_cpus &&
+      std::abs(*a.other_cpus - *b.other_cpus) >= kThresholds.busy_host_other_cpus.value) {
+    out.push_back({"host.other_cpus", fmt::format("{:.1f}", *a.other_cpus),
+                   fmt::format("{:.1f}", *b.other_cpus)});
+  }
   AddIfDifferent(out, "gpus", NonEmpty(a.gpus), NonEmpty(b.gpus));
   AddIfDifferent(out, "driver", NonEmpty(a.driver), NonEmpty(b.driver));
   AddIfDifferent(out, "hostname", NonEmpty(a.meta.hostname), NonEmpty(b.meta.hostname));

@@ -148,15 +148,31 @@ TEST(Compare, BusyHostIsNotedPerSide) {
   EXPECT_TRUE(r.b_busy_host);
 }
 
+TEST(Compare, OtherWorkOnTheHostIsADifferenceOnlyWhenItMovedByHalfACpu) {
+  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest b = a;
+  a.other_cpus = 0.1;
+  b.other_cpus = 0.5;  // moved 0.4: noise
+  EXPECT_TRUE(Compare(a, b).differences.empty());
+  b.other_cpus = 1.04;
+  auto d = Compare(a, b).differences;
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].name, "host.other_cpus");
+  EXPECT_EQ(d[0].a, "0.1");
+  EXPECT_EQ(d[0].b, "1.0");
+  b.other_cpus.reset();  // not measured on one side: nothing to say
+  EXPECT_TRUE(Compare(a, b).differences.empty());
+}
+
 TEST(Compare, AChangeBelowTheNoiseOfTwoRunsIsNoSignificantChangeAndSaysWhy) {
-  // 1% faster with little noise: the interval excludes 1 but not rate_change_min (3%).
+  // 1% faster with little noise: the interval excludes 1 but not rate_change_min (5%).
   for (uint32_t seed = 1; seed < 400; ++seed) {
     CompareReport r =
         Compare(Digest(Steps(40, 0.25, 0.01, seed)), Digest(Steps(40, 0.2475, 0.01, seed + 1000)));
     if (!r.change || r.change->lo <= 1.0) continue;
     EXPECT_EQ(r.outcome, CompareOutcome::kNoChange);
     EXPECT_FALSE(r.change->significant);
-    EXPECT_NE(r.conclusion.find("within the 3% two runs of the same job differ by"),
+    EXPECT_NE(r.conclusion.find("within the 5% two runs of the same job differ by"),
               std::string::npos)
         << r.conclusion;
     EXPECT_NE(r.conclusion.find(fmt::format("interval {:.3f}–", r.change->lo)), std::string::npos)

@@ -146,7 +146,9 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
     d.job_cpus = *data.meta.job_cpu_s /
                  (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
   }
-  d.allowed_cpus = BuildRunFacts(data, report).allowed_cpus;
+  Facts facts = BuildRunFacts(data, report);
+  d.allowed_cpus = facts.allowed_cpus;
+  d.other_cpus = facts.other_cpu;
   d.gpus = GpuNames(data.recording.header.gpus);
   d.driver = data.recording.header.driver_version;
   d.principal = report.verdict.principal;

@@ -57,6 +57,9 @@ struct RunDigest {
   std::optional<double> gpu_util_pct;      ///< mean over GPUs and samples
   std::optional<uint64_t> peak_rss_bytes;  ///< the job's process tree, at its largest sample
   std::optional<double> job_cpus;          ///< job CPU time / wall time
+  /// CPUs other processes on the host used during the run (Facts::other_cpu): a run beside other
+  /// work is slower for it, and the step intervals do not show that.
+  std::optional<double> other_cpus;
   int64_t allowed_cpus = 0;
   std::string gpus;    ///< "2× NVIDIA H100 80GB HBM3", "" without GPUs
   std::string driver;  ///< GPU driver version

@@ -57,6 +57,7 @@ std::string SideTable(const CompareReport& r) {
       {"data share", Cell(a.data_share, pct), Cell(b.data_share, pct)},
       {"GPU util", Cell(a.gpu_util_pct, util), Cell(b.gpu_util_pct, util)},
       {"job CPUs", Cell(a.job_cpus, num1), Cell(b.job_cpus, num1)},
+      {"other work CPUs", Cell(a.other_cpus, num1), Cell(b.other_cpus, num1)},
       {"peak RSS", Cell(a.peak_rss_bytes, bytes), Cell(b.peak_rss_bytes, bytes)},
       {"wall", FormatDurationSeconds(a.wall_s), FormatDurationSeconds(b.wall_s)},
       {"verdict", VerdictCell(a), VerdictCell(b)},
@@ -165,7 +166,10 @@ void WriteSideJson(JsonWriter& w, const RunDigest& d) {
       .Field("data_share", d.data_share, 4)
       .Field("gpu_util_pct", d.gpu_util_pct, 1)
       .Field("peak_rss_bytes", d.peak_rss_bytes);
-  w.Field("job_cpus", d.job_cpus, 2).Field("wall_s", d.wall_s, 3).Key("verdict");
+  w.Field("job_cpus", d.job_cpus, 2)
+      .Field("other_cpus", d.other_cpus, 2)
+      .Field("wall_s", d.wall_s, 3)
+      .Key("verdict");
   if (d.principal) {
     w.BeginObject()
         .Field("class", diagnose::FindingClassName(d.principal->cls))

@@ -25,8 +25,9 @@ inline constexpr int kCompareSchemaVersion = 1;
 ///                    "no_steps"
 ///   a, b            each run: dir, name, steps (steady steps counted), steps_per_s, lo, hi (its
 ///                   95% interval), samples_per_s, data_share, gpu_util_pct, peak_rss_bytes,
-///                   job_cpus (CPU time / wall time), wall_s, verdict ({class, confidence,
-///                   cost_fraction} of the principal finding, or null), caveats (of the
+///                   job_cpus (CPU time / wall time), other_cpus (CPUs other processes on the
+///                   host used), wall_s, verdict ({class, confidence, cost_fraction} of the
+///                   principal finding, or null), caveats (of the
 ///                   verdict: a busy host, corrupt records), warnings; a value the run did not
 ///                   measure is null
 ///   phases          [{name, a_ms_per_step, b_ms_per_step (null where that run has no such

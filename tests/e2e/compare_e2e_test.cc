@@ -102,17 +102,23 @@ TEST_F(CompareE2e, SlowReadsSameJobNoChangeAndWorkersSignificantEvenOnABusyHost)
   EXPECT_EQ(j["change"]["outcome"], "faster") << j["conclusion"];
   EXPECT_GT(j["change"]["lo"].get<double>(), 1.0) << j["conclusion"];
   // The same job twice: its steps wait on sleeps, so it moves far less than the workers move it.
-  // "No significant change" is judged on a quiet host only: beside CI's stress-ng even this job
-  // ran 1.08x slower the second time (95% interval 0.90-0.95x), beyond rate_change_min (3%).
+  // Other work on the host (CI's stress-ng) is the one difference it may show. "No significant
+  // change" is judged on a quiet host only, measured by the runs themselves: beside stress-ng
+  // this job ran 1.08x faster the second time (95% interval 1.06-1.11x), beyond rate_change_min.
   auto same = CompareJson(a, a2);
-  EXPECT_EQ(same["differences"].size(), 0u) << same["differences"].dump(1);
+  for (const auto& d : same["differences"])
+    EXPECT_EQ(d["name"], "host.other_cpus") << same["differences"].dump(1);
   EXPECT_LT(std::abs(std::log(same["change"]["ratio"].get<double>())),
             std::log(j["change"]["ratio"].get<double>()) / 2)
       << same["conclusion"] << " / " << j["conclusion"];
-  const bool busy =
-      same["change"]["a_busy_host"].get<bool>() || same["change"]["b_busy_host"].get<bool>();
-  if (!busy) {
+  auto quiet = [](const json& side) {
+    return side["other_cpus"].is_number() && side["other_cpus"].get<double>() < 0.25;
+  };
+  if (quiet(same["a"]) && quiet(same["b"])) {
     EXPECT_EQ(same["change"]["outcome"], "no_change") << same["conclusion"];
+  } else {
+    std::cerr << "host not quiet (other work " << same["a"]["other_cpus"] << " / "
+              << same["b"]["other_cpus"] << " CPUs): " << same["conclusion"] << "\n";
   }
   // What differed: the command first, then the DataLoader settings the hooks reported.
   std::vector<std::string> names;
