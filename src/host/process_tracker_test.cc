@@ -646,9 +646,12 @@ TEST(ProcessTrackerLive, DiscoveryModesAgree) {
   std::vector<ProcessSample> walked, scanned;
   // Self, the thread's sleep, sh, its two sleeps, the subshell and its sleep; wait up to 5 s for
   // the shells to fork and exec them.
+  // A sleep counts once its exec is complete: comm changes before the new command line is
+  // readable, and a read between the two sees "sleep" with an empty cmdline.
   auto sleeps = [](const std::vector<ProcessSample>& procs) {
-    return std::count_if(procs.begin(), procs.end(),
-                         [](const ProcessSample& p) { return p.comm == "sleep"; });
+    return std::count_if(procs.begin(), procs.end(), [](const ProcessSample& p) {
+      return p.comm == "sleep" && p.cmdline.find("sleep 30") != std::string::npos;
+    });
   };
   for (int i = 0; i < 500; ++i) {
     scan.Sample(clock.MonotonicNs(), scanned);
