@@ -15,7 +15,8 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libfmt-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   python3 python3-dev python3-venv python3-pip pybind11-dev python3-torch python3-numpy procps time clang-format \
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev \
+  libncurses-dev libcairo2-dev chromium tmux
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -29,6 +30,12 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@# Browser libraries (web/package.json, pinned by web/package-lock.json) from the npm registry,
+	@# embedded into the binary at build time; npm itself from Debian when the machine has none.
+	@if [ ! -f web/node_modules/uplot/dist/uPlot.iife.min.js ]; then \
+	  command -v npm >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }; \
+	  npm ci --prefix web --no-audit --no-fund --loglevel=error; \
 	fi
 
 $(BUILD)/build.ninja:
