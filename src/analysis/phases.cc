@@ -572,6 +572,19 @@ const ProcessInfo* PickMain(const std::vector<const ProcessInfo*>& procs) {
 
 }  // namespace
 
+std::vector<PhaseInterval> PhaseIntervalsOf(const phase::EventLog& log, int32_t pid) {
+  std::vector<PhaseInterval> out;
+  for (const ProcessInfo& p : GroupProcesses(log)) {
+    if (p.pid != pid) continue;
+    NameTable names;
+    const ProcessScan scan = ScanProcess(log, p, names);
+    out.reserve(scan.intervals.size());
+    for (const Interval& i : scan.intervals)
+      out.push_back({names.Name(i.name), i.begin_ns, i.end_ns});
+  }
+  return out;
+}
+
 PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t) {
   PhaseAnalysis out;
   out.lost_records = log.lost_records;

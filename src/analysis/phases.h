@@ -100,6 +100,17 @@ struct PhaseAnalysis {
 /// A rank oscillates when its variation ratio exceeds `t.oscillation_ratio`.
 [[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t);
 
+/// One closed phase instance of one process, for drawing (the HTML report's phase bands).
+struct PhaseInterval {
+  std::string name;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+/// The closed phase instances of process `pid`, by begin time (nested ones included; empty for
+/// a pid without events). The same scan AnalyzePhases makes.
+[[nodiscard]] std::vector<PhaseInterval> PhaseIntervalsOf(const phase::EventLog& log, int32_t pid);
+
 /// The same analysis for steps measured elsewhere (a profiler trace): each rank's `steps` come
 /// with their windows, per-phase seconds (including "other") and counters; fills each rank's
 /// step statistics, the per-phase statistics (share of that rank's step time) and the counter

@@ -139,6 +139,25 @@ CLI::App* AddDiagnose(CLI::App& app, DiagnoseOptions& diag) {
   return diagnose;
 }
 
+CLI::App* AddReport(CLI::App& app, ReportOptions& rep) {
+  auto* report = app.add_subcommand(
+      "report", "A self-contained HTML report of a run directory, profiler traces or a recording");
+  report
+      ->add_option("path", rep.path,
+                   "Run directory, trace (.json, .json.gz) or folder of traces, "
+                   "or a recording (.jsonl)")
+      ->required();
+  report->add_option("--html", rep.html, "Write the HTML report to FILE")->required();
+  report->add_flag("--force", rep.force, "Overwrite an existing FILE");
+  report->add_option("-j,--threads", rep.threads, "Trace reading threads (default: all cores)");
+  report->footer(
+      "Examples:\n  stallscope report stallscope-runs/train-1 --html train.html\n"
+      "  stallscope report traces/ --html traces.html\n"
+      "One file, no network: the chart library is inside it. Opens from file:// and as an\n"
+      "e-mail attachment. `stallscope run` writes report.html into every run directory.\n");
+  return report;
+}
+
 CLI::App* AddCompare(CLI::App& app, CompareOptions& cmp) {
   auto* compare = app.add_subcommand(
       "compare", "Two runs side by side: steps/s change with a 95% interval, phases, differences");
@@ -170,10 +189,14 @@ CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
                       "cuda_sync counted as busy");
   trace_cmd->add_flag("--per-step", tr.per_step, "One step-breakdown row per step");
   trace_cmd->add_option("--top", tr.top, "Rows of the top-kernels table")->default_val(8);
+  trace_cmd->add_option(
+      "--html", tr.html,
+      "Also write the HTML report (step breakdown, idle causes, kernels) to FILE");
   trace_cmd->add_option("--export-perfetto", tr.export_perfetto,
                         "Also write one merged timeline of all ranks for ui.perfetto.dev");
-  trace_cmd->add_flag("--force", tr.force,
-                      "Let --export-perfetto overwrite an existing file (never an input trace)");
+  trace_cmd->add_flag(
+      "--force", tr.force,
+      "Let --export-perfetto / --html overwrite an existing file (never an input trace)");
   trace_cmd->add_option("-j,--threads", tr.threads, "Ranks read in parallel (default: all cores)");
   trace_cmd->footer(
       "Examples:\n  stallscope trace trace.json.gz\n  stallscope trace traces/ --json > "
@@ -292,6 +315,7 @@ int Run(int argc, char** argv) {
   RunOptions run;
   DiagnoseOptions diag;
   CompareOptions cmp;
+  ReportOptions rep;
   TraceOptions tr;
   DoctorOptions doc;
   PassesOptions passes;
@@ -304,6 +328,7 @@ int Run(int argc, char** argv) {
   CLI::App* run_cmd = AddRun(app, run);
   CLI::App* diagnose = AddDiagnose(app, diag);
   CLI::App* compare = AddCompare(app, cmp);
+  CLI::App* report_cmd = AddReport(app, rep);
   CLI::App* trace_cmd = AddTrace(app, tr);
   CLI::App* passes_cmd = AddPasses(app, passes);
   CLI::App* sweep_cmd = AddSweep(app, sweep);
@@ -330,6 +355,7 @@ int Run(int argc, char** argv) {
   if (run_cmd->parsed()) return RunRun(run);
   if (diagnose->parsed()) return RunDiagnose(diag);
   if (compare->parsed()) return RunCompare(cmp);
+  if (report_cmd->parsed()) return RunReport(rep);
   if (trace_cmd->parsed()) return RunTrace(tr);
   if (passes_cmd->parsed()) return RunPasses(passes);
   if (sweep_cmd->parsed()) return RunSweep(sweep);

@@ -99,6 +99,16 @@ struct DiagnoseOptions {
 /// `stallscope diagnose RUN_DIR`.
 int RunDiagnose(const DiagnoseOptions& options);
 
+struct ReportOptions {
+  std::string path;  ///< a run directory, a trace file or folder of traces, or a recording
+  std::string html;  ///< --html FILE
+  bool force = false;
+  unsigned threads = 0;  ///< trace reading threads, 0 = all cores
+};
+/// `stallscope report PATH --html FILE`: 0 written, 1 when PATH cannot be read, 2 on bad flags
+/// or an output it must not write.
+int RunReport(const ReportOptions& options);
+
 struct CompareOptions {
   std::string a;  ///< run directories written by `stallscope run`
   std::string b;
@@ -117,7 +127,8 @@ struct TraceOptions {
   bool per_step = false;
   size_t top = 8;
   std::string export_perfetto;
-  bool force = false;    ///< --force: --export-perfetto may overwrite an existing file
+  bool force = false;    ///< --force: --export-perfetto / --html may overwrite an existing file
+  std::string html;      ///< --html FILE: the HTML report too
   unsigned threads = 0;  ///< 0 = all cores
 };
 /// `stallscope trace PATH...`: 0 on success, 1 when a file cannot be read or is not a trace, 2 on

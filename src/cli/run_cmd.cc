@@ -22,6 +22,7 @@
 #include "diagnose/thresholds.h"
 #include "diagnose/verdict.h"
 #include "monitor/session.h"
+#include "report/html_render.h"
 #include "report/render.h"
 #include "report/run_render.h"
 
@@ -100,7 +101,8 @@ double CpuSeconds(int who) {
   return secs(usage.ru_utime) + secs(usage.ru_stime);
 }
 
-/// Writes report.txt and report.json from the run directory; prints the text unless quiet.
+/// Writes report.txt, report.json and report.html from the run directory; prints the text
+/// unless quiet.
 int Report(const diagnose::RunPaths& paths, bool quiet) {
   auto data = diagnose::LoadRun(paths.dir);
   if (!data.ok()) {
@@ -112,8 +114,10 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
   std::string text = report::RenderRunReportText(report);
   auto st1 = diagnose::WriteFileAtomic(paths.report_txt(), text);
   auto st2 = diagnose::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
-  if (!st1.ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st1.error().message));
-  if (!st2.ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st2.error().message));
+  auto st3 = diagnose::WriteFileAtomic(paths.report_html(), report::RenderRunHtml(*data, report));
+  for (const Status* st : {&st1, &st2, &st3}) {
+    if (!st->ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st->error().message));
+  }
   if (!quiet) fmt::print(stderr, "\n{}", text);
   return 0;
 }

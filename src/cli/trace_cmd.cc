@@ -7,7 +7,9 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "diagnose/run_dir.h"
 #include "diagnose/trace_report.h"
+#include "report/html_render.h"
 #include "report/trace_render.h"
 #include "trace/perfetto_export.h"
 #include "trace/trace_reader.h"
@@ -41,12 +43,16 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
 /// before anything is read (cli/output_path.h): never one of the inputs, files of a folder
 /// included (even with --force), and an existing file only with --force.
 Status CheckExportPath(const TraceOptions& o) {
-  if (o.export_perfetto.empty()) return OkStatus();
+  if (o.export_perfetto.empty() && o.html.empty()) return OkStatus();
   std::vector<std::string> inputs = o.paths;
   if (auto files = trace::ExpandTracePaths(o.paths); files.ok())
     inputs.insert(inputs.end(), files->begin(), files->end());
-  if (auto refused = RefuseOutputPath("--export-perfetto", o.export_perfetto, o.force, inputs))
-    return MakeError(ErrorCode::kInvalidArgument, "{}", *refused);
+  for (auto [flag, path] :
+       {std::pair{"--export-perfetto", &o.export_perfetto}, std::pair{"--html", &o.html}}) {
+    if (path->empty()) continue;
+    if (auto refused = RefuseOutputPath(flag, *path, o.force, inputs))
+      return MakeError(ErrorCode::kInvalidArgument, "{}", *refused);
+  }
   return OkStatus();
 }
 
@@ -95,6 +101,15 @@ int RunTrace(const TraceOptions& o) {
   std::string out =
       o.json ? report::RenderTraceJson(*report) : report::RenderTraceText(*report, text);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  if (!o.html.empty()) {
+    std::string title = o.paths.size() == 1 ? o.paths[0] : fmt::format("{} traces", o.paths.size());
+    if (auto st = diagnose::WriteFileAtomic(o.html, report::RenderTraceHtml(title, *report));
+        !st.ok()) {
+      fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(st.error().message));
+      return 1;
+    }
+    fmt::print(stderr, "stallscope trace: wrote {}\n", EscapeControl(o.html));
+  }
   return 0;
 }
 

@@ -18,7 +18,7 @@ inline constexpr int kRunSchemaVersion = 1;
 /// RunE2e.DataBoundWithoutWorkersShowsDataLoading checks a real run writes nothing else.
 inline constexpr const char* kRunDirEntries[] = {
     "run.json",   "recording.jsonl",    "report.txt",   "report.json", "phases",
-    "events.bin", "events.names.jsonl", "python.jsonl", "job.log"};
+    "events.bin", "events.names.jsonl", "python.jsonl", "job.log",     "report.html"};
 
 /// The files of a run directory.
 struct RunPaths {
@@ -28,6 +28,7 @@ struct RunPaths {
   std::string phases_dir() const { return dir + "/phases"; }
   std::string report_txt() const { return dir + "/report.txt"; }
   std::string report_json() const { return dir + "/report.json"; }
+  std::string report_html() const { return dir + "/report.html"; }
 };
 
 /// What `run` knows about the job, written at start and rewritten (atomically) at the end.

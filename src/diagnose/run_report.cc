@@ -229,45 +229,8 @@ std::vector<Series> MachineSeries(const RunData& d) {
   const auto& samples = d.recording.samples;
   int64_t t0 =
       d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
-  auto t = [&](int64_t mono) { return NsToSeconds(mono - t0); };
-  std::vector<Series> out;
-  size_t gpus = d.recording.header.gpus.size();
-  for (size_t g = 0; g < gpus; ++g) {
-    std::vector<SeriesPoint> util, fine, mem, power, clock;
-    for (const auto& s : samples) {
-      if (g >= s.gpus.size() || s.gpus[g].lost) continue;
-      const auto& x = s.gpus[g];
-      if (x.util_gpu_pct) util.push_back({t(s.mono_ns), static_cast<double>(*x.util_gpu_pct)});
-      int64_t wall_to_mono = s.wall_ns - s.mono_ns;  // driver timestamps are wall-clock µs
-      for (size_t k = 0; k < x.util_sample_count; ++k) {
-        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono),
-                        static_cast<double>(x.util_samples[k].util_pct)});
-      }
-      if (x.mem_used_bytes)
-        mem.push_back(
-            {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
-      if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
-      if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
-    }
-    std::string p = fmt::format("gpu{}.", g);
-    out.push_back(Downsample(p + "utilization_pct", "%", std::move(util)));
-    if (!fine.empty()) out.push_back(Downsample(p + "utilization_fine_pct", "%", std::move(fine)));
-    out.push_back(Downsample(p + "memory_used_mib", "MiB", std::move(mem)));
-    if (!power.empty()) out.push_back(Downsample(p + "power_w", "W", std::move(power)));
-    if (!clock.empty()) out.push_back(Downsample(p + "sm_clock_mhz", "MHz", std::move(clock)));
-  }
-  std::vector<SeriesPoint> busy, iowait, psi_io;
-  for (const auto& s : samples) {
-    if (s.host.cpu) {
-      busy.push_back({t(s.mono_ns), s.host.cpu->busy_pct});
-      iowait.push_back({t(s.mono_ns), s.host.cpu->iowait_pct});
-    }
-    if (s.host.psi_io) psi_io.push_back({t(s.mono_ns), s.host.psi_io->some_avg10_pct});
-  }
-  out.push_back(Downsample("host.cpu_busy_pct", "%", std::move(busy)));
-  out.push_back(Downsample("host.cpu_iowait_pct", "%", std::move(iowait)));
-  if (!psi_io.empty())
-    out.push_back(Downsample("host.psi_io_some_avg10_pct", "%", std::move(psi_io)));
+  std::vector<Series> out = RawMachineSeries(d.recording, t0);
+  for (Series& s : out) s = Downsample(std::move(s.name), std::move(s.unit), std::move(s.points));
   return out;
 }
 
@@ -454,6 +417,49 @@ RunReport BuildRunReport(const RunData& d) {
   r.no_phases = ExplainNoPhases(r);
   r.overhead = Overhead(d, r.phases);
   return r;
+}
+
+std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t t0_ns) {
+  const auto& samples = recording.samples;
+  auto t = [&](int64_t mono) { return NsToSeconds(mono - t0_ns); };
+  std::vector<Series> out;
+  size_t gpus = recording.header.gpus.size();
+  for (size_t g = 0; g < gpus; ++g) {
+    std::vector<SeriesPoint> util, fine, mem, power, clock;
+    for (const auto& s : samples) {
+      if (g >= s.gpus.size() || s.gpus[g].lost) continue;
+      const auto& x = s.gpus[g];
+      if (x.util_gpu_pct) util.push_back({t(s.mono_ns), static_cast<double>(*x.util_gpu_pct)});
+      int64_t wall_to_mono = s.wall_ns - s.mono_ns;  // driver timestamps are wall-clock µs
+      for (size_t k = 0; k < x.util_sample_count; ++k) {
+        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono),
+                        static_cast<double>(x.util_samples[k].util_pct)});
+      }
+      if (x.mem_used_bytes)
+        mem.push_back(
+            {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
+      if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
+      if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
+    }
+    std::string p = fmt::format("gpu{}.", g);
+    out.push_back({p + "utilization_pct", "%", std::move(util)});
+    if (!fine.empty()) out.push_back({p + "utilization_fine_pct", "%", std::move(fine)});
+    out.push_back({p + "memory_used_mib", "MiB", std::move(mem)});
+    if (!power.empty()) out.push_back({p + "power_w", "W", std::move(power)});
+    if (!clock.empty()) out.push_back({p + "sm_clock_mhz", "MHz", std::move(clock)});
+  }
+  std::vector<SeriesPoint> busy, iowait, psi_io;
+  for (const auto& s : samples) {
+    if (s.host.cpu) {
+      busy.push_back({t(s.mono_ns), s.host.cpu->busy_pct});
+      iowait.push_back({t(s.mono_ns), s.host.cpu->iowait_pct});
+    }
+    if (s.host.psi_io) psi_io.push_back({t(s.mono_ns), s.host.psi_io->some_avg10_pct});
+  }
+  out.push_back({"host.cpu_busy_pct", "%", std::move(busy)});
+  out.push_back({"host.cpu_iowait_pct", "%", std::move(iowait)});
+  if (!psi_io.empty()) out.push_back({"host.psi_io_some_avg10_pct", "%", std::move(psi_io)});
+  return out;
 }
 
 }  // namespace stallscope::diagnose

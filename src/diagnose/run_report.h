@@ -101,6 +101,13 @@ struct Series {
 };
 inline constexpr size_t kMaxSeriesPoints = 600;
 
+/// Every sample of a recording as series (gpuN.utilization_pct, gpuN.utilization_fine_pct: the
+/// driver's sub-second samples, gpuN.memory_used_mib, gpuN.power_w, gpuN.sm_clock_mhz,
+/// host.cpu_busy_pct, host.cpu_iowait_pct, host.psi_io_some_avg10_pct), t in seconds since
+/// `t0_ns` (monotonic); not downsampled (RunReport::series is, to kMaxSeriesPoints).
+[[nodiscard]] std::vector<Series> RawMachineSeries(const sample::Recording& recording,
+                                                   int64_t t0_ns);
+
 /// What stallscope itself cost the job, measured in CPU time (wall-clock comparisons drown in
 /// this kind of machine's noise): the monitor's own CPU time against the job's, and the phase
 /// records the job wrote per step (each costs the job well under a microsecond; bench/ has the

@@ -1,0 +1,106 @@
+// The data the HTML page embeds: golden for the fixed run directories of tests/data/runs (the
+// same ones report.txt's goldens use), and the envelope that keeps every peak.
+
+#include "report/html_data.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "diagnose/verdict.h"
+#include "golden.h"
+
+namespace stallscope::report {
+namespace {
+
+using diagnose::SeriesPoint;
+
+std::string RunData(const std::string& name, const PageLimits& limits = {}) {
+  std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/" + name;
+  auto data = diagnose::LoadRun(dir);
+  EXPECT_TRUE(data.ok()) << data.error().message;
+  if (!data.ok()) return "";
+  auto report = diagnose::BuildRunReport(*data);
+  report.verdict = diagnose::Diagnose(*data, report);
+  return RunPageData(*data, report, limits);
+}
+
+TEST(HtmlDataGolden, DataBoundCpuRun) {
+  testing::ExpectGolden("html_run_data_cpu.json", RunData("data_cpu") + "\n");
+}
+TEST(HtmlDataGolden, ThrottledGpuRun) {
+  testing::ExpectGolden("html_run_gpu_throttled.json", RunData("gpu_throttled") + "\n");
+}
+
+TEST(HtmlData, TheRunPageHasTheVerdictTheSawtoothAndTheDataLoadingBands) {
+  auto j = nlohmann::json::parse(RunData("data_cpu"));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["kind"], "run");
+  EXPECT_EQ(j["verdict"]["principal"]["class"], "data_bound_cpu");
+  bool loading = false;
+  for (const auto& b : j["timeline"]["bands"]) {
+    if (b["phase"] == "data_loading") {
+      loading = true;
+      ASSERT_EQ(b["b"].size(), b["e"].size());
+      ASSERT_FALSE(b["b"].empty());
+      for (size_t i = 0; i < b["b"].size(); ++i) EXPECT_LE(b["b"][i], b["e"][i]);
+    }
+  }
+  EXPECT_TRUE(loading) << j["timeline"]["bands"].dump();
+  ASSERT_FALSE(j["steps"].empty());
+  EXPECT_EQ(j["steps"][0]["t"].size(), j["steps"][0]["ms"].size());
+  ASSERT_FALSE(j["step_phases"].empty());
+  for (const auto& row : j["step_phases"][0]["ms"])
+    EXPECT_EQ(row.size(), j["step_phases"][0]["names"].size());
+}
+
+TEST(HtmlData, FewerBandsThanTheLimitWhateverTheRun) {
+  PageLimits tight;
+  tight.max_bands_per_phase = 5;
+  tight.max_steps = 4;
+  auto j = nlohmann::json::parse(RunData("data_cpu", tight));
+  for (const auto& b : j["timeline"]["bands"]) EXPECT_LE(b["b"].size(), 5u) << b["phase"];
+  // Thinned to every k-th step, outliers kept on top.
+  EXPECT_LE(j["steps"][0]["t"].size(), 4u + j["steps"][0]["outliers"].size());
+}
+
+TEST(EnvelopeSeries, ShortSeriesComeBackUnchanged) {
+  std::vector<SeriesPoint> p = {{0, 1}, {1, 2}, {2, 3}};
+  auto e = EnvelopeSeries(p, 2);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[2].value, 3);
+}
+
+TEST(EnvelopeSeries, EverySpikeAndDipSurvives) {
+  // 100,000 points at 50% with one spike to 100 and one dip to 0: 100 buckets keep both.
+  std::vector<SeriesPoint> p;
+  for (int i = 0; i < 100'000; ++i) p.push_back({i * 0.01, 50});
+  p[31'337].value = 100;
+  p[77'777].value = 0;
+  auto e = EnvelopeSeries(p, 100);
+  EXPECT_LE(e.size(), 200u);
+  double hi = 0, lo = 100;
+  for (size_t i = 0; i < e.size(); ++i) {
+    hi = std::max(hi, e[i].value);
+    lo = std::min(lo, e[i].value);
+    if (i > 0) EXPECT_LE(e[i - 1].t_s, e[i].t_s);
+  }
+  EXPECT_EQ(hi, 100);
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(e.front().t_s, 0);
+}
+
+TEST(HtmlData, ScriptEndingStringsCannotLeaveTheDataElement) {
+  std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
+  auto data = diagnose::LoadRun(dir);
+  ASSERT_TRUE(data.ok());
+  auto report = diagnose::BuildRunReport(*data);
+  report.meta.name = "</script><script>alert(1)</script>";
+  report.meta.command = {"\"><img src=x onerror=alert(1)>", "<!--"};
+  std::string page = RunPageData(*data, report);
+  EXPECT_EQ(page.find('<'), std::string::npos);
+  auto j = nlohmann::json::parse(page);
+  EXPECT_EQ(j["title"], "</script><script>alert(1)</script>");
+}
+
+}  // namespace
+}  // namespace stallscope::report
