@@ -75,12 +75,23 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
 }
 
 CLI::App* AddTop(CLI::App& app, TopOptions& top) {
-  auto* top_cmd = app.add_subcommand("top", "Show GPUs and host now");
+  auto* top_cmd = app.add_subcommand(
+      "top",
+      "Show GPUs and host now: full screen on a terminal (keys: q quit, p pause, s sort, "
+      "h help), else a refreshed text table");
   top_cmd->add_flag("--once", top.once, "Print one snapshot and exit");
   top_cmd->add_flag("--json", top.json, "JSON output (numbers as numbers, units in key names)");
   top_cmd->add_flag("--status", top.status,
                     "One status line per interval, with a warning when GPU utilization stays "
                     "under 30% for 10 samples");
+  top_cmd->add_flag("--plain", top.plain,
+                    "The refreshed text table instead of the full screen (the default when "
+                    "stdout is not a terminal, or with --count)");
+  top_cmd
+      ->add_option("--pid", top.pid,
+                   "Follow this process and its children (main process, DataLoader workers: "
+                   "CPU, state, I/O rate)")
+      ->check(AtLeast(1));
   top_cmd->add_option("-i,--interval", top.interval, "Refresh interval")->default_val("1s");
   top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)")
       ->check(AtLeast(1));

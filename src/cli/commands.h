@@ -28,7 +28,9 @@ struct TopOptions {
   bool once = false;
   bool json = false;
   bool status = false;
-  int64_t count = 0;  ///< stop after this many refreshes (0 = until Ctrl-C)
+  bool plain = false;  ///< the text table even on a terminal (no full screen)
+  int32_t pid = 0;     ///< follow this process tree (0 = none)
+  int64_t count = 0;   ///< stop after this many refreshes (0 = until Ctrl-C)
 };
 /// `stallscope top`.
 int RunTop(const TopOptions& options);

@@ -6,10 +6,30 @@
 #include "analysis/summary.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/top_tui.h"
 #include "monitor/session.h"
 #include "report/render.h"
+#include "report/top_screen.h"
 
 namespace stallscope::cli {
+namespace {
+
+/// The full screen: the session samples on this thread, once per interval (issue 14).
+int RunTopFullScreen(monitor::Session& session, const sample::RecordingHeader& header,
+                     int64_t interval_ns) {
+  report::TopModel model(header);
+  model.interval_ns = interval_ns;
+  session.SampleNow();  // prime the rate counters
+  TopTuiHooks hooks;
+  hooks.refresh = [&](report::TopModel& m) { m.Add(session.SampleNow()); };
+  hooks.stop_requested = [] {
+    int sig = monitor::WaitSignal(1);
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+  };
+  return RunTopTui(model, interval_ns, hooks);
+}
+
+}  // namespace
 
 int RunTop(const TopOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
@@ -22,6 +42,10 @@ int RunTop(const TopOptions& o) {
   monitor::SessionOptions options;
   options.interval_ns = *interval;
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
+  if (o.pid > 0) {
+    if (auto st = session.FollowPid(o.pid); !st.ok())
+      return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(st.error().message)), 1;
+  }
 
   if (o.once) {
     // CPU shares and rates need two readings: take one, wait a short while, take the real one.
@@ -34,8 +58,11 @@ int RunTop(const TopOptions& o) {
     return 0;
   }
 
-  analysis::LowUtilWatch watch;
   bool tty = isatty(STDOUT_FILENO) != 0;
+  if (tty && isatty(STDIN_FILENO) != 0 && !o.json && !o.status && !o.plain && o.count == 0)
+    return RunTopFullScreen(session, session.header(), *interval);
+
+  analysis::LowUtilWatch watch;
 
   int64_t shown = 0;
   session.SampleNow();  // prime the rate counters

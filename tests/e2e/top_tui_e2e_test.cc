@@ -1,0 +1,158 @@
+// The full-screen `stallscope top` (issue 14) in a real terminal: a detached tmux session on a
+// private socket, the fake NVML with a slow sawtooth, keys sent with send-keys, the screen read
+// with capture-pane. Skips when tmux is not installed.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "subprocess.h"
+
+namespace stallscope {
+namespace {
+
+namespace fs = std::filesystem;
+using stallscope::testing::FreshTestDir;
+using stallscope::testing::Slurp;
+
+/// A sawtooth slow enough to resolve at one sample a second: 100% for 2 s, 0% for 2 s.
+constexpr const char* kScenario =
+    R"({"gpus":[{"name":"NVIDIA H100 80GB HBM3","memory_used_mib":60000,)"
+    R"("pattern":{"kind":"sawtooth","util_high":100,"util_low":0,"period_s":4.0,"duty":0.5}}]})";
+
+class TopTuiE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
+    dir_ = FreshTestDir("top_tui");
+    socket_ = fmt::format("stallscope-top-{}", getpid());
+    std::ofstream(dir_ / "scenario.json") << kScenario;
+  }
+  void TearDown() override {
+    if (!socket_.empty()) std::system(("tmux -L " + socket_ + " kill-server 2>/dev/null").c_str());
+  }
+
+  /// Runs `tmux -L <socket> ARGS` and returns its stdout.
+  std::string Tmux(const std::string& args) {
+    std::string out;
+    FILE* p = popen(("tmux -L " + socket_ + " -f /dev/null " + args + " 2>&1").c_str(), "r");
+    if (p == nullptr) return out;
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+    return out;
+  }
+  std::string Screen() { return Tmux("capture-pane -p -t top"); }
+  /// Polls the screen until `ok` holds (or `timeout_s` passes); returns the last screen.
+  std::string WaitScreen(const std::function<bool(const std::string&)>& ok, double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    std::string screen = Screen();
+    while (!ok(screen) && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      screen = Screen();
+    }
+    return screen;
+  }
+  void Start() {
+    const std::string cmd = fmt::format(
+        "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} top --nvml-lib {} "
+        "--pid {}; echo $? > {}",
+        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB, getpid(),
+        (dir_ / "exit").string());
+    Tmux(fmt::format("new-session -d -s top -x 100 -y 30 \"{}\"", cmd));
+  }
+
+  fs::path dir_;
+  std::string socket_;
+};
+
+/// The history row (the one after GPU 0's row): its glyphs, without the "  60s " label.
+std::string HistoryRow(const std::string& screen) {
+  size_t at = screen.find("\n  60s ");
+  if (at == std::string::npos) return {};
+  size_t end = screen.find('\n', at + 1);
+  return screen.substr(at + 7, end - at - 7);
+}
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST_F(TopTuiE2e, GpuRowsSawtoothKeysResizeAndQuit) {
+  Start();
+  // Both levels of the 4 s sawtooth, over at least one whole period.
+  std::string screen = WaitScreen(
+      [](const std::string& s) {
+        std::string h = HistoryRow(s);
+        size_t glyphs = 0;
+        for (char c : h) glyphs += (static_cast<unsigned char>(c) & 0xC0) == 0xC0 ? 1 : 0;
+        return Contains(h, "█") && (Contains(h, "▁") || Contains(h, "▂")) && glyphs >= 5;
+      },
+      30);
+  EXPECT_TRUE(Contains(screen, "stallscope top")) << screen;
+  EXPECT_TRUE(Contains(screen, "  0 H100 80GB HBM3 [")) << screen;
+  EXPECT_TRUE(Contains(screen, "59/80G")) << screen;  // 60000 MiB of 81559
+  EXPECT_TRUE(Contains(screen, "CPU [")) << screen;
+  EXPECT_TRUE(Contains(screen, "MEM [")) << screen;
+  EXPECT_TRUE(Contains(screen, "COMMAND")) << screen;  // the followed tree (this test's process)
+  const std::string history = HistoryRow(screen);
+  EXPECT_TRUE(Contains(history, "█")) << "no high level in the history row:\n" << screen;
+  EXPECT_TRUE(Contains(history, "▁") || Contains(history, "▂"))
+      << "no low level in the history row:\n"
+      << screen;
+
+  Tmux("send-keys -t top h");
+  screen = WaitScreen([](const std::string& s) { return Contains(s, "Keys"); }, 5);
+  EXPECT_TRUE(Contains(screen, "q  quit")) << screen;
+  Tmux("send-keys -t top x");  // any key closes the help
+  screen = WaitScreen([](const std::string& s) { return !Contains(s, "Keys"); }, 5);
+  EXPECT_FALSE(Contains(screen, "Keys")) << screen;
+
+  Tmux("send-keys -t top p");
+  screen = WaitScreen([](const std::string& s) { return Contains(s, "PAUSED"); }, 5);
+  EXPECT_TRUE(Contains(screen, "PAUSED")) << screen;
+  Tmux("send-keys -t top s");
+  screen = WaitScreen([](const std::string& s) { return Contains(s, "sort io"); }, 5);
+  EXPECT_TRUE(Contains(screen, "sort io")) << screen;
+
+  Tmux("resize-window -t top -x 60 -y 20");
+  screen = WaitScreen(
+      [](const std::string& s) { return Contains(s, "GPU UTIL") && !Contains(s, "NAME"); }, 5);
+  size_t rows = 0, pos = 0;
+  while ((pos = screen.find('\n', pos)) != std::string::npos) ++rows, ++pos;
+  EXPECT_LE(rows, 20u) << screen;
+  for (size_t start = 0; start < screen.size();) {
+    size_t end = screen.find('\n', start);
+    if (end == std::string::npos) end = screen.size();
+    std::string line = screen.substr(start, end - start);
+    size_t cols = 0;
+    for (char c : line) cols += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    EXPECT_LE(cols, 60u) << line;
+    // What the 100-column screen had right of column 60 is gone (no garbage left behind).
+    EXPECT_FALSE(Contains(line, "TEMP ") && cols > 60) << line;
+    start = end + 1;
+  }
+  EXPECT_TRUE(Contains(screen, "stallscope top  PAUSED")) << screen;
+  EXPECT_TRUE(Contains(screen, "  0 [")) << screen;
+  EXPECT_FALSE(Contains(screen, "H100 80GB HBM3")) << "the name column should drop at 60 columns:\n"
+                                                   << screen;
+
+  Tmux("send-keys -t top q");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Slurp(dir_ / "exit"), "0\n");
+}
+
+}  // namespace
+}  // namespace stallscope
