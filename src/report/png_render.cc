@@ -62,6 +62,7 @@ struct Scale {
   double px_lo, px_hi;
   double Map(double v) const {
     double f = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+    if (!std::isfinite(f)) f = f > 0 ? 1 : 0;  // NaN: the axis; cairo must never see one
     return px_lo + std::clamp(f, 0.0, 1.0) * (px_hi - px_lo);
   }
 };
@@ -98,15 +99,27 @@ std::string TickText(double v, double step) {
   return step >= 1 ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v);
 }
 
-/// Plot background, grid and tick labels of both axes, and the axis titles.
-void DrawAxes(cairo_t* cr, const Rect& plot, const Scale& x, const Scale& y,
+/// The tick values of `s`: about `target` multiples of a nice step, at most 4 × target (a range
+/// from hostile data cannot loop for long).
+std::vector<double> Ticks(const Scale& s, int target, double* step) {
+  *step = NiceStep(s.hi - s.lo, target);
+  std::vector<double> out;
+  for (double v = std::ceil(s.lo / *step) * *step;
+       v <= s.hi + *step * 1e-6 && out.size() < static_cast<size_t>(4 * target); v += *step)
+    out.push_back(v);
+  return out;
+}
+
+/// Plot background, grid and tick labels of both axes, and the axis titles. `x` null: no
+/// vertical grid (bar charts); `x_title` empty: the grid without labels (a panel above another).
+void DrawAxes(cairo_t* cr, const Rect& plot, const Scale* x, const Scale& y,
               const std::string& x_title, const std::string& y_title) {
   SetColor(cr, kPlotBackground);
   cairo_rectangle(cr, plot.x, plot.y, plot.w, plot.h);
   cairo_fill(cr);
   cairo_set_line_width(cr, 1);
-  double ystep = NiceStep(y.hi - y.lo, 5);
-  for (double v = std::ceil(y.lo / ystep) * ystep; v <= y.hi + ystep * 1e-6; v += ystep) {
+  double ystep = 1;
+  for (double v : Ticks(y, 5, &ystep)) {
     double py = std::round(y.Map(v)) + 0.5;
     SetColor(cr, kGrid);
     cairo_move_to(cr, plot.x, py);
@@ -115,19 +128,19 @@ void DrawAxes(cairo_t* cr, const Rect& plot, const Scale& x, const Scale& y,
     SetColor(cr, kInk);
     Text(cr, plot.x - 8, py + 4, TickText(v, ystep), kLabelPt - 1, Align::kRight);
   }
-  if (!x_title.empty()) {
-    double xstep = NiceStep(x.hi - x.lo, 8);
-    for (double v = std::ceil(x.lo / xstep) * xstep; v <= x.hi + xstep * 1e-6; v += xstep) {
-      double px = std::round(x.Map(v)) + 0.5;
-      SetColor(cr, kGrid);
-      cairo_move_to(cr, px, plot.y);
-      cairo_line_to(cr, px, plot.Bottom());
-      cairo_stroke(cr);
-      SetColor(cr, kInk);
+  double xstep = 1;
+  for (double v : x != nullptr ? Ticks(*x, 8, &xstep) : std::vector<double>{}) {
+    double px = std::round(x->Map(v)) + 0.5;
+    SetColor(cr, kGrid);
+    cairo_move_to(cr, px, plot.y);
+    cairo_line_to(cr, px, plot.Bottom());
+    cairo_stroke(cr);
+    SetColor(cr, kInk);
+    if (!x_title.empty())
       Text(cr, px, plot.Bottom() + 18, TickText(v, xstep), kLabelPt - 1, Align::kCenter);
-    }
-    Text(cr, plot.x + plot.w / 2, plot.Bottom() + 40, x_title, kLabelPt, Align::kCenter);
   }
+  if (!x_title.empty())
+    Text(cr, plot.x + plot.w / 2, plot.Bottom() + 40, x_title, kLabelPt, Align::kCenter);
   SetColor(cr, kInk);
   cairo_rectangle(cr, plot.x + 0.5, plot.y + 0.5, plot.w - 1, plot.h - 1);
   cairo_stroke(cr);
@@ -147,11 +160,21 @@ void DrawLine(cairo_t* cr, const Rect& plot, const Scale& x, const Scale& y,
   SetColor(cr, color);
   cairo_set_line_width(cr, width);
   cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
-  cairo_move_to(cr, x.Map(points[0].t_s), y.Map(points[0].value));
-  // A lone point would be an invisible zero-length path: draw it as a short dash.
-  if (points.size() == 1) cairo_rel_line_to(cr, 2, 0);
-  for (size_t i = 1; i < points.size(); ++i)
-    cairo_line_to(cr, x.Map(points[i].t_s), y.Map(points[i].value));
+  bool pen_down = false;
+  for (const auto& p : points) {
+    // NaN or infinity (bad data is data): a gap in the line, not a cairo error state.
+    if (!std::isfinite(p.t_s) || !std::isfinite(p.value)) {
+      pen_down = false;
+      continue;
+    }
+    if (pen_down) {
+      cairo_line_to(cr, x.Map(p.t_s), y.Map(p.value));
+    } else {
+      cairo_move_to(cr, x.Map(p.t_s), y.Map(p.value));
+      cairo_rel_line_to(cr, 0.5, 0);  // a lone point: a short dash, not an invisible path
+      pen_down = true;
+    }
+  }
   cairo_stroke(cr);
   cairo_restore(cr);
 }
@@ -233,7 +256,7 @@ void DrawUtilization(cairo_t* cr, const analysis::RecordingSummary& m,
   if (!m.gpus.empty()) {
     Rect top{left, 60, right - left, 380};
     Scale y{0, 100, top.Bottom(), top.y};
-    DrawAxes(cr, top, x, y, "", "GPU utilization (%)");
+    DrawAxes(cr, top, &x, y, "", "GPU utilization (%)");
     for (size_t i = 0; i < gpu_lines.size(); ++i) {
       if (gpu_lines[i] != nullptr) DrawLine(cr, top, x, y, gpu_lines[i]->points, GpuColor(i), 1.6);
       legend.push_back(
@@ -243,7 +266,7 @@ void DrawUtilization(cairo_t* cr, const analysis::RecordingSummary& m,
   Rect bottom =
       m.gpus.empty() ? Rect{left, 60, right - left, 560} : Rect{left, 470, right - left, 150};
   Scale yb{0, 100, bottom.Bottom(), bottom.y};
-  DrawAxes(cr, bottom, x, yb, "time since job start (s)", "host CPU busy (%)");
+  DrawAxes(cr, bottom, &x, yb, "time since job start (s)", "host CPU busy (%)");
   if (host != nullptr) DrawLine(cr, bottom, x, yb, host->points, kHostCpu, 1.4);
   legend.push_back({host != nullptr ? "host CPU busy" : "host CPU busy (no data)", kHostCpu});
   DrawLegend(cr, right + 24, 80, legend);
@@ -331,8 +354,10 @@ void DrawMemory(cairo_t* cr, const analysis::RecordingSummary& m) {
   WhitePage(cr);
   double max_mib = 1;
   for (const auto& g : m.gpus) {
-    if (g.memory_total_mib) max_mib = std::max(max_mib, *g.memory_total_mib);
-    if (g.memory_used_mib.count() > 0) max_mib = std::max(max_mib, g.memory_used_mib.max());
+    if (g.memory_total_mib && std::isfinite(*g.memory_total_mib))
+      max_mib = std::max(max_mib, *g.memory_total_mib);
+    if (g.memory_used_mib.count() > 0 && std::isfinite(g.memory_used_mib.max()))
+      max_mib = std::max(max_mib, g.memory_used_mib.max());
   }
   MemUnit u = PickMemUnit(max_mib);
   SetColor(cr, kInk);
@@ -344,8 +369,7 @@ void DrawMemory(cairo_t* cr, const analysis::RecordingSummary& m) {
        kLabelPt - 1, Align::kLeft);
   Rect plot{100, 80, kPngWidthPx - 140.0, kPngHeightPx - 160.0};
   Scale y{0, max_mib / u.div * 1.08, plot.Bottom(), plot.y};
-  DrawAxes(cr, plot, Scale{0, 1, plot.x, plot.Right()}, y, "",
-           fmt::format("memory used ({})", u.name));
+  DrawAxes(cr, plot, nullptr, y, "", fmt::format("memory used ({})", u.name));
   Bars bars{plot, m.gpus.size()};
   for (size_t i = 0; i < m.gpus.size(); ++i) DrawMemoryBar(cr, bars, y, i, m.gpus[i], u);
   BarLabels(cr, bars, m);
@@ -362,7 +386,7 @@ void DrawLoadBalance(cairo_t* cr, const analysis::RecordingSummary& m) {
        kLabelPt - 1, Align::kLeft);
   Rect plot{100, 80, kPngWidthPx - 140.0, kPngHeightPx - 160.0};
   Scale y{0, 105, plot.Bottom(), plot.y};
-  DrawAxes(cr, plot, Scale{0, 1, plot.x, plot.Right()}, y, "", "mean GPU utilization (%)");
+  DrawAxes(cr, plot, nullptr, y, "", "mean GPU utilization (%)");
   Bars bars{plot, m.gpus.size()};
   RunningStats across;
   for (size_t i = 0; i < m.gpus.size(); ++i) {

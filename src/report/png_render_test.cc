@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -195,6 +196,24 @@ TEST(PngRender, HostileGpuNamesDoNotCrash) {
   for (const auto& p : out->written) ExpectDrawn(p);
 }
 
+TEST(PngRender, NonFiniteValuesDrawWithoutCairoErrors) {
+  TempDir tmp("png_render");
+  FakeRun r = FourGpus();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  r.series[0].points[5] = {nan, 50};
+  r.series[0].points[6] = {7, inf};
+  r.series[0].points.push_back({1e300, -1e300});
+  r.machine.gpus[0].memory_total_mib = inf;
+  r.machine.gpus[1].memory_total_mib = nan;
+  r.machine.gpus[2].memory_used_mib.Add(1e308);
+  r.machine.gpus[2].memory_used_mib.Add(1e308);  // the mean overflows: inf
+  r.machine.gpus[3].util_pct.Add(nan);
+  auto out = WritePngFigures(r.machine, r.series, tmp.path().string(), false);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  for (const auto& p : out->written) ExpectDrawn(p);
+}
+
 TEST(PngRender, ManyGpusDraw) {
   TempDir tmp("png_render");
   FakeRun r = FourGpus();
@@ -216,13 +235,35 @@ TEST(PngRender, UnwritableDirectoryNamesThePath) {
   EXPECT_NE(out.error().message.find(dir), std::string::npos) << out.error().message;
 }
 
-// Review aid, not a check: STALLSCOPE_PNG_REVIEW_DIR=/some/dir writes the 4-GPU figures there.
+diagnose::RunReport RecordedRun() {
+  auto data =
+      diagnose::LoadRun(std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/gpu_throttled");
+  EXPECT_TRUE(data.ok()) << data.error().message;
+  return data.ok() ? diagnose::BuildRunReport(*data) : diagnose::RunReport{};
+}
+
+// A real run directory through diagnose::BuildRunReport, as `--png` will feed it.
+TEST(PngRender, RunReportOfARecordedRun) {
+  TempDir tmp("png_render");
+  diagnose::RunReport report = RecordedRun();
+  ASSERT_FALSE(report.machine.gpus.empty());
+  auto out = WritePngFigures(report.machine, report.series, tmp.path().string(), false);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->written.size(), 3u);
+  for (const auto& p : out->written) ExpectDrawn(p);
+}
+
+// Review aid, not a check: STALLSCOPE_PNG_REVIEW_DIR=/some/dir writes the 4-GPU
+// figures there, and those of tests/data/runs/gpu_throttled under recorded/.
 TEST(PngRender, WriteForReview) {
   const char* dir = std::getenv("STALLSCOPE_PNG_REVIEW_DIR");
   if (dir == nullptr) GTEST_SKIP() << "set STALLSCOPE_PNG_REVIEW_DIR to look at the figures";
   FakeRun r = FourGpus();
   auto out = WritePngFigures(r.machine, r.series, dir, true);
   ASSERT_TRUE(out.ok()) << out.error().message;
+  diagnose::RunReport rec = RecordedRun();
+  auto recorded = WritePngFigures(rec.machine, rec.series, std::string(dir) + "/recorded", true);
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message;
 }
 
 struct LabelCase {
