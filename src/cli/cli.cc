@@ -158,12 +158,16 @@ CLI::App* AddReport(CLI::App& app, ReportOptions& rep) {
                    "Run directory, trace (.json, .json.gz) or folder of traces, "
                    "or a recording (.jsonl)")
       ->required();
-  report->add_option("--html", rep.html, "Write the HTML report to FILE")->required();
-  report->add_flag("--force", rep.force, "Overwrite an existing FILE");
+  report->add_option("--html", rep.html, "Write the HTML report to FILE");
+  report->add_option("--png", rep.png,
+                     "Write seed 002's figures (utilization.png, memory.png, load_balance.png) "
+                     "into DIR");
+  report->add_flag("--force", rep.force, "Replace an existing FILE or figures");
   report->add_option("-j,--threads", rep.threads, "Trace reading threads (default: all cores)");
   report->footer(
       "Examples:\n  stallscope report stallscope-runs/train-1 --html train.html\n"
       "  stallscope report traces/ --html traces.html\n"
+      "  stallscope report gpus.jsonl --png figures/\n"
       "One file, no network: the chart library is inside it. Opens from file:// and as an\n"
       "e-mail attachment. `stallscope run` writes report.html into every run directory.\n");
   return report;

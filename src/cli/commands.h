@@ -102,13 +102,14 @@ struct DiagnoseOptions {
 int RunDiagnose(const DiagnoseOptions& options);
 
 struct ReportOptions {
-  std::string path;  ///< a run directory, a trace file or folder of traces, or a recording
-  std::string html;  ///< --html FILE
-  bool force = false;
+  std::string path;      ///< a run directory, a trace file or folder of traces, or a recording
+  std::string html;      ///< --html FILE
+  std::string png;       ///< --png DIR: seed 002's figures
+  bool force = false;    ///< --html / --png may replace existing files
   unsigned threads = 0;  ///< trace reading threads, 0 = all cores
 };
-/// `stallscope report PATH --html FILE`: 0 written, 1 when PATH cannot be read, 2 on bad flags
-/// or an output it must not write.
+/// `stallscope report PATH [--html FILE] [--png DIR]`: 0 written, 1 when PATH cannot be read, 2 on
+/// bad flags or an output it must not write.
 int RunReport(const ReportOptions& options);
 
 struct CompareOptions {

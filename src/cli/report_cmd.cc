@@ -14,6 +14,7 @@
 #include "diagnose/trace_report.h"
 #include "diagnose/verdict.h"
 #include "report/html_render.h"
+#include "report/png_render.h"
 #include "sample/recording.h"
 #include "trace/trace_reader.h"
 
@@ -36,65 +37,108 @@ InputKind Classify(const std::string& path) {
   return InputKind::kRecording;
 }
 
-Result<std::string> RunPage(const std::string& dir) {
+/// What one input gives: the page, and the sampled series the PNG figures draw (none for
+/// traces: a profiler trace has no sampled GPU metrics).
+struct Rendered {
+  std::string page;
+  bool has_samples = false;
+  analysis::RecordingSummary machine;
+  std::vector<diagnose::Series> series;
+};
+
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings)
+    fmt::print(stderr, "stallscope report: warning: {}\n", EscapeControl(w));
+}
+
+Result<Rendered> RunInput(const std::string& dir) {
   TRY(diagnose::RunData data, diagnose::LoadRun(dir));
   auto report = diagnose::BuildRunReport(data);
   report.verdict = diagnose::Diagnose(data, report);
-  for (const auto& w : report.warnings)
-    fmt::print(stderr, "stallscope report: warning: {}\n", EscapeControl(w));
-  return report::RenderRunHtml(data, report);
+  PrintWarnings(report.warnings);
+  return Rendered{report::RenderRunHtml(data, report), true, report.machine, report.series};
 }
 
-Result<std::string> TracePage(const std::string& path, unsigned threads) {
+Result<Rendered> TraceInput(const std::string& path, unsigned threads) {
   TRY(diagnose::TraceReport report,
       diagnose::AnalyzeTraceFiles({path}, trace::ReadOptions{}, trace::AnalysisOptions{}, threads,
                                   diagnose::TracesHook{}));
-  for (const auto& r : report.ranks) {
-    for (const auto& w : r.warnings)
-      fmt::print(stderr, "stallscope report: warning: {}\n", EscapeControl(w));
-  }
-  return report::RenderTraceHtml(path, report);
+  for (const auto& r : report.ranks) PrintWarnings(r.warnings);
+  return Rendered{report::RenderTraceHtml(path, report), false, {}, {}};
 }
 
-Result<std::string> RecordingPage(const std::string& path) {
+Result<Rendered> RecordingInput(const std::string& path) {
   TRY(sample::Recording recording, sample::ReadRecording(path));
   analysis::RecordingSummary summary = analysis::Summarize(recording);
-  for (const auto& w : recording.warnings)
-    fmt::print(stderr, "stallscope report: warning: {}\n", EscapeControl(w));
-  return report::RenderRecordingHtml(path, recording, summary);
+  PrintWarnings(recording.warnings);
+  const int64_t t0 = recording.samples.empty() ? 0 : recording.samples[0].mono_ns;
+  std::string page = report::RenderRecordingHtml(path, recording, summary);
+  return Rendered{std::move(page), true, summary, diagnose::RawMachineSeries(recording, t0)};
+}
+
+Result<Rendered> Render(const ReportOptions& o) {
+  switch (Classify(o.path)) {
+    case InputKind::kRun:
+      return RunInput(o.path);
+    case InputKind::kTrace:
+      return TraceInput(o.path, o.threads);
+    case InputKind::kRecording:
+      return RecordingInput(o.path);
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "{}: unknown input", o.path);
+}
+
+Status WritePng(const ReportOptions& o, const Rendered& r) {
+  if (!r.has_samples) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--png {}: {} is profiler traces, which have no sampled GPU metrics to draw "
+                     "(use --html)",
+                     o.png, o.path);
+  }
+  TRY(report::PngFigures figures, report::WritePngFigures(r.machine, r.series, o.png, o.force));
+  report::ReleasePngCaches();
+  for (const auto& f : figures.written)
+    fmt::print(stderr, "stallscope report: wrote {}\n", EscapeControl(f));
+  for (const auto& f : figures.skipped)
+    fmt::print(stderr, "stallscope report: skipped {}\n", EscapeControl(f));
+  return OkStatus();
 }
 
 }  // namespace
 
 int RunReport(const ReportOptions& o) {
+  if (o.html.empty() && o.png.empty()) {
+    fmt::print(stderr, "stallscope report: give --html FILE, --png DIR or both\n");
+    return 2;
+  }
   std::vector<std::string> inputs = {o.path};
   if (auto files = trace::ExpandTracePaths(inputs); files.ok())
     inputs.insert(inputs.end(), files->begin(), files->end());
-  if (auto refused = RefuseOutputPath("--html", o.html, o.force, inputs)) {
-    fmt::print(stderr, "stallscope report: {}\n", EscapeControl(*refused));
-    return 2;
-  }
-  Result<std::string> page = [&]() -> Result<std::string> {
-    switch (Classify(o.path)) {
-      case InputKind::kRun:
-        return RunPage(o.path);
-      case InputKind::kTrace:
-        return TracePage(o.path, o.threads);
-      case InputKind::kRecording:
-        return RecordingPage(o.path);
+  if (!o.html.empty()) {
+    if (auto refused = RefuseOutputPath("--html", o.html, o.force, inputs)) {
+      fmt::print(stderr, "stallscope report: {}\n", EscapeControl(*refused));
+      return 2;
     }
-    return MakeError(ErrorCode::kInvalidArgument, "{}: unknown input", o.path);
-  }();
-  if (!page.ok()) {
-    fmt::print(stderr, "stallscope report: {}\n", EscapeControl(page.error().message));
+  }
+  auto rendered = Render(o);
+  if (!rendered.ok()) {
+    fmt::print(stderr, "stallscope report: {}\n", EscapeControl(rendered.error().message));
     return 1;
   }
-  if (auto st = diagnose::WriteFileAtomic(o.html, *page); !st.ok()) {
-    fmt::print(stderr, "stallscope report: {}\n", EscapeControl(st.error().message));
-    return 1;
+  if (!o.html.empty()) {
+    if (auto st = diagnose::WriteFileAtomic(o.html, rendered->page); !st.ok()) {
+      fmt::print(stderr, "stallscope report: {}\n", EscapeControl(st.error().message));
+      return 1;
+    }
+    fmt::print(stderr, "stallscope report: wrote {} ({})\n", EscapeControl(o.html),
+               FormatBytes(static_cast<double>(rendered->page.size())));
   }
-  fmt::print(stderr, "stallscope report: wrote {} ({})\n", EscapeControl(o.html),
-             FormatBytes(static_cast<double>(page->size())));
+  if (!o.png.empty()) {
+    if (auto st = WritePng(o, *rendered); !st.ok()) {
+      fmt::print(stderr, "stallscope report: {}\n", EscapeControl(st.error().message));
+      return 1;
+    }
+  }
   return 0;
 }
 

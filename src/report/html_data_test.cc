@@ -3,6 +3,8 @@
 
 #include "report/html_data.h"
 
+#include <iostream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -87,6 +89,47 @@ TEST(EnvelopeSeries, EverySpikeAndDipSurvives) {
   EXPECT_EQ(hi, 100);
   EXPECT_EQ(lo, 0);
   EXPECT_EQ(e.front().t_s, 0);
+}
+
+// Issue 14: a one-hour run at 1 Hz gives at most 2 MB of HTML data; here 8 GPUs with the
+// driver's sub-second samples (6 per second each), every series reduced to envelopes, and a
+// single one-sample spike still in the page.
+TEST(HtmlData, AnHourOfEightGpusAtOneHertzStaysUnderTwoMegabytes) {
+  sample::Recording rec;
+  for (uint32_t g = 0; g < 8; ++g) rec.header.gpus.push_back({.index = g, .name = "GPU"});
+  const int64_t t0 = 1'000'000'000;
+  for (int64_t s = 0; s < 3600; ++s) {
+    sample::Sample x;
+    x.mono_ns = t0 + s * 1'000'000'000;
+    x.wall_ns = x.mono_ns;
+    for (uint32_t g = 0; g < 8; ++g) {
+      gpu::GpuSample gs;
+      gs.util_gpu_pct = static_cast<uint32_t>(s % 4 < 2 ? 100 : 0);  // the sawtooth
+      gs.mem_used_bytes = uint64_t{40} << 30;
+      gs.power_mw = 300'000 + static_cast<uint32_t>(s % 7) * 1000;
+      gs.sm_clock_mhz = 1980;
+      for (size_t k = 0; k < 6; ++k) {
+        gs.util_samples[k] = {(x.wall_ns - 1'000'000'000 + static_cast<int64_t>(k) * 166'000'000) /
+                                  1000,
+                              static_cast<uint32_t>((s * 6 + static_cast<int64_t>(k)) % 5 * 25)};
+      }
+      gs.util_sample_count = 6;
+      x.gpus.push_back(gs);
+    }
+    rec.samples.push_back(std::move(x));
+  }
+  rec.samples[1234].gpus[3].power_mw = 700'000;  // one spike
+  auto summary = analysis::Summarize(rec);
+  std::string page = RecordingPageData("hour.jsonl", rec, summary);
+  EXPECT_LT(page.size(), 2'000'000u);
+  auto j = nlohmann::json::parse(page);
+  double peak = 0;
+  for (const auto& series : j["timeline"]["series"]) {
+    if (series["name"] != "gpu3.power_w") continue;
+    for (const auto& v : series["v"]) peak = std::max(peak, v.get<double>());
+  }
+  EXPECT_EQ(peak, 700.0);
+  std::cout << "page data for 8 GPUs x 3600 s: " << page.size() << " bytes\n";
 }
 
 TEST(HtmlData, ScriptEndingStringsCannotLeaveTheDataElement) {

@@ -11,6 +11,7 @@
 
 #include <cairo.h>
 #include <fmt/format.h>
+#include <fontconfig/fontconfig.h>
 
 #include "base/stats.h"
 
@@ -510,6 +511,11 @@ Result<PngFigures> WritePngFigures(const analysis::RecordingSummary& machine,
     out.written.push_back(path(kPngLoadBalance));
   }
   return out;
+}
+
+void ReleasePngCaches() {
+  cairo_debug_reset_static_data();
+  FcFini();
 }
 
 }  // namespace stallscope::report

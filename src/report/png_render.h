@@ -55,6 +55,10 @@ struct PngFigures {
 /// `name` made safe for cairo's toy text API: bytes outside printable ASCII become '?' (invalid
 /// UTF-8 would put the cairo context in an error state), and a name over `max_chars` is cut with
 /// "..." at the end.
+/// Drops cairo's and fontconfig's font caches, which live as long as the process: call once
+/// before exit after WritePngFigures (else LeakSanitizer reports them in the ASan build).
+void ReleasePngCaches();
+
 [[nodiscard]] std::string PngLabel(std::string_view name, size_t max_chars);
 
 }  // namespace stallscope::report

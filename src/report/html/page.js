@@ -298,15 +298,22 @@
     s.appendChild(ul);
   }
 
-  // #selftest (the project's browser test): for every chart canvas, how many pixels are not
-  // background, written into the page as JSON.
+  // #selftest (the project's browser test): for every chart canvas, how many pixels are painted
+  // at all, and how many in an opaque colour (the series: axes, grid and text are grey, the phase
+  // bands translucent), written into the page as JSON.
   function selftest() {
     var out = [];
     document.querySelectorAll('canvas').forEach(function (c) {
-      var px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, n = 0;
-      for (var i = 0; i < px.length; i += 4) if (px[i + 3] !== 0) n++;
+      var px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, n = 0, colored = 0;
+      for (var i = 0; i < px.length; i += 4) {
+        if (px[i + 3] === 0) continue;
+        n++;
+        var hi = Math.max(px[i], px[i + 1], px[i + 2]), lo = Math.min(px[i], px[i + 1], px[i + 2]);
+        if (px[i + 3] > 128 && hi - lo > 60) colored++;
+      }
       var title = c.closest('.chart') && c.closest('.chart').querySelector('.u-title');
-      out.push({ title: title ? title.textContent : '', painted: n, pixels: c.width * c.height });
+      out.push({ title: title ? title.textContent : '', painted: n, colored: colored,
+                 pixels: c.width * c.height });
     });
     var pre = el('pre', null, JSON.stringify(out));
     pre.id = 'selftest';
