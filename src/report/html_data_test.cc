@@ -109,9 +109,9 @@ TEST(HtmlData, AnHourOfEightGpusAtOneHertzStaysUnderTwoMegabytes) {
       gs.power_mw = 300'000 + static_cast<uint32_t>(s % 7) * 1000;
       gs.sm_clock_mhz = 1980;
       for (size_t k = 0; k < 6; ++k) {
-        gs.util_samples[k] = {(x.wall_ns - 1'000'000'000 + static_cast<int64_t>(k) * 166'000'000) /
-                                  1000,
-                              static_cast<uint32_t>((s * 6 + static_cast<int64_t>(k)) % 5 * 25)};
+        gs.util_samples[k] = {
+            (x.wall_ns - 1'000'000'000 + static_cast<int64_t>(k) * 166'000'000) / 1000,
+            static_cast<uint32_t>((s * 6 + static_cast<int64_t>(k)) % 5 * 25)};
       }
       gs.util_sample_count = 6;
       x.gpus.push_back(gs);

@@ -106,8 +106,8 @@ TEST_F(HtmlE2e, ARunDirectoryDrawsTimelineStepsAndBreakdownWithTheVerdictFirst) 
 
 TEST_F(HtmlE2e, ARecordingAndProfilerTracesDrawToo) {
   if (Chromium().empty()) GTEST_SKIP() << "no chromium (apt-get install chromium)";
-  auto rec = Stallscope({"report", kRuns + "gpu_throttled/recording.jsonl", "--html",
-                         (dir_ / "rec.html").string()});
+  auto rec = Stallscope(
+      {"report", kRuns + "gpu_throttled/recording.jsonl", "--html", (dir_ / "rec.html").string()});
   ASSERT_EQ(rec.exit_code, 0) << rec.err;
   ExpectChartsDrawn(Open(dir_ / "rec.html"), 5);
   const fs::path traces = stallscope::testing::HtaTracesDir() / "trace_filter";
