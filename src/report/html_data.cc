@@ -194,42 +194,6 @@ void WriteGpus(JsonWriter& w, const analysis::RecordingSummary& m) {
       .EndObject();
 }
 
-void WriteProcesses(JsonWriter& w, const std::vector<diagnose::ProcessRow>& rows) {
-  w.Key("processes").BeginArray();
-  for (const auto& p : rows) {
-    w.BeginObject()
-        .Field("pid", p.pid)
-        .Field("ppid", p.ppid)
-        .Field("role", ToString(p.role))
-        .Field("command", p.cmdline.empty() ? p.comm : p.cmdline)
-        .Field("cpu_mean_pct", p.cpu_mean_pct, 1)
-        .Field("cpu_max_pct", p.cpu_max_pct, 1)
-        .Field("running", p.running_share, 3)
-        .Field("blocked", p.blocked_share, 3)
-        .Field("threads", p.threads_max)
-        .Field("read_bytes", p.read_bytes)
-        .Field("write_bytes", p.write_bytes)
-        .EndObject();
-  }
-  w.EndArray();
-}
-
-void WriteLoaders(JsonWriter& w, const std::vector<diagnose::LoaderInfo>& loaders) {
-  w.Key("loaders").BeginArray();
-  for (const auto& l : loaders) {
-    w.BeginObject().Field("rank", l.rank).Field("pid", l.pid).Key("settings").BeginObject();
-    w.Field("num_workers", l.num_workers)
-        .Field("batch_size", l.batch_size)
-        .Field("pin_memory", l.pin_memory)
-        .Field("persistent_workers", l.persistent_workers)
-        .Field("prefetch_factor", l.prefetch_factor)
-        .Field("drop_last", l.drop_last)
-        .Field("dataset_length", l.dataset_length);
-    w.EndObject().EndObject();
-  }
-  w.EndArray();
-}
-
 /// JSON inside <script type="application/json">: "<" only occurs in strings, and as \u003c it
 /// can neither end the script element nor open a comment.
 std::string ForScriptElement(std::string json) {
@@ -298,8 +262,8 @@ std::string RunPageData(const diagnose::RunData& data, const diagnose::RunReport
   WriteStepPhases(w, report.phases, limits);
   WritePhaseShares(w, report.phases);
   WriteGpus(w, report.machine);
-  WriteProcesses(w, report.processes);
-  WriteLoaders(w, report.loaders);
+  WriteProcessesJson(w, report.processes);
+  WriteLoadersJson(w, report.loaders);
   w.Key("kernels").BeginArray().EndArray().Key("idle").BeginArray().EndArray();
   w.FieldArray("warnings", report.warnings).EndObject();
   return ForScriptElement(std::move(out));
@@ -319,8 +283,8 @@ std::string RecordingPageData(const std::string& path, const sample::Recording& 
   WriteStepPhases(w, none, limits);
   WritePhaseShares(w, none);
   WriteGpus(w, summary);
-  WriteProcesses(w, {});
-  WriteLoaders(w, {});
+  WriteProcessesJson(w, {});
+  WriteLoadersJson(w, {});
   w.Key("kernels").BeginArray().EndArray().Key("idle").BeginArray().EndArray();
   w.FieldArray("warnings", summary.warnings).EndObject();
   return ForScriptElement(std::move(out));
@@ -342,8 +306,8 @@ std::string TracePageData(const std::string& title, const diagnose::TraceReport&
   WriteStepPhases(w, report.phases, limits);
   WritePhaseShares(w, report.phases);
   w.Key("gpus").BeginArray().EndArray().Key("balance").Null();
-  WriteProcesses(w, {});
-  WriteLoaders(w, {});
+  WriteProcessesJson(w, {});
+  WriteLoadersJson(w, {});
   w.Key("kernels").BeginArray();
   for (const auto& r : report.ranks) {
     for (size_t i = 0; i < r.kernels.kernels.size() && i < limits.top_kernels; ++i) {

@@ -28,9 +28,8 @@ namespace stallscope::report {
 ///   phase_shares    [{rank, phases: [{name, share, mean_ms, count}]}]
 ///   gpus            [{index, name, util_mean, util_max, mem_used_mib, mem_total_mib, power_w}]
 ///   balance         {util_cv_pct, util_class, memory_cv_pct, memory_class}
-///   processes       [{pid, ppid, role, command, cpu_mean_pct, cpu_max_pct, running, blocked,
-///                   threads, read_bytes, write_bytes}]
-///   loaders         [{rank, pid, settings: {num_workers, batch_size, ...}}]
+///   processes       report.json's "processes" (run_render.h WriteProcessesJson)
+///   dataloaders     report.json's "dataloaders" (WriteLoadersJson)
 ///   kernels         [{rank, name, count, total_ms, mean_us, share}] (traces: top 20 per rank)
 ///   idle            [{rank, device, window_ms, busy_ms, causes: {name: ms}}] (traces)
 ///   warnings        [string]

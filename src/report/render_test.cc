@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "recording_fixtures.h"
+
 #include "base/units.h"
 
 #include "golden.h"
@@ -11,18 +13,7 @@
 namespace stallscope::report {
 namespace {
 
-sample::RecordingHeader Header(size_t gpus) {
-  sample::RecordingHeader h;
-  h.hostname = "node-1";
-  h.cpu_count = 16;
-  for (uint32_t i = 0; i < gpus; ++i) {
-    gpu::GpuStatic g;
-    g.index = i;
-    g.name = "NVIDIA H100 80GB HBM3";
-    h.gpus.push_back(g);
-  }
-  return h;
-}
+using stallscope::testing::H100Header;
 
 sample::Sample Snapshot(size_t gpus) {
   sample::Sample s;
@@ -75,19 +66,19 @@ TEST(StatusLine, PerGpuWhenSeveralAndNoGpu) {
 }
 
 TEST(Top, GoldenText) {
-  testing::ExpectGolden("top_3gpu.txt", RenderTopText(Header(3), Snapshot(3)));
-  auto h = Header(0);
+  testing::ExpectGolden("top_3gpu.txt", RenderTopText(H100Header(3), Snapshot(3)));
+  auto h = H100Header(0);
   h.gpu_note = "no NVIDIA GPU: libnvidia-ml.so.1 not found — GPU metrics unavailable";
   testing::ExpectGolden("top_nogpu.txt", RenderTopText(h, Snapshot(0)));
 }
 
 TEST(Top, GoldenJson) {
-  testing::ExpectGolden("top_1gpu.json", RenderTopJson(Header(1), Snapshot(1)));
+  testing::ExpectGolden("top_1gpu.json", RenderTopJson(H100Header(1), Snapshot(1)));
 }
 
 TEST(Summary, GoldenTextAndJson) {
   sample::Recording rec;
-  rec.header = Header(4);
+  rec.header = H100Header(4);
   const double mem_gib[] = {12.5, 12.45, 12.52, 12.48};
   for (int t = 0; t < 10; ++t) {
     auto s = Snapshot(4);
@@ -117,7 +108,7 @@ TEST(LowUtilWarning, NamesTheChecks) {
 // Issue 12, finding 6: the hostname and GPU names (NVML's strings) are shown escaped, and the
 // NAME column is cut on the escaped text, so the columns after it stay aligned.
 TEST(Top, ControlCharactersAreEscapedAndColumnsStayAligned) {
-  auto h = Header(2);
+  auto h = H100Header(2);
   h.hostname = testing::kHostileName;
   h.gpus[0].name = testing::kHostileName;
   h.gpus[1].name = "\r";
@@ -131,7 +122,7 @@ TEST(Top, ControlCharactersAreEscapedAndColumnsStayAligned) {
       << text;
   EXPECT_NE(text.find("  1  " + fmt::format("{:<24}", "\\r") + "   55%"), std::string::npos)
       << text;
-  auto none = Header(0);
+  auto none = H100Header(0);
   none.gpu_note = testing::kHostileName;
   EXPECT_EQ(testing::RawControlBytes(RenderTopText(none, Snapshot(0))), "");
 }

@@ -411,9 +411,11 @@ void WriteSyncSitesJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.EndArray();
 }
 
-void WriteLoadersJson(JsonWriter& w, const diagnose::RunReport& r) {
+}  // namespace
+
+void WriteLoadersJson(JsonWriter& w, const std::vector<diagnose::LoaderInfo>& loaders) {
   w.Key("dataloaders").BeginArray();
-  for (const auto& l : r.loaders) {
+  for (const auto& l : loaders) {
     w.BeginObject()
         .Field("pid", l.pid)
         .Field("rank", l.rank)
@@ -432,9 +434,9 @@ void WriteLoadersJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.EndArray();
 }
 
-void WriteProcessesJson(JsonWriter& w, const diagnose::RunReport& r) {
+void WriteProcessesJson(JsonWriter& w, const std::vector<diagnose::ProcessRow>& processes) {
   w.Key("processes").BeginArray();
-  for (const auto& p : r.processes) {
+  for (const auto& p : processes) {
     w.BeginObject()
         .Field("pid", p.pid)
         .Field("ppid", p.ppid)
@@ -454,6 +456,8 @@ void WriteProcessesJson(JsonWriter& w, const diagnose::RunReport& r) {
   }
   w.EndArray();
 }
+
+namespace {
 
 void WritePythonJson(JsonWriter& w, const diagnose::RunReport& r) {
   w.Key("python").BeginArray();
@@ -500,8 +504,8 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
   for (const auto& [name, n] : r.phases.counters_total) w.Key(name).Int(n);
   w.EndObject();
   WriteSyncSitesJson(w, r);
-  WriteLoadersJson(w, r);
-  WriteProcessesJson(w, r);
+  WriteLoadersJson(w, r.loaders);
+  WriteProcessesJson(w, r.processes);
   WritePythonJson(w, r);
   w.Key("overhead")
       .BeginObject()

@@ -24,6 +24,10 @@ namespace stallscope::report {
 /// The "verdict" object of report.json, also written by `stallscope trace --json`.
 void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& verdict);
 
+/// report.json's "dataloaders" and "processes" arrays (the HTML page's data reuses them).
+void WriteLoadersJson(JsonWriter& w, const std::vector<diagnose::LoaderInfo>& loaders);
+void WriteProcessesJson(JsonWriter& w, const std::vector<diagnose::ProcessRow>& processes);
+
 /// The compact per-rank phase table alone (interim reports while the job runs).
 [[nodiscard]] std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "recording_fixtures.h"
+
 #include "golden.h"
 
 namespace stallscope::report {
@@ -9,18 +11,7 @@ namespace {
 
 constexpr int64_t kWall = 1'763'750'000'000'000'000;
 
-sample::RecordingHeader Header(size_t gpus) {
-  sample::RecordingHeader h;
-  h.hostname = "node-1";
-  h.cpu_count = 16;
-  for (uint32_t i = 0; i < gpus; ++i) {
-    gpu::GpuStatic g;
-    g.index = i;
-    g.name = "NVIDIA H100 80GB HBM3";
-    h.gpus.push_back(g);
-  }
-  return h;
-}
+using stallscope::testing::H100Header;
 
 /// One sample at `wall_ns` whose GPUs saw a 2 s sawtooth (100% for 1 s, 0% for 1 s) in the
 /// driver's buffer: 6 points a second over the last `seconds`.
@@ -79,7 +70,7 @@ std::string Dump(const std::vector<TopRow>& rows) {
 }
 
 TopModel Model(size_t gpus, bool job) {
-  TopModel m(Header(gpus));
+  TopModel m(H100Header(gpus));
   auto first = Sawtooth(gpus, kWall - 1'000'000'000, 20);
   auto second = Sawtooth(gpus, kWall, 1);
   if (job) {
@@ -110,7 +101,7 @@ TEST(HistoryGlyphs, EmptyAndOldPointsAreBlank) {
 }
 
 TEST(TopModel, HistoryIsBoundedToSixtySeconds) {
-  TopModel m(Header(1));
+  TopModel m(H100Header(1));
   for (int i = 0; i < 200; ++i) m.Add(Sawtooth(1, kWall + int64_t{i} * 1'000'000'000, 1));
   ASSERT_EQ(m.history().size(), 1u);
   EXPECT_LE(m.history()[0].size(), 61u * 6);

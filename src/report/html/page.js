@@ -249,18 +249,18 @@
     table(s, ['pid', 'role', 'CPU %', 'max %', 'running', 'blocked (D)', 'threads', 'read', 'written', 'command'],
       data.processes.map(function (p) {
         return [String(p.pid), p.role, fmt(p.cpu_mean_pct), fmt(p.cpu_max_pct),
-                (p.running * 100).toFixed(0) + '%', (p.blocked * 100).toFixed(0) + '%', String(p.threads),
-                bytes(p.read_bytes), bytes(p.write_bytes), p.command];
+                (p.running_share * 100).toFixed(0) + '%', (p.blocked_share * 100).toFixed(0) + '%',
+                String(p.threads_max), bytes(p.read_bytes), bytes(p.write_bytes), p.cmdline || p.comm];
       }));
   }
 
   function loaders() {
-    if (!data.loaders.length) return;
+    if (!data.dataloaders.length) return;
     var s = section('DataLoader settings');
     var keys = ['num_workers', 'batch_size', 'pin_memory', 'persistent_workers', 'prefetch_factor',
                 'drop_last', 'dataset_length'];
-    table(s, ['rank', 'pid'].concat(keys), data.loaders.map(function (l) {
-      return [String(l.rank), String(l.pid)].concat(keys.map(function (k) { return fmt(l.settings[k], 0); }));
+    table(s, ['rank', 'pid'].concat(keys), data.dataloaders.map(function (l) {
+      return [String(l.rank), String(l.pid)].concat(keys.map(function (k) { return fmt(l[k], 0); }));
     }));
   }
 
