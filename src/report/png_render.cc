@@ -9,9 +9,9 @@
 #include <string_view>
 #include <system_error>
 
-#include <cairo.h>
+#include <cairo.h>  // types and constants only: libcairo.so.2 is loaded at run time
+#include <dlfcn.h>
 #include <fmt/format.h>
-#include <fontconfig/fontconfig.h>
 
 #include "base/stats.h"
 
@@ -19,6 +19,142 @@ namespace stallscope::report {
 namespace {
 
 namespace fs = std::filesystem;
+
+/// cairo, loaded with dlopen on the first figure (as NVML is): the binary does not need
+/// libcairo.so.2 (and its X11, fontconfig and freetype) to start, so the bundle carries none
+/// of them and works wherever its glibc does; `--png` alone needs cairo on the machine.
+struct CairoApi {
+  decltype(&::cairo_destroy) destroy = nullptr;
+  decltype(&::cairo_surface_destroy) surface_destroy = nullptr;
+  decltype(&::cairo_clip) clip = nullptr;
+  decltype(&::cairo_create) create = nullptr;
+  decltype(&::cairo_debug_reset_static_data) debug_reset_static_data = nullptr;
+  decltype(&::cairo_fill) fill = nullptr;
+  decltype(&::cairo_fill_preserve) fill_preserve = nullptr;
+  decltype(&::cairo_image_surface_create) image_surface_create = nullptr;
+  decltype(&::cairo_line_to) line_to = nullptr;
+  decltype(&::cairo_move_to) move_to = nullptr;
+  decltype(&::cairo_paint) paint = nullptr;
+  decltype(&::cairo_rectangle) rectangle = nullptr;
+  decltype(&::cairo_rel_line_to) rel_line_to = nullptr;
+  decltype(&::cairo_restore) restore = nullptr;
+  decltype(&::cairo_rotate) rotate = nullptr;
+  decltype(&::cairo_save) save = nullptr;
+  decltype(&::cairo_select_font_face) select_font_face = nullptr;
+  decltype(&::cairo_set_dash) set_dash = nullptr;
+  decltype(&::cairo_set_font_size) set_font_size = nullptr;
+  decltype(&::cairo_set_line_join) set_line_join = nullptr;
+  decltype(&::cairo_set_line_width) set_line_width = nullptr;
+  decltype(&::cairo_set_source_rgb) set_source_rgb = nullptr;
+  decltype(&::cairo_show_text) show_text = nullptr;
+  decltype(&::cairo_status) status = nullptr;
+  decltype(&::cairo_status_to_string) status_to_string = nullptr;
+  decltype(&::cairo_stroke) stroke = nullptr;
+  decltype(&::cairo_surface_flush) surface_flush = nullptr;
+  decltype(&::cairo_surface_write_to_png) surface_write_to_png = nullptr;
+  decltype(&::cairo_text_extents) text_extents = nullptr;
+  decltype(&::cairo_translate) translate = nullptr;
+};
+
+struct LoadedCairo {
+  CairoApi api;
+  std::string error;  ///< why cairo is not usable; empty when loaded
+};
+
+const LoadedCairo& LoadCairo() {
+  static const LoadedCairo loaded = [] {
+    LoadedCairo out;
+    auto fail = [&out](std::string_view what) {
+      const char* why = dlerror();
+      out.error = fmt::format("{}: {}", what, why != nullptr ? why : "not found");
+      return out;
+    };
+    void* handle = dlopen("libcairo.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) return fail("libcairo.so.2");
+    CairoApi& api = out.api;
+    api.destroy = reinterpret_cast<decltype(&::cairo_destroy)>(dlsym(handle, "cairo_destroy"));
+    if (api.destroy == nullptr) return fail("cairo_destroy");
+    api.surface_destroy = reinterpret_cast<decltype(&::cairo_surface_destroy)>(
+        dlsym(handle, "cairo_surface_destroy"));
+    if (api.surface_destroy == nullptr) return fail("cairo_surface_destroy");
+    api.clip = reinterpret_cast<decltype(&::cairo_clip)>(dlsym(handle, "cairo_clip"));
+    if (api.clip == nullptr) return fail("cairo_clip");
+    api.create = reinterpret_cast<decltype(&::cairo_create)>(dlsym(handle, "cairo_create"));
+    if (api.create == nullptr) return fail("cairo_create");
+    api.debug_reset_static_data = reinterpret_cast<decltype(&::cairo_debug_reset_static_data)>(
+        dlsym(handle, "cairo_debug_reset_static_data"));
+    if (api.debug_reset_static_data == nullptr) return fail("cairo_debug_reset_static_data");
+    api.fill = reinterpret_cast<decltype(&::cairo_fill)>(dlsym(handle, "cairo_fill"));
+    if (api.fill == nullptr) return fail("cairo_fill");
+    api.fill_preserve =
+        reinterpret_cast<decltype(&::cairo_fill_preserve)>(dlsym(handle, "cairo_fill_preserve"));
+    if (api.fill_preserve == nullptr) return fail("cairo_fill_preserve");
+    api.image_surface_create = reinterpret_cast<decltype(&::cairo_image_surface_create)>(
+        dlsym(handle, "cairo_image_surface_create"));
+    if (api.image_surface_create == nullptr) return fail("cairo_image_surface_create");
+    api.line_to = reinterpret_cast<decltype(&::cairo_line_to)>(dlsym(handle, "cairo_line_to"));
+    if (api.line_to == nullptr) return fail("cairo_line_to");
+    api.move_to = reinterpret_cast<decltype(&::cairo_move_to)>(dlsym(handle, "cairo_move_to"));
+    if (api.move_to == nullptr) return fail("cairo_move_to");
+    api.paint = reinterpret_cast<decltype(&::cairo_paint)>(dlsym(handle, "cairo_paint"));
+    if (api.paint == nullptr) return fail("cairo_paint");
+    api.rectangle =
+        reinterpret_cast<decltype(&::cairo_rectangle)>(dlsym(handle, "cairo_rectangle"));
+    if (api.rectangle == nullptr) return fail("cairo_rectangle");
+    api.rel_line_to =
+        reinterpret_cast<decltype(&::cairo_rel_line_to)>(dlsym(handle, "cairo_rel_line_to"));
+    if (api.rel_line_to == nullptr) return fail("cairo_rel_line_to");
+    api.restore = reinterpret_cast<decltype(&::cairo_restore)>(dlsym(handle, "cairo_restore"));
+    if (api.restore == nullptr) return fail("cairo_restore");
+    api.rotate = reinterpret_cast<decltype(&::cairo_rotate)>(dlsym(handle, "cairo_rotate"));
+    if (api.rotate == nullptr) return fail("cairo_rotate");
+    api.save = reinterpret_cast<decltype(&::cairo_save)>(dlsym(handle, "cairo_save"));
+    if (api.save == nullptr) return fail("cairo_save");
+    api.select_font_face = reinterpret_cast<decltype(&::cairo_select_font_face)>(
+        dlsym(handle, "cairo_select_font_face"));
+    if (api.select_font_face == nullptr) return fail("cairo_select_font_face");
+    api.set_dash = reinterpret_cast<decltype(&::cairo_set_dash)>(dlsym(handle, "cairo_set_dash"));
+    if (api.set_dash == nullptr) return fail("cairo_set_dash");
+    api.set_font_size =
+        reinterpret_cast<decltype(&::cairo_set_font_size)>(dlsym(handle, "cairo_set_font_size"));
+    if (api.set_font_size == nullptr) return fail("cairo_set_font_size");
+    api.set_line_join =
+        reinterpret_cast<decltype(&::cairo_set_line_join)>(dlsym(handle, "cairo_set_line_join"));
+    if (api.set_line_join == nullptr) return fail("cairo_set_line_join");
+    api.set_line_width =
+        reinterpret_cast<decltype(&::cairo_set_line_width)>(dlsym(handle, "cairo_set_line_width"));
+    if (api.set_line_width == nullptr) return fail("cairo_set_line_width");
+    api.set_source_rgb =
+        reinterpret_cast<decltype(&::cairo_set_source_rgb)>(dlsym(handle, "cairo_set_source_rgb"));
+    if (api.set_source_rgb == nullptr) return fail("cairo_set_source_rgb");
+    api.show_text =
+        reinterpret_cast<decltype(&::cairo_show_text)>(dlsym(handle, "cairo_show_text"));
+    if (api.show_text == nullptr) return fail("cairo_show_text");
+    api.status = reinterpret_cast<decltype(&::cairo_status)>(dlsym(handle, "cairo_status"));
+    if (api.status == nullptr) return fail("cairo_status");
+    api.status_to_string = reinterpret_cast<decltype(&::cairo_status_to_string)>(
+        dlsym(handle, "cairo_status_to_string"));
+    if (api.status_to_string == nullptr) return fail("cairo_status_to_string");
+    api.stroke = reinterpret_cast<decltype(&::cairo_stroke)>(dlsym(handle, "cairo_stroke"));
+    if (api.stroke == nullptr) return fail("cairo_stroke");
+    api.surface_flush =
+        reinterpret_cast<decltype(&::cairo_surface_flush)>(dlsym(handle, "cairo_surface_flush"));
+    if (api.surface_flush == nullptr) return fail("cairo_surface_flush");
+    api.surface_write_to_png = reinterpret_cast<decltype(&::cairo_surface_write_to_png)>(
+        dlsym(handle, "cairo_surface_write_to_png"));
+    if (api.surface_write_to_png == nullptr) return fail("cairo_surface_write_to_png");
+    api.text_extents =
+        reinterpret_cast<decltype(&::cairo_text_extents)>(dlsym(handle, "cairo_text_extents"));
+    if (api.text_extents == nullptr) return fail("cairo_text_extents");
+    api.translate =
+        reinterpret_cast<decltype(&::cairo_translate)>(dlsym(handle, "cairo_translate"));
+    if (api.translate == nullptr) return fail("cairo_translate");
+    return out;
+  }();
+  return loaded;
+}
+
+const CairoApi& Cairo() { return LoadCairo().api; }
 
 struct Rgb {
   double r, g, b;
@@ -48,8 +184,14 @@ constexpr double kLabelPt = 13;
 
 Rgb GpuColor(size_t i) { return kPalette[i % kPalette.size()]; }
 
-using SurfacePtr = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
-using ContextPtr = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+struct SurfaceDelete {
+  void operator()(cairo_surface_t* s) const { Cairo().surface_destroy(s); }
+};
+struct ContextDelete {
+  void operator()(cairo_t* c) const { Cairo().destroy(c); }
+};
+using SurfacePtr = std::unique_ptr<cairo_surface_t, SurfaceDelete>;
+using ContextPtr = std::unique_ptr<cairo_t, ContextDelete>;
 
 struct Rect {
   double x, y, w, h;
@@ -68,23 +210,23 @@ struct Scale {
   }
 };
 
-void SetColor(cairo_t* cr, Rgb c) { cairo_set_source_rgb(cr, c.r, c.g, c.b); }
+void SetColor(cairo_t* cr, Rgb c) { Cairo().set_source_rgb(cr, c.r, c.g, c.b); }
 
 enum class Align { kLeft, kCenter, kRight };
 
 /// Draws `text` (already PngLabel-safe or our own) with its baseline at y.
 void Text(cairo_t* cr, double x, double y, const std::string& text, double pt, Align align,
           bool bold = false) {
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, pt);
+  Cairo().select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  Cairo().set_font_size(cr, pt);
   cairo_text_extents_t ext{};
-  cairo_text_extents(cr, text.c_str(), &ext);
+  Cairo().text_extents(cr, text.c_str(), &ext);
   double dx = align == Align::kLeft     ? 0
               : align == Align::kCenter ? ext.x_advance / 2
                                         : ext.x_advance;
-  cairo_move_to(cr, x - dx, y);
-  cairo_show_text(cr, text.c_str());
+  Cairo().move_to(cr, x - dx, y);
+  Cairo().show_text(cr, text.c_str());
 }
 
 /// A step of 1, 2 or 5 × 10^k giving about `target` intervals over `range`.
@@ -116,16 +258,16 @@ std::vector<double> Ticks(const Scale& s, int target, double* step) {
 void DrawAxes(cairo_t* cr, const Rect& plot, const Scale* x, const Scale& y,
               const std::string& x_title, const std::string& y_title) {
   SetColor(cr, kPlotBackground);
-  cairo_rectangle(cr, plot.x, plot.y, plot.w, plot.h);
-  cairo_fill(cr);
-  cairo_set_line_width(cr, 1);
+  Cairo().rectangle(cr, plot.x, plot.y, plot.w, plot.h);
+  Cairo().fill(cr);
+  Cairo().set_line_width(cr, 1);
   double ystep = 1;
   for (double v : Ticks(y, 5, &ystep)) {
     double py = std::round(y.Map(v)) + 0.5;
     SetColor(cr, kGrid);
-    cairo_move_to(cr, plot.x, py);
-    cairo_line_to(cr, plot.Right(), py);
-    cairo_stroke(cr);
+    Cairo().move_to(cr, plot.x, py);
+    Cairo().line_to(cr, plot.Right(), py);
+    Cairo().stroke(cr);
     SetColor(cr, kInk);
     Text(cr, plot.x - 8, py + 4, TickText(v, ystep), kLabelPt - 1, Align::kRight);
   }
@@ -133,9 +275,9 @@ void DrawAxes(cairo_t* cr, const Rect& plot, const Scale* x, const Scale& y,
   for (double v : x != nullptr ? Ticks(*x, 8, &xstep) : std::vector<double>{}) {
     double px = std::round(x->Map(v)) + 0.5;
     SetColor(cr, kGrid);
-    cairo_move_to(cr, px, plot.y);
-    cairo_line_to(cr, px, plot.Bottom());
-    cairo_stroke(cr);
+    Cairo().move_to(cr, px, plot.y);
+    Cairo().line_to(cr, px, plot.Bottom());
+    Cairo().stroke(cr);
     SetColor(cr, kInk);
     if (!x_title.empty())
       Text(cr, px, plot.Bottom() + 18, TickText(v, xstep), kLabelPt - 1, Align::kCenter);
@@ -143,24 +285,24 @@ void DrawAxes(cairo_t* cr, const Rect& plot, const Scale* x, const Scale& y,
   if (!x_title.empty())
     Text(cr, plot.x + plot.w / 2, plot.Bottom() + 40, x_title, kLabelPt, Align::kCenter);
   SetColor(cr, kInk);
-  cairo_rectangle(cr, plot.x + 0.5, plot.y + 0.5, plot.w - 1, plot.h - 1);
-  cairo_stroke(cr);
-  cairo_save(cr);
-  cairo_translate(cr, plot.x - 58, plot.y + plot.h / 2);
-  cairo_rotate(cr, -M_PI / 2);
+  Cairo().rectangle(cr, plot.x + 0.5, plot.y + 0.5, plot.w - 1, plot.h - 1);
+  Cairo().stroke(cr);
+  Cairo().save(cr);
+  Cairo().translate(cr, plot.x - 58, plot.y + plot.h / 2);
+  Cairo().rotate(cr, -M_PI / 2);
   Text(cr, 0, 0, y_title, kLabelPt, Align::kCenter);
-  cairo_restore(cr);
+  Cairo().restore(cr);
 }
 
 void DrawLine(cairo_t* cr, const Rect& plot, const Scale& x, const Scale& y,
               const std::vector<diagnose::SeriesPoint>& points, Rgb color, double width) {
   if (points.empty()) return;
-  cairo_save(cr);
-  cairo_rectangle(cr, plot.x, plot.y, plot.w, plot.h);
-  cairo_clip(cr);
+  Cairo().save(cr);
+  Cairo().rectangle(cr, plot.x, plot.y, plot.w, plot.h);
+  Cairo().clip(cr);
   SetColor(cr, color);
-  cairo_set_line_width(cr, width);
-  cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+  Cairo().set_line_width(cr, width);
+  Cairo().set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
   bool pen_down = false;
   for (const auto& p : points) {
     // NaN or infinity (bad data is data): a gap in the line, not a cairo error state.
@@ -169,15 +311,15 @@ void DrawLine(cairo_t* cr, const Rect& plot, const Scale& x, const Scale& y,
       continue;
     }
     if (pen_down) {
-      cairo_line_to(cr, x.Map(p.t_s), y.Map(p.value));
+      Cairo().line_to(cr, x.Map(p.t_s), y.Map(p.value));
     } else {
-      cairo_move_to(cr, x.Map(p.t_s), y.Map(p.value));
-      cairo_rel_line_to(cr, 0.5, 0);  // a lone point: a short dash, not an invisible path
+      Cairo().move_to(cr, x.Map(p.t_s), y.Map(p.value));
+      Cairo().rel_line_to(cr, 0.5, 0);  // a lone point: a short dash, not an invisible path
       pen_down = true;
     }
   }
-  cairo_stroke(cr);
-  cairo_restore(cr);
+  Cairo().stroke(cr);
+  Cairo().restore(cr);
 }
 
 struct LegendEntry {
@@ -196,8 +338,8 @@ void DrawLegend(cairo_t* cr, double x, double y, const std::vector<LegendEntry>&
       break;
     }
     SetColor(cr, entries[i].color);
-    cairo_rectangle(cr, x, row_y - 5, 18, 4);
-    cairo_fill(cr);
+    Cairo().rectangle(cr, x, row_y - 5, 18, 4);
+    Cairo().fill(cr);
     SetColor(cr, kInk);
     Text(cr, x + 24, row_y + 2, entries[i].text, kLabelPt - 1, Align::kLeft);
   }
@@ -224,8 +366,8 @@ double LastTime(const std::vector<const diagnose::Series*>& lines) {
 }
 
 void WhitePage(cairo_t* cr) {
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
+  Cairo().set_source_rgb(cr, 1, 1, 1);
+  Cairo().paint(cr);
 }
 
 /// Figure 1: GPU utilization over time (fine samples where recorded), host CPU under it.
@@ -319,30 +461,30 @@ void DrawMemoryBar(cairo_t* cr, const Bars& bars, const Scale& y, size_t i,
   double cx = bars.Center(i), w = bars.Width();
   if (g.memory_total_mib) {  // the capacity: an outlined pale bar behind
     double top = y.Map(*g.memory_total_mib / u.div);
-    cairo_set_source_rgb(cr, 0.90, 0.92, 0.95);
-    cairo_rectangle(cr, cx - w / 2, top, w, y.px_lo - top);
-    cairo_fill_preserve(cr);
+    Cairo().set_source_rgb(cr, 0.90, 0.92, 0.95);
+    Cairo().rectangle(cr, cx - w / 2, top, w, y.px_lo - top);
+    Cairo().fill_preserve(cr);
     SetColor(cr, kInk);
-    cairo_set_line_width(cr, 1);
-    cairo_stroke(cr);
+    Cairo().set_line_width(cr, 1);
+    Cairo().stroke(cr);
   }
   if (g.memory_used_mib.count() == 0) return;
   const auto& s = g.memory_used_mib;
   double top = y.Map(s.mean() / u.div);
   SetColor(cr, GpuColor(i));
-  cairo_rectangle(cr, cx - w * 0.4, top, w * 0.8, y.px_lo - top);
-  cairo_fill(cr);
+  Cairo().rectangle(cr, cx - w * 0.4, top, w * 0.8, y.px_lo - top);
+  Cairo().fill(cr);
   SetColor(cr, kInk);  // ± std whisker, peak as a dashed tick (seed 002: "12800.0 MB (±45.2)")
-  cairo_set_line_width(cr, 1.5);
-  cairo_move_to(cr, cx, y.Map((s.mean() - s.stddev()) / u.div));
-  cairo_line_to(cr, cx, y.Map((s.mean() + s.stddev()) / u.div));
-  cairo_stroke(cr);
+  Cairo().set_line_width(cr, 1.5);
+  Cairo().move_to(cr, cx, y.Map((s.mean() - s.stddev()) / u.div));
+  Cairo().line_to(cr, cx, y.Map((s.mean() + s.stddev()) / u.div));
+  Cairo().stroke(cr);
   const double dash[] = {4, 3};
-  cairo_set_dash(cr, dash, 2, 0);
-  cairo_move_to(cr, cx - w / 2, y.Map(s.max() / u.div));
-  cairo_line_to(cr, cx + w / 2, y.Map(s.max() / u.div));
-  cairo_stroke(cr);
-  cairo_set_dash(cr, nullptr, 0, 0);
+  Cairo().set_dash(cr, dash, 2, 0);
+  Cairo().move_to(cr, cx - w / 2, y.Map(s.max() / u.div));
+  Cairo().line_to(cr, cx + w / 2, y.Map(s.max() / u.div));
+  Cairo().stroke(cr);
+  Cairo().set_dash(cr, nullptr, 0, 0);
   if (!bars.Labelled(i)) return;
   std::string label = g.memory_total_mib ? fmt::format("{:.1f} / {:.1f}", s.mean() / u.div,
                                                        *g.memory_total_mib / u.div)
@@ -396,21 +538,21 @@ void DrawLoadBalance(cairo_t* cr, const analysis::RecordingSummary& m) {
     across.Add(s.mean());
     double cx = bars.Center(i), top = y.Map(s.mean());
     SetColor(cr, GpuColor(i));
-    cairo_rectangle(cr, cx - bars.Width() / 2, top, bars.Width(), y.px_lo - top);
-    cairo_fill(cr);
+    Cairo().rectangle(cr, cx - bars.Width() / 2, top, bars.Width(), y.px_lo - top);
+    Cairo().fill(cr);
     SetColor(cr, kInk);
     if (bars.Labelled(i))
       Text(cr, cx, top - 6, fmt::format("{:.1f}%", s.mean()), kLabelPt - 1, Align::kCenter);
   }
   if (across.count() > 0) {  // the mean across GPUs, which the CV measures spread around
     const double dash[] = {6, 4};
-    cairo_set_dash(cr, dash, 2, 0);
-    cairo_set_line_width(cr, 1.5);
+    Cairo().set_dash(cr, dash, 2, 0);
+    Cairo().set_line_width(cr, 1.5);
     double py = y.Map(across.mean());
-    cairo_move_to(cr, plot.x, py);
-    cairo_line_to(cr, plot.Right(), py);
-    cairo_stroke(cr);
-    cairo_set_dash(cr, nullptr, 0, 0);
+    Cairo().move_to(cr, plot.x, py);
+    Cairo().line_to(cr, plot.Right(), py);
+    Cairo().stroke(cr);
+    Cairo().set_dash(cr, nullptr, 0, 0);
     Text(cr, plot.Right() - 4, py - 6, fmt::format("mean {:.1f}%", across.mean()), kLabelPt - 1,
          Align::kRight);
   }
@@ -420,20 +562,19 @@ void DrawLoadBalance(cairo_t* cr, const analysis::RecordingSummary& m) {
 /// Draws with `draw` on a fresh surface and writes it to `path` (via path + ".tmp").
 template <typename Draw>
 Status RenderTo(const std::string& path, Draw draw) {
-  SurfacePtr surface(cairo_image_surface_create(CAIRO_FORMAT_ARGB32, kPngWidthPx, kPngHeightPx),
-                     &cairo_surface_destroy);
-  ContextPtr cr(cairo_create(surface.get()), &cairo_destroy);
+  SurfacePtr surface(Cairo().image_surface_create(CAIRO_FORMAT_ARGB32, kPngWidthPx, kPngHeightPx));
+  ContextPtr cr(Cairo().create(surface.get()));
   draw(cr.get());
-  cairo_surface_flush(surface.get());
-  if (cairo_status_t st = cairo_status(cr.get()); st != CAIRO_STATUS_SUCCESS)
+  Cairo().surface_flush(surface.get());
+  if (cairo_status_t st = Cairo().status(cr.get()); st != CAIRO_STATUS_SUCCESS)
     return MakeError(ErrorCode::kInternal, "{}: drawing failed: {}", path,
-                     cairo_status_to_string(st));
+                     Cairo().status_to_string(st));
   std::string tmp = path + ".tmp";
-  if (cairo_status_t st = cairo_surface_write_to_png(surface.get(), tmp.c_str());
+  if (cairo_status_t st = Cairo().surface_write_to_png(surface.get(), tmp.c_str());
       st != CAIRO_STATUS_SUCCESS) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    return MakeError(ErrorCode::kIo, "{}: cannot write: {}", tmp, cairo_status_to_string(st));
+    return MakeError(ErrorCode::kIo, "{}: cannot write: {}", tmp, Cairo().status_to_string(st));
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
@@ -480,6 +621,12 @@ std::string PngLabel(std::string_view name, size_t max_chars) {
 Result<PngFigures> WritePngFigures(const analysis::RecordingSummary& machine,
                                    const std::vector<diagnose::Series>& series,
                                    const std::string& dir, bool force) {
+  if (const std::string& why = LoadCairo().error; !why.empty()) {
+    return MakeError(ErrorCode::kUnsupported,
+                     "PNG figures need cairo ({}); install it (Debian/Ubuntu: apt-get install "
+                     "libcairo2), or use --html",
+                     why);
+  }
   PngFigures out;
   auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
   const bool gpus = !machine.gpus.empty();
@@ -514,8 +661,13 @@ Result<PngFigures> WritePngFigures(const analysis::RecordingSummary& machine,
 }
 
 void ReleasePngCaches() {
-  cairo_debug_reset_static_data();
-  FcFini();
+  if (!LoadCairo().error.empty()) return;
+  Cairo().debug_reset_static_data();
+  // fontconfig came with cairo: already loaded, so this finds it without loading anything.
+  if (void* fc = dlopen("libfontconfig.so.1", RTLD_NOW | RTLD_NOLOAD); fc != nullptr) {
+    if (auto fini = reinterpret_cast<void (*)()>(dlsym(fc, "FcFini"))) fini();
+    dlclose(fc);
+  }
 }
 
 }  // namespace stallscope::report

@@ -144,10 +144,15 @@
     if (host.length) addTimeChart(s, 'Host CPU busy, iowait, I/O pressure (%)', host, [0, 100], hooks);
   }
 
+  // Every time chart shares one x array (all series joined once), so they span the same time.
+  var joinedAll = null;
   function addTimeChart(parent, title, list, yrange, hooks) {
-    var joined = join(list);
-    var ys = list.map(function (x, i) { return { label: x.name, values: joined[i + 1] }; });
-    chart(parent, title, joined[0], ys,
+    var all = data.timeline.series;
+    if (!joinedAll) joinedAll = join(all);
+    var ys = list.map(function (x) {
+      return { label: x.name, values: joinedAll[all.indexOf(x) + 1] };
+    });
+    chart(parent, title, joinedAll[0], ys,
           { sync: 'timeline', yrange: yrange, height: 200, hooks: Object.assign({}, hooks) });
   }
 
