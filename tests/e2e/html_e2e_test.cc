@@ -141,6 +141,25 @@ TEST_F(HtmlE2e, HostileNamesFromTheJobRenderAsText) {
   EXPECT_NE(p.dom.find("\"&gt;&lt;img src=x onerror="), std::string::npos);
 }
 
+TEST_F(HtmlE2e, HostileKernelNamesFromATraceRenderAsText) {
+  if (Chromium().empty()) GTEST_SKIP() << "no chromium (apt-get install chromium)";
+  json t = json::parse(stallscope::testing::Slurp(std::string(STALLSCOPE_SOURCE_DIR) +
+                                                  "/tests/data/traces/steps_kineto_gpu.json"));
+  for (auto& e : t["traceEvents"]) {
+    if (e.value("name", "") == "k1") e["name"] = "</script><script>document.title='pwned'</script>";
+    if (e.value("name", "") == "k2") e["name"] = "\"><img src=x onerror=alert(1)>";
+  }
+  std::ofstream(dir_ / "hostile.json") << t.dump();
+  auto r =
+      Stallscope({"trace", (dir_ / "hostile.json").string(), "--html", (dir_ / "t.html").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Page p = Open(dir_ / "t.html");
+  ExpectChartsDrawn(p, 2);
+  EXPECT_EQ(p.dom.find("pwned</title>"), std::string::npos);
+  EXPECT_EQ(p.dom.find("<img"), std::string::npos);
+  EXPECT_NE(p.dom.find("&lt;/script&gt;&lt;script&gt;document.title="), std::string::npos);
+}
+
 TEST_F(HtmlE2e, PngFiguresAndOverwriteRules) {
   const std::string out = (dir_ / "r.html").string();
   const std::string figs = (dir_ / "figs").string();
