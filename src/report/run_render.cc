@@ -350,7 +350,9 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", EscapeControl(w));
   if (r.phases.lost_records > 0)
     out += fmt::format("warning: {} phase records lost (ring overrun)\n", r.phases.lost_records);
-  out += fmt::format("\nRedo this analysis: stallscope diagnose {}\n", EscapeControl(r.dir));
+  out += fmt::format("\nCharts: {}/report.html (any run: stallscope report DIR --html FILE)\n",
+                     EscapeControl(r.dir));
+  out += fmt::format("Redo this analysis: stallscope diagnose {}\n", EscapeControl(r.dir));
   return out;
 }
 
