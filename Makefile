@@ -82,6 +82,7 @@ demo: build
 	./$(BUILD)/stallscope top --once
 	./$(BUILD)/stallscope record -i 500ms --duration 10s --force -o $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope summary $(BUILD)/demo.jsonl
+	./$(BUILD)/stallscope report $(BUILD)/demo.jsonl --html $(BUILD)/demo.html --force
 	./$(BUILD)/stallscope trace tests/data/traces/steps_torch113_cpu.json
 	examples/demo_fix.sh $(BUILD) 60
 
