@@ -1,6 +1,6 @@
 // The full-screen `stallscope top` (issue 14) in a real terminal: a detached tmux session on a
 // private socket, the fake NVML with a slow sawtooth, keys sent with send-keys, the screen read
-// with capture-pane. Skips when tmux is not installed.
+// with capture-pane. Skips when tmux is not installed; `top --run` also skips without torch.
 
 #include <unistd.h>
 
@@ -63,12 +63,13 @@ class TopTuiE2e : public ::testing::Test {
     }
     return screen;
   }
-  void Start() {
+  /// Starts `stallscope top` in tmux, following this test's process, or `what` ("--run DIR").
+  void Start(const std::string& what = "") {
     const std::string cmd = fmt::format(
         "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} top --nvml-lib {} "
-        "--pid {}; echo $? > {}",
-        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB, getpid(),
-        (dir_ / "exit").string());
+        "{}; echo $? > {}",
+        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB,
+        what.empty() ? fmt::format("--pid {}", getpid()) : what, (dir_ / "exit").string());
     Tmux(fmt::format("new-session -d -s top -x 100 -y 30 \"{}\"", cmd));
   }
 
@@ -152,6 +153,68 @@ TEST_F(TopTuiE2e, GpuRowsSawtoothKeysResizeAndQuit) {
   while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(Slurp(dir_ / "exit"), "0\n");
+}
+
+TEST_F(TopTuiE2e, RunRowFollowsALiveRunUntilItFinishes) {
+  if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const fs::path run = dir_ / "run";
+  // A short data-bound job (seed 000 §1): its steps wait on the per-sample transform.
+  const pid_t job =
+      stallscope::testing::Spawn({STALLSCOPE_BIN,
+                                  "run",
+                                  "--out",
+                                  run.string(),
+                                  "-i",
+                                  "200ms",
+                                  "--quiet",
+                                  "--",
+                                  "/usr/bin/python3",
+                                  std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                                  "--situation",
+                                  "data_cpu",
+                                  "--steps",
+                                  "60",
+                                  "--transform-reps",
+                                  "4",
+                                  "--print-every",
+                                  "1000",
+                                  "--data-dir",
+                                  (dir_ / "data").string(),
+                                  "--out-dir",
+                                  (dir_ / "out").string()},
+                                 stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}),
+                                 (dir_ / "run.out").string(), (dir_ / "run.err").string());
+  const auto ready = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!fs::exists(run / "run.json") && std::chrono::steady_clock::now() < ready)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Start("--run " + run.string());
+  std::string screen = WaitScreen(
+      [](const std::string& s) { return Contains(s, "steps/s") && Contains(s, "data_loading "); },
+      20);
+  EXPECT_TRUE(Contains(screen, "RUN " + run.string())) << screen;
+  EXPECT_TRUE(Contains(screen, " steps/s")) << screen;
+  EXPECT_TRUE(Contains(screen, "data_loading ")) << screen;  // "data_loading 71%"
+  EXPECT_TRUE(Contains(screen, "python3")) << screen;        // the job's process tree
+  // The job ends: the row says so and keeps its last numbers.
+  screen = WaitScreen([](const std::string& s) { return Contains(s, "finished: exited"); }, 25);
+  EXPECT_TRUE(Contains(screen, "finished: exited, exit 0")) << screen;
+  EXPECT_TRUE(Contains(screen, "steps/s")) << screen;
+
+  Tmux("send-keys -t top q");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Slurp(dir_ / "exit"), "0\n");
+  // Long gone normally; CollectOutput kills it after 30 s, so it is never left behind.
+  auto out = stallscope::testing::CollectOutput(job, dir_ / "run.out", dir_ / "run.err", 30);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+}
+
+TEST_F(TopTuiE2e, RunOfANonRunDirectoryIsAOneLineError) {
+  auto out = stallscope::testing::RunProcess({STALLSCOPE_BIN, "top", "--run", dir_.string()},
+                                             stallscope::testing::EnvironmentWithout({}), dir_, 10);
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_TRUE(Contains(out.err, "not a run directory")) << out.err;
 }
 
 }  // namespace
