@@ -32,20 +32,14 @@ struct RunWatch {
   }
 };
 
-/// Opens `--run DIR` and follows the job's process tree (run.json's pid) unless --pid names
-/// another. Prints the error and returns empty when DIR is not a run directory.
-std::optional<RunWatch> OpenRunWatch(const TopOptions& o, monitor::Session& session,
-                                     const Clock& clock) {
-  auto follower = diagnose::RunFollower::Open(o.run_dir);
-  if (!follower.ok()) {
-    fmt::print(stderr, "stallscope top: {}\n", EscapeControl(follower.error().message));
-    return std::nullopt;
-  }
-  const int32_t pid = follower->meta().pid;
+/// Follows the job's process tree (run.json's pid) unless --pid names another.
+RunWatch StartRunWatch(const TopOptions& o, monitor::Session& session, const Clock& clock,
+                       diagnose::RunFollower follower) {
+  const int32_t pid = follower.meta().pid;
   // A finished job's pid may be gone (or reused by now: run.json then says it finished).
-  if (o.pid == 0 && pid > 0 && follower->meta().status == "running" && phase::ProcessExists(pid))
+  if (o.pid == 0 && pid > 0 && follower.meta().status == "running" && phase::ProcessExists(pid))
     (void)session.FollowPid(pid);  // it may exit in between: the screen then shows none
-  return RunWatch{o.run_dir, std::move(*follower), &clock};
+  return RunWatch{o.run_dir, std::move(follower), &clock};
 }
 
 /// The full screen: the session samples on this thread, once per interval (issue 14).
@@ -74,6 +68,16 @@ int RunTop(const TopOptions& o) {
     return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(interval.error().message)), 2;
   monitor::BlockTerminationSignals();
   SystemClock clock;
+  // --run DIR first: a wrong DIR is one line, before anything else is opened or said.
+  std::optional<diagnose::RunFollower> follower;
+  if (!o.run_dir.empty()) {
+    if (o.json)
+      return fmt::print(stderr, "stallscope top: --run has no JSON output; drop --json\n"), 2;
+    auto f = diagnose::RunFollower::Open(o.run_dir);
+    if (!f.ok())
+      return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(f.error().message)), 1;
+    follower.emplace(std::move(*f));
+  }
   Machine machine = OpenMachine(o.sampling, clock, *interval);
   // No thread and no recording: top samples on its own schedule, on this thread.
   monitor::SessionOptions options;
@@ -83,10 +87,8 @@ int RunTop(const TopOptions& o) {
     if (auto st = session.FollowPid(o.pid); !st.ok())
       return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(st.error().message)), 1;
   }
-  if (!o.run_dir.empty() && o.json)
-    return fmt::print(stderr, "stallscope top: --run has no JSON output; drop --json\n"), 2;
   std::optional<RunWatch> run;
-  if (!o.run_dir.empty() && !(run = OpenRunWatch(o, session, clock))) return 1;
+  if (follower) run = StartRunWatch(o, session, clock, std::move(*follower));
   auto print_run = [&] {
     if (run) fmt::print("{}", report::RenderTopRunLine(run->Poll()));
   };

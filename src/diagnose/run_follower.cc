@@ -51,10 +51,7 @@ std::string ReadRange(const std::string& path, uint64_t offset, uint64_t max_byt
 Result<RunFollower> RunFollower::Open(const std::string& dir) {
   RunFollower follower(RunPaths{dir});
   auto meta = ReadRunMeta(follower.paths_);
-  if (!meta.ok()) {
-    return MakeError(meta.error().code, "{}: not a run directory of stallscope run ({})", dir,
-                     meta.error().message);
-  }
+  if (!meta.ok()) return meta.error();  // "DIR: not a stallscope run directory (no run.json)"
   follower.meta_ = std::move(*meta);
   return follower;
 }

@@ -46,7 +46,8 @@ class RunFollower {
   /// Bytes of events.bin read at most per Poll (32 Ki records); more and the oldest are skipped.
   static constexpr uint64_t kMaxReadBytes = 1 << 20;
 
-  /// Opens `dir`: fails (kNotFound / kParse, naming the file) when it has no readable run.json.
+  /// Opens `dir`: fails as ReadRunMeta ("DIR: not a stallscope run directory (no run.json)", a
+  /// parse error naming run.json) when it is not a run directory.
   [[nodiscard]] static Result<RunFollower> Open(const std::string& dir);
 
   /// Reads what was appended since the last Poll; `now_mono_ns` is CLOCK_MONOTONIC (the first

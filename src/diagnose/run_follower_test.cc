@@ -78,7 +78,7 @@ class FakeRun {
 TEST(RunFollower, NotARunDirectoryIsAnErrorNamingIt) {
   auto f = RunFollower::Open(kRuns);  // the folder of the fixtures: no run.json
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.error().message.find("not a run directory"), std::string::npos);
+  EXPECT_NE(f.error().message.find("not a stallscope run directory"), std::string::npos);
   EXPECT_NE(f.error().message.find(kRuns), std::string::npos);
 }
 

@@ -221,8 +221,9 @@ void AddRunRows(const TopRunStatus& run, const TopView& v, std::vector<TopRow>& 
   head.Add("RUN ", TopAttr::kHeader);
   head.Add(EscapeControl(run.dir));
   if (run.window) head.Add(fmt::format("  {:.2f} steps/s", run.window->steps_per_s));
-  if (!run.suspicion.empty()) head.Add("  " + run.suspicion, TopAttr::kWarn);
+  // The run's state before the suspicion: a long DIR leaves little room on the row.
   if (run.window && !run.note.empty()) head.Add("  " + EscapeControl(run.note), TopAttr::kDim);
+  if (!run.suspicion.empty()) head.Add("  " + run.suspicion, TopAttr::kWarn);
   rows.push_back(head.Take());
   RowBuilder phases(v.width);
   phases.Add("    ");

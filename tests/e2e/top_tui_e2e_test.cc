@@ -64,13 +64,13 @@ class TopTuiE2e : public ::testing::Test {
     return screen;
   }
   /// Starts `stallscope top` in tmux, following this test's process, or `what` ("--run DIR").
-  void Start(const std::string& what = "") {
+  void Start(const std::string& what = "", int width = 100) {
     const std::string cmd = fmt::format(
         "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} top --nvml-lib {} "
         "{}; echo $? > {}",
         (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB,
         what.empty() ? fmt::format("--pid {}", getpid()) : what, (dir_ / "exit").string());
-    Tmux(fmt::format("new-session -d -s top -x 100 -y 30 \"{}\"", cmd));
+    Tmux(fmt::format("new-session -d -s top -x {} -y 30 \"{}\"", width, cmd));
   }
 
   fs::path dir_;
@@ -187,7 +187,7 @@ TEST_F(TopTuiE2e, RunRowFollowsALiveRunUntilItFinishes) {
   const auto ready = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!fs::exists(run / "run.json") && std::chrono::steady_clock::now() < ready)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  Start("--run " + run.string());
+  Start("--run " + run.string(), 160);  // room for the long DIR and the note on the RUN row
   std::string screen = WaitScreen(
       [](const std::string& s) { return Contains(s, "steps/s") && Contains(s, "data_loading "); },
       20);
@@ -214,7 +214,7 @@ TEST_F(TopTuiE2e, RunOfANonRunDirectoryIsAOneLineError) {
   auto out = stallscope::testing::RunProcess({STALLSCOPE_BIN, "top", "--run", dir_.string()},
                                              stallscope::testing::EnvironmentWithout({}), dir_, 10);
   EXPECT_EQ(out.exit_code, 1);
-  EXPECT_TRUE(Contains(out.err, "not a run directory")) << out.err;
+  EXPECT_TRUE(Contains(out.err, "not a stallscope run directory")) << out.err;
 }
 
 }  // namespace
