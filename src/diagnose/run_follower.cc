@@ -56,13 +56,13 @@ Result<RunFollower> RunFollower::Open(const std::string& dir) {
   return follower;
 }
 
-int64_t RunFollower::ReadEvents(bool first) {
+std::optional<std::pair<int64_t, int64_t>> RunFollower::ReadEvents() {
   const std::string path = paths_.dir + "/events.bin";
   uint64_t size = 0;
   if (events_offset_ == 0) {
     std::string header = ReadRange(path, 0, kEventsHeaderBytes, &size);
     if (header.size() < kEventsHeaderBytes || std::memcmp(header.data(), kEventsMagic, 8) != 0)
-      return 0;  // not there yet (a job without hooks has none)
+      return std::nullopt;  // not there yet (a job without hooks has none)
     events_offset_ = kEventsHeaderBytes;
   }
   ReadRange(path, 0, 0, &size);
@@ -85,6 +85,7 @@ int64_t RunFollower::ReadEvents(bool first) {
     std::memcpy(&e, bytes.data() + i * kRecordBytes, sizeof(e));
     const auto kind = static_cast<uint8_t>(e.kind);
     if (kind == 0 || kind > phase::kMaxRecordKind) continue;  // corrupt: ReadEventLog counts it
+    started_ = true;
     Proc& p = procs_[e.pid];
     p.last_poll = polls_;
     p.agg.Add(phase::PhaseRecord{0, e.ts_ns, e.arg, e.tid, e.phase_id, e.kind, e.flags});
@@ -92,7 +93,8 @@ int64_t RunFollower::ReadEvents(bool first) {
     max_ts = std::max(max_ts, e.ts_ns);
   }
   events_offset_ += count * kRecordBytes;
-  return first && count > 0 ? max_ts - min_ts : 0;
+  if (count == 0) return std::nullopt;
+  return std::pair{min_ts, max_ts};
 }
 
 void RunFollower::ReadNames() {
@@ -140,10 +142,17 @@ const RunFollowStatus& RunFollower::Poll(int64_t now_mono_ns) {
   const bool first = polls_++ == 0;
   UpdateState();
   if (status_.state == RunState::kRemoved) return status_;
-  const int64_t span_ns = ReadEvents(first);
+  const bool started = started_;
+  const auto span = ReadEvents();
   ReadNames();
   Slot slot;
-  slot.duration_ns = first ? span_ns : now_mono_ns - last_poll_ns_;
+  if (first) {  // a run seen late (or finished): timed by its own records
+    slot.duration_ns = span ? span->second - span->first : 0;
+  } else if (!started && span) {  // the job's first records: from the first one on
+    slot.duration_ns = std::max(now_mono_ns - span->first, span->second - span->first);
+  } else {
+    slot.duration_ns = now_mono_ns - last_poll_ns_;
+  }
   last_poll_ns_ = now_mono_ns;
   for (auto it = procs_.begin(); it != procs_.end();) {
     phase::PhaseWindow w = it->second.agg.Take();
@@ -155,7 +164,8 @@ const RunFollowStatus& RunFollower::Poll(int64_t now_mono_ns) {
     const bool silent = polls_ - it->second.last_poll > kForgetAfterPolls;
     it = silent ? procs_.erase(it) : std::next(it);
   }
-  if (slot.duration_ns > 0) slots_.push_back(std::move(slot));
+  // Time before the job's first record (imports, start-up) is no part of its speed.
+  if (slot.duration_ns > 0 && started_) slots_.push_back(std::move(slot));
   int64_t total_ns = 0;
   for (const Slot& s : slots_) total_ns += s.duration_ns;
   while (slots_.size() > 1 && total_ns - slots_.front().duration_ns >= kWindowNs) {

@@ -72,8 +72,9 @@ class RunFollower {
   };
 
   explicit RunFollower(RunPaths paths) : paths_(std::move(paths)) {}
-  /// Reads new events.bin records into the aggregators; returns their timestamp span.
-  int64_t ReadEvents(bool first);
+  /// Reads new events.bin records into the aggregators; returns their first and last
+  /// timestamps, empty when there was none.
+  std::optional<std::pair<int64_t, int64_t>> ReadEvents();
   void ReadNames();
   void UpdateState();
   std::optional<analysis::LiveWindow> Window() const;
@@ -87,6 +88,7 @@ class RunFollower {
   std::map<int32_t, Proc> procs_;
   std::deque<Slot> slots_;
   uint64_t polls_ = 0;
+  bool started_ = false;  ///< a record was seen: windows count from the job's first record
   int64_t last_poll_ns_ = 0;
 };
 

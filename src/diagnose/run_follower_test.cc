@@ -149,6 +149,16 @@ TEST(RunFollower, WindowIsTheLastFiveSeconds) {
   EXPECT_EQ(f->status().note, "no step in the last 5 s");
 }
 
+TEST(RunFollower, StartUpBeforeTheFirstRecordIsNotCounted) {
+  FakeRun run;
+  auto f = RunFollower::Open(run.dir());
+  ASSERT_TRUE(f.ok());
+  for (int sec = 0; sec < 4; ++sec) f->Poll(sec * kS);  // the job imports torch
+  for (int i = 0; i < 4; ++i) run.Step(4 * kS + i * kS / 4, kS / 10, kS / 10);
+  ASSERT_TRUE(f->Poll(5 * kS).window);
+  EXPECT_DOUBLE_EQ(f->status().window->steps_per_s, 4.0);
+}
+
 TEST(RunFollower, RunFinishingKeepsTheLastNumbers) {
   FakeRun run;
   auto f = RunFollower::Open(run.dir());
