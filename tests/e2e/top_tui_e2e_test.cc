@@ -65,12 +65,24 @@ class TopTuiE2e : public ::testing::Test {
   }
   /// Starts `stallscope top` in tmux, following this test's process, or `what` ("--run DIR").
   void Start(const std::string& what = "", int width = 100) {
+    StartStallscope(fmt::format("top --nvml-lib {} {}", FAKE_NVML_LIB,
+                                what.empty() ? fmt::format("--pid {}", getpid()) : what),
+                    width);
+  }
+  /// Starts `stallscope ARGS` in tmux (the fake NVML's scenario set); its exit code goes to
+  /// dir_/exit.
+  void StartStallscope(const std::string& args, int width) {
     const std::string cmd = fmt::format(
-        "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} top --nvml-lib {} "
-        "{}; echo $? > {}",
-        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB,
-        what.empty() ? fmt::format("--pid {}", getpid()) : what, (dir_ / "exit").string());
+        "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} {}; echo $? > {}",
+        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, args, (dir_ / "exit").string());
     Tmux(fmt::format("new-session -d -s top -x {} -y 30 \"{}\"", width, cmd));
+  }
+  /// The exit code the command in tmux left, waiting up to `timeout_s` for it.
+  std::string WaitExit(double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return Slurp(dir_ / "exit");
   }
 
   fs::path dir_;
@@ -208,6 +220,34 @@ TEST_F(TopTuiE2e, RunRowFollowsALiveRunUntilItFinishes) {
   // Long gone normally; CollectOutput kills it after 30 s, so it is never left behind.
   auto out = stallscope::testing::CollectOutput(job, dir_ / "run.out", dir_ / "run.err", 30);
   EXPECT_EQ(out.exit_code, 0) << out.err;
+}
+
+TEST_F(TopTuiE2e, RunTuiShowsTheScreenWhileTheJobRunsThenTheReport) {
+  if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const fs::path run = dir_ / "run";
+  // --tui: the job's output goes to job.log, so the screen stays clean ("--print-every 1" would
+  // otherwise scribble over it).
+  StartStallscope(
+      fmt::format("run --tui --nvml-lib {} --out {} -i 200ms -- /usr/bin/python3 {} "
+                  "--situation data_cpu --steps 60 --transform-reps 4 --print-every 1 "
+                  "--data-dir {} --out-dir {} 2> {}",
+                  FAKE_NVML_LIB, run.string(),
+                  std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                  (dir_ / "data").string(), (dir_ / "out").string(), (dir_ / "stderr").string()),
+      160);
+  std::string screen = WaitScreen(
+      [](const std::string& s) { return Contains(s, "steps/s") && Contains(s, "data_loading "); },
+      20);
+  EXPECT_TRUE(Contains(screen, "stallscope top")) << screen;
+  EXPECT_TRUE(Contains(screen, "RUN " + run.string())) << screen;
+  EXPECT_TRUE(Contains(screen, "python3")) << screen;
+  EXPECT_FALSE(Contains(screen, " epoch 0 loss ")) << screen;  // no job output on the screen
+  EXPECT_EQ(WaitExit(30), "0\n");
+  // The screen closed when the job ended, and the report followed (on stderr, as without --tui).
+  const std::string err = Slurp(dir_ / "stderr");
+  EXPECT_TRUE(Contains(err, "Redo this analysis: stallscope diagnose")) << err;
+  EXPECT_TRUE(fs::exists(run / "job.log"));
+  EXPECT_TRUE(fs::exists(run / "report.txt"));
 }
 
 TEST_F(TopTuiE2e, RunOfANonRunDirectoryIsAOneLineError) {
