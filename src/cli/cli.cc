@@ -92,6 +92,10 @@ CLI::App* AddTop(CLI::App& app, TopOptions& top) {
                    "Follow this process and its children (main process, DataLoader workers: "
                    "CPU, state, I/O rate)")
       ->check(AtLeast(1));
+  top_cmd->add_option("--run", top.run_dir,
+                      "Follow a run directory that `stallscope run` writes (or wrote), read-only: "
+                      "steps/s, phase shares and the live suspicion over the last 5 s, and the "
+                      "job's process tree");
   top_cmd->add_option("-i,--interval", top.interval, "Refresh interval")->default_val("1s");
   top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)")
       ->check(AtLeast(1));
@@ -132,6 +136,10 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
       ->check(AtLeast(1));
   run_cmd->add_option("--duration", run.stop_after,
                       "Stop the job after this long (SIGTERM to it, SIGKILL 10 s later), e.g. 2m");
+  run_cmd->add_flag("--tui", run.tui,
+                    "Show the full-screen `top` (GPUs, host, the job's processes, steps/s, phase "
+                    "shares, the live suspicion) while the job runs; its output goes to job.log "
+                    "in the run directory; the report follows when the screen closes");
   run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"

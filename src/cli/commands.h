@@ -28,9 +28,10 @@ struct TopOptions {
   bool once = false;
   bool json = false;
   bool status = false;
-  bool plain = false;  ///< the text table even on a terminal (no full screen)
-  int32_t pid = 0;     ///< follow this process tree (0 = none)
-  int64_t count = 0;   ///< stop after this many refreshes (0 = until Ctrl-C)
+  bool plain = false;   ///< the text table even on a terminal (no full screen)
+  int32_t pid = 0;      ///< follow this process tree (0 = none)
+  std::string run_dir;  ///< --run: follow this run directory, read-only ("" = none)
+  int64_t count = 0;    ///< stop after this many refreshes (0 = until Ctrl-C)
 };
 /// `stallscope top`.
 int RunTop(const TopOptions& options);
@@ -59,6 +60,8 @@ struct RunOptions {
   std::vector<std::string> env;
   /// The job's stdout and stderr go to job.log in the run directory (`passes`, `sweep`).
   bool job_log = false;
+  /// --tui: the full-screen top while the job runs (its output goes to job.log), then the report.
+  bool tui = false;
   std::vector<std::string> command;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).

@@ -16,7 +16,9 @@
 #include "analysis/live_stats.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/top_tui.h"
 #include "diagnose/run_dir.h"
+#include "diagnose/run_follower.h"
 #include "diagnose/run_report.h"
 #include "diagnose/suspicion.h"
 #include "diagnose/thresholds.h"
@@ -25,6 +27,7 @@
 #include "report/html_render.h"
 #include "report/render.h"
 #include "report/run_render.h"
+#include "report/top_screen.h"
 
 namespace stallscope::cli {
 namespace {
@@ -208,51 +211,103 @@ void WriteMeta(const diagnose::RunPaths& paths, const diagnose::RunMeta& meta) {
   }
 }
 
-/// Supervises the job until it exits: forwards signals (the third Ctrl-C kills it), drains the
-/// phase rings, prints a status line every 10 s and the interim report. Returns its exit code.
-int SuperviseJob(monitor::Session& session, const RunOptions& o, const Clock& clock,
-                 std::optional<int64_t> stop_after_ns, bool& stopped) {
-  monitor::ChildProcess& child = *session.child();
+/// The job under supervision: what the monitor does every poll, with or without the screen.
+struct Supervisor {
+  Supervisor(monitor::Session& s, const RunOptions& options, const Clock& c,
+             std::optional<int64_t> stop_after, bool& stopped_flag)
+      : session(s), o(options), clock(c), stop_after_ns(stop_after), stopped(stopped_flag) {}
+
+  monitor::Session& session;
+  const RunOptions& o;
+  const Clock& clock;
+  std::optional<int64_t> stop_after_ns;
+  bool& stopped;
+  bool hold_warnings = false;  ///< --tui: warnings wait for the screen to close
+  std::vector<std::string> held;
   int interrupts = 0;
-  int64_t last_status = clock.MonotonicNs(), last_interim = last_status;
-  const int64_t start = last_status;
-  sample::Sample latest;
+  int64_t start = clock.MonotonicNs();
   std::optional<int> exit_code;
-  while (!exit_code) {
-    int sig = monitor::WaitSignal(kPollNs);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      // Forward to the job's process group; the third Ctrl-C kills it.
+
+  void Warn(const std::string& w) {
+    if (hold_warnings) return held.push_back(w);
+    fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
+  }
+
+  /// Forwards `sig` to the job's process group (the third Ctrl-C kills it), drains the phase
+  /// rings, polls the job and applies --duration. True once the job has exited.
+  bool Tick(int sig) {
+    monitor::ChildProcess& child = *session.child();
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
       child.Signal(++interrupts >= 3 ? SIGKILL : sig);
-    }
-    for (const auto& w : session.DrainPhases(phase::DrainMode::kLive))
-      fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
+    for (const auto& w : session.DrainPhases(phase::DrainMode::kLive)) Warn(w);
     exit_code = child.Poll();
-    int64_t now = clock.MonotonicNs();
+    const int64_t now = clock.MonotonicNs();
     if (!exit_code && stop_after_ns &&
         now - start >= *stop_after_ns + (stopped ? kKillGraceNs : 0)) {
       // --duration: SIGTERM first (Python dies at once, its rings stay readable), SIGKILL when
       // it is still there after the grace period.
-      if (!o.quiet && !stopped)
+      if (!o.quiet && !stopped && !hold_warnings)
         fmt::print(stderr, "[stallscope] --duration {} reached: stopping the job\n", o.stop_after);
       child.Signal(stopped ? SIGKILL : SIGTERM);
       if (stopped) stop_after_ns.reset();
       stopped = true;
     }
-    if (o.quiet || now - last_status < kStatusEveryNs) continue;
-    auto window = session.TakeLiveWindow(now - last_status);
-    session.CopyLatest(latest);
+    return exit_code.has_value();
+  }
+
+  /// The job is gone: reads what its processes left. Returns its exit code.
+  int Finish() {
+    for (const auto& w : session.DrainPhases(phase::DrainMode::kFinal)) Warn(w);
+    return *exit_code;
+  }
+};
+
+/// Supervises the job until it exits, with a status line every 10 s and the interim report
+/// (unless --quiet). Returns its exit code.
+int SuperviseJob(Supervisor& sup) {
+  int64_t last_status = sup.clock.MonotonicNs(), last_interim = last_status;
+  sample::Sample latest;
+  while (!sup.Tick(monitor::WaitSignal(kPollNs))) {
+    const int64_t now = sup.clock.MonotonicNs();
+    if (sup.o.quiet || now - last_status < kStatusEveryNs) continue;
+    auto window = sup.session.TakeLiveWindow(now - last_status);
+    sup.session.CopyLatest(latest);
     fmt::print(stderr, "[stallscope] {}{}\n", report::RenderStatusLine(latest),
                window ? " | " + StatusPhases(*window) : "");
     last_status = now;
-    if (auto interim = session.TakeLiveInterim(o.report_every, now - last_interim)) {
+    if (auto interim = sup.session.TakeLiveInterim(sup.o.report_every, now - last_interim)) {
       fmt::print(stderr, "{}", InterimReport(*interim));
       last_interim = now;
     }
   }
-  // The job is gone: read what its processes left.
-  for (const auto& w : session.DrainPhases(phase::DrainMode::kFinal))
-    fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(w));
-  return *exit_code;
+  return sup.Finish();
+}
+
+/// --tui: the full-screen top while the job runs, its run row read from the run directory as
+/// `top --run` reads it (diagnose::RunFollower). Closing the screen (q) leaves the job running
+/// under SuperviseJob; a signal goes to the job, and the screen closes when it exits.
+int SuperviseJobTui(Supervisor& sup, const std::string& dir, int64_t interval_ns) {
+  report::TopModel model(sup.session.header());
+  model.interval_ns = interval_ns;
+  auto follower = diagnose::RunFollower::Open(dir);
+  sample::Sample latest;
+  TopTuiHooks hooks;
+  hooks.refresh = [&](report::TopModel& m) {
+    if (sup.session.CopyLatest(latest)) m.Add(latest);
+    if (!follower.ok()) return;
+    const diagnose::RunFollowStatus& s = follower->Poll(sup.clock.MonotonicNs());
+    m.run = report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
+                                 s.note};
+  };
+  hooks.stop_requested = [&] { return sup.Tick(monitor::WaitSignal(1)); };
+  sup.hold_warnings = true;
+  const int tui = RunTopTui(model, interval_ns, hooks);
+  sup.hold_warnings = false;
+  for (const auto& w : sup.held) sup.Warn(w);
+  if (tui != 0 || !sup.exit_code)
+    fmt::print(stderr, "[stallscope] the screen is closed; the job goes on (output: {}/job.log)\n",
+               EscapeControl(dir));
+  return sup.exit_code ? sup.Finish() : SuperviseJob(sup);
 }
 
 /// --duration and --steps: the duration in ns (stop_after_ns), or the exit code of a usage error
@@ -271,6 +326,10 @@ std::optional<int> CheckBounds(const RunOptions& o, std::optional<int64_t>& stop
     fmt::print(stderr,
                "stallscope run: --steps needs the PyTorch hooks, which --no-auto turns off; use "
                "--duration\n");
+    return 2;
+  }
+  if (o.tui && (isatty(STDIN_FILENO) == 0 || isatty(STDOUT_FILENO) == 0)) {
+    fmt::print(stderr, "stallscope run: --tui needs a terminal (stdin and stdout)\n");
     return 2;
   }
   if (o.stop_after_steps < 0) {
@@ -324,7 +383,7 @@ int RunRun(const RunOptions& o) {
   if (auto st = session.WatchPhases(paths->dir); !st.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message)), 1;
   if (auto st = session.StartCommand(o.command, job_env,
-                                     o.job_log ? paths->dir + "/job.log" : std::string());
+                                     o.job_log || o.tui ? paths->dir + "/job.log" : std::string());
       !st.ok()) {
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
@@ -340,7 +399,8 @@ int RunRun(const RunOptions& o) {
   session.StartSampling();
 
   bool stopped = false;
-  int exit_code = SuperviseJob(session, o, clock, stop_after_ns, stopped);
+  Supervisor sup(session, o, clock, stop_after_ns, stopped);
+  int exit_code = o.tui ? SuperviseJobTui(sup, paths->dir, *interval) : SuperviseJob(sup);
   Status recorded = session.Finish(exit_code);  // stops sampling
   meta.end_mono_ns = session.end_mono_ns();
   // Overhead in CPU time, before the report costs any (README "Overhead"): the job has been

@@ -1,27 +1,58 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <optional>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "analysis/summary.h"
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/top_tui.h"
+#include "diagnose/run_follower.h"
 #include "monitor/session.h"
+#include "phase/phase_reader.h"
 #include "report/render.h"
 #include "report/top_screen.h"
 
 namespace stallscope::cli {
 namespace {
 
+/// `--run DIR`: the run follower (read-only) and the clock it is polled with.
+struct RunWatch {
+  std::string dir;
+  diagnose::RunFollower follower;
+  const Clock* clock;
+
+  report::TopRunStatus Poll() {
+    const diagnose::RunFollowStatus& s = follower.Poll(clock->MonotonicNs());
+    return report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
+                                s.note};
+  }
+};
+
+/// Follows the job's process tree (run.json's pid) unless --pid names another.
+RunWatch StartRunWatch(const TopOptions& o, monitor::Session& session, const Clock& clock,
+                       diagnose::RunFollower follower) {
+  const int32_t pid = follower.meta().pid;
+  // A finished job's pid may be gone (or reused by now: run.json then says it finished).
+  if (o.pid == 0 && pid > 0 && follower.meta().status == "running" && phase::ProcessExists(pid))
+    (void)session.FollowPid(pid);  // it may exit in between: the screen then shows none
+  return RunWatch{o.run_dir, std::move(follower), &clock};
+}
+
 /// The full screen: the session samples on this thread, once per interval (issue 14).
 int RunTopFullScreen(monitor::Session& session, const sample::RecordingHeader& header,
-                     int64_t interval_ns) {
+                     int64_t interval_ns, RunWatch* run) {
   report::TopModel model(header);
   model.interval_ns = interval_ns;
   session.SampleNow();  // prime the rate counters
   TopTuiHooks hooks;
-  hooks.refresh = [&](report::TopModel& m) { m.Add(session.SampleNow()); };
+  hooks.refresh = [&](report::TopModel& m) {
+    m.Add(session.SampleNow());
+    if (run != nullptr) m.run = run->Poll();
+  };
   hooks.stop_requested = [] {
     int sig = monitor::WaitSignal(1);
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
@@ -37,6 +68,16 @@ int RunTop(const TopOptions& o) {
     return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(interval.error().message)), 2;
   monitor::BlockTerminationSignals();
   SystemClock clock;
+  // --run DIR first: a wrong DIR is one line, before anything else is opened or said.
+  std::optional<diagnose::RunFollower> follower;
+  if (!o.run_dir.empty()) {
+    if (o.json)
+      return fmt::print(stderr, "stallscope top: --run has no JSON output; drop --json\n"), 2;
+    auto f = diagnose::RunFollower::Open(o.run_dir);
+    if (!f.ok())
+      return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(f.error().message)), 1;
+    follower.emplace(std::move(*f));
+  }
   Machine machine = OpenMachine(o.sampling, clock, *interval);
   // No thread and no recording: top samples on its own schedule, on this thread.
   monitor::SessionOptions options;
@@ -46,6 +87,11 @@ int RunTop(const TopOptions& o) {
     if (auto st = session.FollowPid(o.pid); !st.ok())
       return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(st.error().message)), 1;
   }
+  std::optional<RunWatch> run;
+  if (follower) run = StartRunWatch(o, session, clock, std::move(*follower));
+  auto print_run = [&] {
+    if (run) fmt::print("{}", report::RenderTopRunLine(run->Poll()));
+  };
 
   if (o.once) {
     // CPU shares and rates need two readings: take one, wait a short while, take the real one.
@@ -55,12 +101,13 @@ int RunTop(const TopOptions& o) {
     std::string out = o.json ? report::RenderTopJson(machine.header, s)
                              : report::RenderTopText(machine.header, s);
     fmt::print("{}", out);
+    print_run();
     return 0;
   }
 
   bool tty = isatty(STDOUT_FILENO) != 0;
   if (tty && isatty(STDIN_FILENO) != 0 && !o.json && !o.status && !o.plain && o.count == 0)
-    return RunTopFullScreen(session, session.header(), *interval);
+    return RunTopFullScreen(session, session.header(), *interval, run ? &*run : nullptr);
 
   analysis::LowUtilWatch watch;
 
@@ -87,6 +134,7 @@ int RunTop(const TopOptions& o) {
       fmt::print("{}", o.json ? report::RenderTopJson(machine.header, s)
                               : report::RenderTopText(machine.header, s));
     }
+    print_run();
     std::fflush(stdout);
     if (o.count > 0 && ++shown >= o.count) break;
   }

@@ -221,6 +221,8 @@ void AddRunRows(const TopRunStatus& run, const TopView& v, std::vector<TopRow>& 
   head.Add("RUN ", TopAttr::kHeader);
   head.Add(EscapeControl(run.dir));
   if (run.window) head.Add(fmt::format("  {:.2f} steps/s", run.window->steps_per_s));
+  // The run's state before the suspicion: a long DIR leaves little room on the row.
+  if (run.window && !run.note.empty()) head.Add("  " + EscapeControl(run.note), TopAttr::kDim);
   if (!run.suspicion.empty()) head.Add("  " + run.suspicion, TopAttr::kWarn);
   rows.push_back(head.Take());
   RowBuilder phases(v.width);
@@ -235,6 +237,24 @@ void AddRunRows(const TopRunStatus& run, const TopView& v, std::vector<TopRow>& 
   }
   rows.push_back(phases.Take());
 }
+
+}  // namespace
+
+std::string RenderTopRunLine(const TopRunStatus& run) {
+  std::string out = fmt::format("run {}:", EscapeControl(run.dir));
+  if (run.window) {
+    out += fmt::format(" {:.2f} steps/s", run.window->steps_per_s);
+    for (const auto& p : run.window->phases)
+      out += fmt::format(" | {} {:.0f}%", EscapeControl(p.name), p.share * 100);
+  } else if (run.note.empty()) {
+    out += " no steps yet";
+  }
+  if (!run.suspicion.empty()) out += " | " + run.suspicion;
+  if (!run.note.empty()) out += (run.window ? " | " : " ") + EscapeControl(run.note);
+  return out + "\n";
+}
+
+namespace {
 
 std::vector<const TopProcess*> SortedProcesses(const TopModel& m, TopSort sort) {
   std::vector<const TopProcess*> out;

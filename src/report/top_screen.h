@@ -73,7 +73,9 @@ struct TopRunStatus {
   std::string dir;
   std::optional<analysis::LiveWindow> window;  ///< empty until the job has taken steps
   std::string suspicion;                       ///< diagnose::SuspicionText, may be empty
-  std::string note;                            ///< why there is nothing to show, if so
+  /// "finished: ...", "run directory removed" (shown beside the last numbers), or why there is
+  /// nothing to show; "" while the run goes on.
+  std::string note;
 };
 
 /// Everything the screen shows. Keeps 60 s of utilization history per GPU (bounded: the driver
@@ -120,6 +122,10 @@ struct TopView {
 /// the bottom when the terminal is short (processes first, then history rows); the help box
 /// replaces the body while `view.help` is set.
 [[nodiscard]] std::vector<TopRow> RenderTopScreen(const TopModel& model, const TopView& view);
+
+/// The run rows as one line for the text modes (`top --run DIR --plain` / `--status`):
+/// "run DIR: 3.25 steps/s | data_loading 62% | forward_pass 21% | suspect: ... | finished: ...".
+[[nodiscard]] std::string RenderTopRunLine(const TopRunStatus& run);
 
 /// The history of one GPU as `columns` glyphs, oldest left, ending at `end_wall_ns`: each
 /// column is the mean of the points in its 60 s / columns span ("▁".."█"; ' ' no point).

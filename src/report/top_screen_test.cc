@@ -155,5 +155,31 @@ TEST(TopScreen, Golden) {
   testing::ExpectGolden("top_screen.txt", out);
 }
 
+TEST(TopScreen, FinishedRunKeepsItsNumbersBesideTheNote) {
+  TopModel m = Model(1, false);
+  m.run = TopRunStatus{"runs/exp1", analysis::LiveWindow{}, "", "finished: exited, exit 0"};
+  m.run->window->steps_per_s = 3.25;
+  m.run->window->phases = {{"data_loading", 0, 0.62}};
+  std::string text = Dump(RenderTopScreen(m, {100, 30, TopSort::kCpu, false, false, true}));
+  EXPECT_NE(text.find("RUN runs/exp1  3.25 steps/s  finished: exited, exit 0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("data_loading 62%"), std::string::npos) << text;
+}
+
+TEST(TopScreen, RunLineForTheTextModes) {
+  TopRunStatus run{"runs/exp1", analysis::LiveWindow{}, "suspect: input pipeline", ""};
+  run.window->steps_per_s = 3.25;
+  run.window->phases = {{"data_loading", 0, 0.62}, {"forward_pass", 0, 0.21}};
+  EXPECT_EQ(RenderTopRunLine(run),
+            "run runs/exp1: 3.25 steps/s | data_loading 62% | forward_pass 21% | suspect: input "
+            "pipeline\n");
+  run.note = "run directory removed";
+  EXPECT_EQ(RenderTopRunLine(run).substr(RenderTopRunLine(run).size() - 24),
+            "| run directory removed\n");
+  EXPECT_EQ(RenderTopRunLine(TopRunStatus{"d", std::nullopt, "", ""}), "run d: no steps yet\n");
+  EXPECT_EQ(RenderTopRunLine(TopRunStatus{"d\x1b", std::nullopt, "", "no step in the last 5 s"}),
+            "run d\\x1b: no step in the last 5 s\n");
+}
+
 }  // namespace
 }  // namespace stallscope::report

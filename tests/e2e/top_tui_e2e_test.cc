@@ -1,6 +1,6 @@
 // The full-screen `stallscope top` (issue 14) in a real terminal: a detached tmux session on a
 // private socket, the fake NVML with a slow sawtooth, keys sent with send-keys, the screen read
-// with capture-pane. Skips when tmux is not installed.
+// with capture-pane. Skips when tmux is not installed; `top --run` also skips without torch.
 
 #include <unistd.h>
 
@@ -63,13 +63,26 @@ class TopTuiE2e : public ::testing::Test {
     }
     return screen;
   }
-  void Start() {
+  /// Starts `stallscope top` in tmux, following this test's process, or `what` ("--run DIR").
+  void Start(const std::string& what = "", int width = 100) {
+    StartStallscope(fmt::format("top --nvml-lib {} {}", FAKE_NVML_LIB,
+                                what.empty() ? fmt::format("--pid {}", getpid()) : what),
+                    width);
+  }
+  /// Starts `stallscope ARGS` in tmux (the fake NVML's scenario set); its exit code goes to
+  /// dir_/exit.
+  void StartStallscope(const std::string& args, int width) {
     const std::string cmd = fmt::format(
-        "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} top --nvml-lib {} "
-        "--pid {}; echo $? > {}",
-        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, FAKE_NVML_LIB, getpid(),
-        (dir_ / "exit").string());
-    Tmux(fmt::format("new-session -d -s top -x 100 -y 30 \"{}\"", cmd));
+        "env LANG=C.UTF-8 TERM=screen STALLSCOPE_FAKE_NVML_SCENARIO={} {} {}; echo $? > {}",
+        (dir_ / "scenario.json").string(), STALLSCOPE_BIN, args, (dir_ / "exit").string());
+    Tmux(fmt::format("new-session -d -s top -x {} -y 30 \"{}\"", width, cmd));
+  }
+  /// The exit code the command in tmux left, waiting up to `timeout_s` for it.
+  std::string WaitExit(double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return Slurp(dir_ / "exit");
   }
 
   fs::path dir_;
@@ -152,6 +165,96 @@ TEST_F(TopTuiE2e, GpuRowsSawtoothKeysResizeAndQuit) {
   while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(Slurp(dir_ / "exit"), "0\n");
+}
+
+TEST_F(TopTuiE2e, RunRowFollowsALiveRunUntilItFinishes) {
+  if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const fs::path run = dir_ / "run";
+  // A short data-bound job (seed 000 §1): its steps wait on the per-sample transform.
+  const pid_t job =
+      stallscope::testing::Spawn({STALLSCOPE_BIN,
+                                  "run",
+                                  "--out",
+                                  run.string(),
+                                  "-i",
+                                  "200ms",
+                                  "--quiet",
+                                  "--",
+                                  "/usr/bin/python3",
+                                  std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                                  "--situation",
+                                  "data_cpu",
+                                  "--steps",
+                                  "60",
+                                  "--transform-reps",
+                                  "4",
+                                  "--print-every",
+                                  "1000",
+                                  "--data-dir",
+                                  (dir_ / "data").string(),
+                                  "--out-dir",
+                                  (dir_ / "out").string()},
+                                 stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}),
+                                 (dir_ / "run.out").string(), (dir_ / "run.err").string());
+  const auto ready = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!fs::exists(run / "run.json") && std::chrono::steady_clock::now() < ready)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Start("--run " + run.string(), 160);  // room for the long DIR and the note on the RUN row
+  std::string screen = WaitScreen(
+      [](const std::string& s) { return Contains(s, "steps/s") && Contains(s, "data_loading "); },
+      20);
+  EXPECT_TRUE(Contains(screen, "RUN " + run.string())) << screen;
+  EXPECT_TRUE(Contains(screen, " steps/s")) << screen;
+  EXPECT_TRUE(Contains(screen, "data_loading ")) << screen;  // "data_loading 71%"
+  EXPECT_TRUE(Contains(screen, "python3")) << screen;        // the job's process tree
+  // The job ends: the row says so and keeps its last numbers.
+  screen = WaitScreen([](const std::string& s) { return Contains(s, "finished: exited"); }, 25);
+  EXPECT_TRUE(Contains(screen, "finished: exited, exit 0")) << screen;
+  EXPECT_TRUE(Contains(screen, "steps/s")) << screen;
+
+  Tmux("send-keys -t top q");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Slurp(dir_ / "exit").empty() && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Slurp(dir_ / "exit"), "0\n");
+  // Long gone normally; CollectOutput kills it after 30 s, so it is never left behind.
+  auto out = stallscope::testing::CollectOutput(job, dir_ / "run.out", dir_ / "run.err", 30);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+}
+
+TEST_F(TopTuiE2e, RunTuiShowsTheScreenWhileTheJobRunsThenTheReport) {
+  if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  const fs::path run = dir_ / "run";
+  // --tui: the job's output goes to job.log, so the screen stays clean ("--print-every 1" would
+  // otherwise scribble over it).
+  StartStallscope(
+      fmt::format("run --tui --nvml-lib {} --out {} -i 200ms -- /usr/bin/python3 {} "
+                  "--situation data_cpu --steps 60 --transform-reps 4 --print-every 1 "
+                  "--data-dir {} --out-dir {} 2> {}",
+                  FAKE_NVML_LIB, run.string(),
+                  std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py",
+                  (dir_ / "data").string(), (dir_ / "out").string(), (dir_ / "stderr").string()),
+      160);
+  std::string screen = WaitScreen(
+      [](const std::string& s) { return Contains(s, "steps/s") && Contains(s, "data_loading "); },
+      20);
+  EXPECT_TRUE(Contains(screen, "stallscope top")) << screen;
+  EXPECT_TRUE(Contains(screen, "RUN " + run.string())) << screen;
+  EXPECT_TRUE(Contains(screen, "python3")) << screen;
+  EXPECT_FALSE(Contains(screen, " epoch 0 loss ")) << screen;  // no job output on the screen
+  EXPECT_EQ(WaitExit(30), "0\n");
+  // The screen closed when the job ended, and the report followed (on stderr, as without --tui).
+  const std::string err = Slurp(dir_ / "stderr");
+  EXPECT_TRUE(Contains(err, "Redo this analysis: stallscope diagnose")) << err;
+  EXPECT_TRUE(fs::exists(run / "job.log"));
+  EXPECT_TRUE(fs::exists(run / "report.txt"));
+}
+
+TEST_F(TopTuiE2e, RunOfANonRunDirectoryIsAOneLineError) {
+  auto out = stallscope::testing::RunProcess({STALLSCOPE_BIN, "top", "--run", dir_.string()},
+                                             stallscope::testing::EnvironmentWithout({}), dir_, 10);
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_TRUE(Contains(out.err, "not a stallscope run directory")) << out.err;
 }
 
 }  // namespace
