@@ -20,40 +20,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every cairo function the figures call.
+// clang-format off
+#define STALLSCOPE_CAIRO_FUNCTIONS(X) \
+  X(destroy) X(surface_destroy) X(clip) X(create) X(debug_reset_static_data) \
+  X(fill) X(fill_preserve) X(image_surface_create) X(line_to) X(move_to) \
+  X(paint) X(rectangle) X(rel_line_to) X(restore) X(rotate) \
+  X(save) X(select_font_face) X(set_dash) X(set_font_size) X(set_line_join) \
+  X(set_line_width) X(set_source_rgb) X(show_text) X(status) X(status_to_string) \
+  X(stroke) X(surface_flush) X(surface_write_to_png) X(text_extents) X(translate)
+// clang-format on
+
 /// cairo, loaded with dlopen on the first figure (as NVML is): the binary does not need
 /// libcairo.so.2 (and its X11, fontconfig and freetype) to start, so the bundle carries none
 /// of them and works wherever its glibc does; `--png` alone needs cairo on the machine.
 struct CairoApi {
-  decltype(&::cairo_destroy) destroy = nullptr;
-  decltype(&::cairo_surface_destroy) surface_destroy = nullptr;
-  decltype(&::cairo_clip) clip = nullptr;
-  decltype(&::cairo_create) create = nullptr;
-  decltype(&::cairo_debug_reset_static_data) debug_reset_static_data = nullptr;
-  decltype(&::cairo_fill) fill = nullptr;
-  decltype(&::cairo_fill_preserve) fill_preserve = nullptr;
-  decltype(&::cairo_image_surface_create) image_surface_create = nullptr;
-  decltype(&::cairo_line_to) line_to = nullptr;
-  decltype(&::cairo_move_to) move_to = nullptr;
-  decltype(&::cairo_paint) paint = nullptr;
-  decltype(&::cairo_rectangle) rectangle = nullptr;
-  decltype(&::cairo_rel_line_to) rel_line_to = nullptr;
-  decltype(&::cairo_restore) restore = nullptr;
-  decltype(&::cairo_rotate) rotate = nullptr;
-  decltype(&::cairo_save) save = nullptr;
-  decltype(&::cairo_select_font_face) select_font_face = nullptr;
-  decltype(&::cairo_set_dash) set_dash = nullptr;
-  decltype(&::cairo_set_font_size) set_font_size = nullptr;
-  decltype(&::cairo_set_line_join) set_line_join = nullptr;
-  decltype(&::cairo_set_line_width) set_line_width = nullptr;
-  decltype(&::cairo_set_source_rgb) set_source_rgb = nullptr;
-  decltype(&::cairo_show_text) show_text = nullptr;
-  decltype(&::cairo_status) status = nullptr;
-  decltype(&::cairo_status_to_string) status_to_string = nullptr;
-  decltype(&::cairo_stroke) stroke = nullptr;
-  decltype(&::cairo_surface_flush) surface_flush = nullptr;
-  decltype(&::cairo_surface_write_to_png) surface_write_to_png = nullptr;
-  decltype(&::cairo_text_extents) text_extents = nullptr;
-  decltype(&::cairo_translate) translate = nullptr;
+#define STALLSCOPE_CAIRO_MEMBER(name) decltype(&::cairo_##name) name = nullptr;
+  STALLSCOPE_CAIRO_FUNCTIONS(STALLSCOPE_CAIRO_MEMBER)
+#undef STALLSCOPE_CAIRO_MEMBER
 };
 
 struct LoadedCairo {
@@ -71,84 +55,11 @@ const LoadedCairo& LoadCairo() {
     };
     void* handle = dlopen("libcairo.so.2", RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) return fail("libcairo.so.2");
-    CairoApi& api = out.api;
-    api.destroy = reinterpret_cast<decltype(&::cairo_destroy)>(dlsym(handle, "cairo_destroy"));
-    if (api.destroy == nullptr) return fail("cairo_destroy");
-    api.surface_destroy = reinterpret_cast<decltype(&::cairo_surface_destroy)>(
-        dlsym(handle, "cairo_surface_destroy"));
-    if (api.surface_destroy == nullptr) return fail("cairo_surface_destroy");
-    api.clip = reinterpret_cast<decltype(&::cairo_clip)>(dlsym(handle, "cairo_clip"));
-    if (api.clip == nullptr) return fail("cairo_clip");
-    api.create = reinterpret_cast<decltype(&::cairo_create)>(dlsym(handle, "cairo_create"));
-    if (api.create == nullptr) return fail("cairo_create");
-    api.debug_reset_static_data = reinterpret_cast<decltype(&::cairo_debug_reset_static_data)>(
-        dlsym(handle, "cairo_debug_reset_static_data"));
-    if (api.debug_reset_static_data == nullptr) return fail("cairo_debug_reset_static_data");
-    api.fill = reinterpret_cast<decltype(&::cairo_fill)>(dlsym(handle, "cairo_fill"));
-    if (api.fill == nullptr) return fail("cairo_fill");
-    api.fill_preserve =
-        reinterpret_cast<decltype(&::cairo_fill_preserve)>(dlsym(handle, "cairo_fill_preserve"));
-    if (api.fill_preserve == nullptr) return fail("cairo_fill_preserve");
-    api.image_surface_create = reinterpret_cast<decltype(&::cairo_image_surface_create)>(
-        dlsym(handle, "cairo_image_surface_create"));
-    if (api.image_surface_create == nullptr) return fail("cairo_image_surface_create");
-    api.line_to = reinterpret_cast<decltype(&::cairo_line_to)>(dlsym(handle, "cairo_line_to"));
-    if (api.line_to == nullptr) return fail("cairo_line_to");
-    api.move_to = reinterpret_cast<decltype(&::cairo_move_to)>(dlsym(handle, "cairo_move_to"));
-    if (api.move_to == nullptr) return fail("cairo_move_to");
-    api.paint = reinterpret_cast<decltype(&::cairo_paint)>(dlsym(handle, "cairo_paint"));
-    if (api.paint == nullptr) return fail("cairo_paint");
-    api.rectangle =
-        reinterpret_cast<decltype(&::cairo_rectangle)>(dlsym(handle, "cairo_rectangle"));
-    if (api.rectangle == nullptr) return fail("cairo_rectangle");
-    api.rel_line_to =
-        reinterpret_cast<decltype(&::cairo_rel_line_to)>(dlsym(handle, "cairo_rel_line_to"));
-    if (api.rel_line_to == nullptr) return fail("cairo_rel_line_to");
-    api.restore = reinterpret_cast<decltype(&::cairo_restore)>(dlsym(handle, "cairo_restore"));
-    if (api.restore == nullptr) return fail("cairo_restore");
-    api.rotate = reinterpret_cast<decltype(&::cairo_rotate)>(dlsym(handle, "cairo_rotate"));
-    if (api.rotate == nullptr) return fail("cairo_rotate");
-    api.save = reinterpret_cast<decltype(&::cairo_save)>(dlsym(handle, "cairo_save"));
-    if (api.save == nullptr) return fail("cairo_save");
-    api.select_font_face = reinterpret_cast<decltype(&::cairo_select_font_face)>(
-        dlsym(handle, "cairo_select_font_face"));
-    if (api.select_font_face == nullptr) return fail("cairo_select_font_face");
-    api.set_dash = reinterpret_cast<decltype(&::cairo_set_dash)>(dlsym(handle, "cairo_set_dash"));
-    if (api.set_dash == nullptr) return fail("cairo_set_dash");
-    api.set_font_size =
-        reinterpret_cast<decltype(&::cairo_set_font_size)>(dlsym(handle, "cairo_set_font_size"));
-    if (api.set_font_size == nullptr) return fail("cairo_set_font_size");
-    api.set_line_join =
-        reinterpret_cast<decltype(&::cairo_set_line_join)>(dlsym(handle, "cairo_set_line_join"));
-    if (api.set_line_join == nullptr) return fail("cairo_set_line_join");
-    api.set_line_width =
-        reinterpret_cast<decltype(&::cairo_set_line_width)>(dlsym(handle, "cairo_set_line_width"));
-    if (api.set_line_width == nullptr) return fail("cairo_set_line_width");
-    api.set_source_rgb =
-        reinterpret_cast<decltype(&::cairo_set_source_rgb)>(dlsym(handle, "cairo_set_source_rgb"));
-    if (api.set_source_rgb == nullptr) return fail("cairo_set_source_rgb");
-    api.show_text =
-        reinterpret_cast<decltype(&::cairo_show_text)>(dlsym(handle, "cairo_show_text"));
-    if (api.show_text == nullptr) return fail("cairo_show_text");
-    api.status = reinterpret_cast<decltype(&::cairo_status)>(dlsym(handle, "cairo_status"));
-    if (api.status == nullptr) return fail("cairo_status");
-    api.status_to_string = reinterpret_cast<decltype(&::cairo_status_to_string)>(
-        dlsym(handle, "cairo_status_to_string"));
-    if (api.status_to_string == nullptr) return fail("cairo_status_to_string");
-    api.stroke = reinterpret_cast<decltype(&::cairo_stroke)>(dlsym(handle, "cairo_stroke"));
-    if (api.stroke == nullptr) return fail("cairo_stroke");
-    api.surface_flush =
-        reinterpret_cast<decltype(&::cairo_surface_flush)>(dlsym(handle, "cairo_surface_flush"));
-    if (api.surface_flush == nullptr) return fail("cairo_surface_flush");
-    api.surface_write_to_png = reinterpret_cast<decltype(&::cairo_surface_write_to_png)>(
-        dlsym(handle, "cairo_surface_write_to_png"));
-    if (api.surface_write_to_png == nullptr) return fail("cairo_surface_write_to_png");
-    api.text_extents =
-        reinterpret_cast<decltype(&::cairo_text_extents)>(dlsym(handle, "cairo_text_extents"));
-    if (api.text_extents == nullptr) return fail("cairo_text_extents");
-    api.translate =
-        reinterpret_cast<decltype(&::cairo_translate)>(dlsym(handle, "cairo_translate"));
-    if (api.translate == nullptr) return fail("cairo_translate");
+#define STALLSCOPE_CAIRO_LOAD(name)                                                          \
+  out.api.name = reinterpret_cast<decltype(&::cairo_##name)>(dlsym(handle, "cairo_" #name)); \
+  if (out.api.name == nullptr) return fail("cairo_" #name);
+    STALLSCOPE_CAIRO_FUNCTIONS(STALLSCOPE_CAIRO_LOAD)
+#undef STALLSCOPE_CAIRO_LOAD
     return out;
   }();
   return loaded;
