@@ -339,8 +339,16 @@ TEST_F(DdpE2e, StragglerRankIsNamedWithTheWaitItCosts) {
   EXPECT_GT(Share(r, "data_loading", 1), Share(r, "data_loading", 0) + 0.2);
   EXPECT_GT(Share(r, "comm_wait", 0), Share(r, "comm_wait", 1) + 0.2);
   ASSERT_FALSE(r["verdict"]["principal"].is_null());
-  const json& f = r["verdict"]["principal"];
-  EXPECT_EQ(f["class"], "straggler") << r["verdict"].dump(2);
+  // The straggler is the principal finding on a quiet host. Beside other work (CI's stress-ng:
+  // "busy host", 0.8 of the 2 CPUs) the ranks' CPU-bound loading is slower for everyone and
+  // data_bound_cpu may outrank it: then it must still be a finding, with the same evidence.
+  bool busy = false;
+  for (const auto& c : r["verdict"]["caveats"])
+    busy |= c.get<std::string>().starts_with("busy host:");
+  const json* found = Finding(r, "straggler");
+  ASSERT_NE(found, nullptr) << r["verdict"].dump(2);
+  const json& f = *found;
+  if (!busy) EXPECT_EQ(r["verdict"]["principal"]["class"], "straggler") << r["verdict"].dump(2);
   const std::string reason = f["reason"];
   EXPECT_NE(reason.find("in all-reduce for rank 1; its data_loading takes +"), std::string::npos)
       << reason;
