@@ -49,6 +49,7 @@ void WriteRate(JsonWriter& w, const RunDigest& d) {
                                    ? std::optional<int64_t>(static_cast<int64_t>(*d.peak_rss_bytes))
                                    : std::nullopt)
       .Field("job_cpus", d.job_cpus, 2)
+      .Field("other_cpus", d.other_cpus, 2)
       .Field("exit_code", d.meta.exit_code)
       .Field("status", d.meta.status);
   w.Key("verdict");
