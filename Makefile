@@ -3,7 +3,6 @@
 
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
-BUILD_DIST  ?= build-dist
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Line tables only (-g1): backtraces, ASan reports and profilers still name file:line, and the
@@ -50,16 +49,12 @@ build: deps $(BUILD)/build.ninja
 wheel: build
 	$(PY) python/make_wheel.py --package $(BUILD)/python/stallscope --out $(BUILD)/dist --force
 
-# The relocatable bundle (README "Bundle"): a Release build with the C++ runtime, fmt and zlib
-# linked in, then tools/make_dist.sh → $(BUILD_DIST)/stallscope-<version>-linux-<machine>.tar.gz
-$(BUILD_DIST)/build.ninja:
-	cmake -S . -B $(BUILD_DIST) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTALLSCOPE_DIST=ON \
-	  -DSTALLSCOPE_BUILD_TESTS=OFF -DSTALLSCOPE_BUILD_BENCH=OFF \
-	  -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON $(CMAKE_FLAGS)
-
-dist: deps $(BUILD_DIST)/build.ninja
-	cmake --build $(BUILD_DIST) -j $(JOBS) --target stallscope stallscope_python
-	tools/make_dist.sh $(BUILD_DIST)
+# The relocatable bundle (README "Bundle"): this build's binaries (linked for it: the C++
+# runtime, fmt and zlib inside) and Python package, assembled by tools/make_dist.sh →
+# $(BUILD)/stallscope-<version>-linux-<machine>.tar.gz
+dist: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target stallscope stallscope_python
+	tools/make_dist.sh $(BUILD)
 
 # The ASan+UBSan build uses clang 14 where it is installed (`make deps` installs it): then it also
 # has the libFuzzer harnesses (tests/fuzz), run 30 s each by test-asan. ASAN_CC= ASAN_CXX= gives
@@ -98,7 +93,7 @@ test-unit: build
 
 # The bundle unpacked and run as on another machine (tests/e2e/dist_e2e_test.cc).
 test-dist: build dist
-	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$(abspath $(wildcard $(BUILD_DIST)/stallscope-*.tar.gz))" \
+	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$(abspath $(wildcard $(BUILD)/stallscope-*.tar.gz))" \
 	  ctest --output-on-failure -L dist
 
 test-asan: build-asan
@@ -142,4 +137,4 @@ format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_DIST)
+	rm -rf $(BUILD) $(BUILD_ASAN)

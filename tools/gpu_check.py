@@ -564,8 +564,7 @@ def step_doctor(s, bin_, python):
 
 def default_stallscope():
     for candidate in (os.path.join(HERE, "stallscope"),  # the bundle's bin/
-                      os.path.join(ROOT, "build", "stallscope"),
-                      os.path.join(ROOT, "build-dist", "stallscope")):
+                      os.path.join(ROOT, "build", "stallscope")):
         if os.access(candidate, os.X_OK):
             return candidate
     return os.path.join(ROOT, "build", "stallscope")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Assembles the relocatable bundle from a dist build (`make dist` builds it first):
+# Assembles the relocatable bundle from a build (`make dist` builds what it needs first):
 #
-#   tools/make_dist.sh [BUILD_DIR]        # default build-dist
+#   tools/make_dist.sh [BUILD_DIR]        # default build
 #   → BUILD_DIR/stallscope-<version>-linux-<machine>.tar.gz
 #
 # Layout (README "Bundle"):
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=${1:-build-dist}
+build=${1:-build}
 binary=$build/stallscope
 [ -x "$binary" ] || { echo "make_dist: $binary not found: run \`make dist\`" >&2; exit 1; }
 version=$("$binary" --version | awk '{print $2}')
