@@ -33,10 +33,11 @@ class ExperimentE2e : public ::testing::Test {
   // Every test runs real PyTorch jobs through the hooks. The skip is in SetUp, where it stops
   // the test body (GTEST_SKIP in a helper only returns from the helper).
   void SetUp() override {
-    if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
-    if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
+    if (NeedsTorch() && !HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+    if (NeedsTorch() && !STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
     dir_ = stallscope::testing::FreshTestDir("stallscope_experiment_e2e");
   }
+  virtual bool NeedsTorch() const { return true; }
   void TearDown() override {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
@@ -174,7 +175,13 @@ TEST_F(ExperimentE2e, AFailingSettingIsRecordedAndTheSweepGoesOn) {
   EXPECT_EQ(r["best"], "crash=-1");
 }
 
-TEST_F(ExperimentE2e, BadFlagsAreOneLineUsageErrors) {
+// Usage errors: no job runs, so no torch or Python package is needed.
+class ExperimentUsage : public ExperimentE2e {
+ protected:
+  bool NeedsTorch() const override { return false; }
+};
+
+TEST_F(ExperimentUsage, BadFlagsAreOneLineUsageErrors) {
   struct Case {
     std::vector<std::string> args;
     std::string says;
