@@ -1,7 +1,7 @@
 #include "diagnose/job_merge.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -15,9 +15,7 @@ namespace {
 /// k·2^22 + pid, unique for up to 511 nodes.
 constexpr int32_t kPidSpan = 1 << 22;
 
-bool IsNodeRankFlag(const std::string& a) {
-  return a == "--node-rank" || a == "--node_rank";
-}
+bool IsNodeRankFlag(const std::string& a) { return a == "--node-rank" || a == "--node_rank"; }
 
 bool IsNodeRankAssignment(const std::string& a) {
   return a.starts_with("--node-rank=") || a.starts_with("--node_rank=");
@@ -50,8 +48,8 @@ std::string Mismatch(const std::vector<RunData>& runs, const std::vector<JobNode
   const auto& n = nodes[i];
   if (n.ranks.empty()) return "no ranks recorded (no phase events): cannot place it in the job";
   if (n.world_size != nodes[0].world_size) {
-    return fmt::format("world size {} but {} has {}: not the same job", n.world_size,
-                       nodes[0].dir, nodes[0].world_size);
+    return fmt::format("world size {} but {} has {}: not the same job", n.world_size, nodes[0].dir,
+                       nodes[0].world_size);
   }
   if (JobCommand(runs[i].meta.command) != JobCommand(runs[0].meta.command)) {
     return fmt::format("another command than {}: not the same job", nodes[0].dir);
@@ -91,8 +89,7 @@ void Append(RunData& into, RunData& from, const std::string& label) {
   auto& e = into.events;
   e.events.insert(e.events.end(), from.events.events.begin(), from.events.events.end());
   e.names.insert(from.events.names.begin(), from.events.names.end());
-  e.processes.insert(e.processes.end(), from.events.processes.begin(),
-                     from.events.processes.end());
+  e.processes.insert(e.processes.end(), from.events.processes.begin(), from.events.processes.end());
   e.meta.insert(e.meta.end(), from.events.meta.begin(), from.events.meta.end());
   std::stable_sort(e.meta.begin(), e.meta.end(),
                    [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; });
@@ -204,8 +201,8 @@ void SummarizeJob(JobNodes& job, const analysis::PhaseAnalysis& phases, Verdict&
   bool lockstep = !phases.ranks.empty();
   for (const auto& s : phases.ranks) {
     if (s.count <= 0) continue;
-    JobRank r{.rank = s.rank, .steps = s.count, .steps_per_s = s.per_second,
-              .step_s = s.mean_step_s};
+    JobRank r{
+        .rank = s.rank, .steps = s.count, .steps_per_s = s.per_second, .step_s = s.mean_step_s};
     bool waited = false;
     for (const auto& p : phases.phases) {
       if (p.rank == s.rank && p.name == analysis::kCommWaitPhase) {
@@ -264,8 +261,8 @@ void SummarizeJob(JobNodes& job, const analysis::PhaseAnalysis& phases, Verdict&
   job.straggler_work_ratio = median > 0 ? slow->work_s / median : 0;
   job.straggler_node = slow->node_rank;
   const auto& node = job.nodes[static_cast<size_t>(slow->node_rank)];
-  straggler->reason += fmt::format("; rank {} runs on node {} ({})", slow->rank, node.node_rank,
-                                   node.hostname);
+  straggler->reason +=
+      fmt::format("; rank {} runs on node {} ({})", slow->rank, node.node_rank, node.hostname);
   straggler->evidence.push_back(
       Evidence{fmt::format("rank {} on node {} ({}): work per step (step − comm_wait) {:.2f}× the "
                            "median other rank's",

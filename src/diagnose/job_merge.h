@@ -21,16 +21,16 @@ namespace stallscope::diagnose {
 struct JobNode {
   std::string dir;
   std::string hostname;
-  int node_rank = 0;           ///< by the lowest global rank it ran: 0 holds rank 0
-  std::vector<int32_t> ranks;  ///< global ranks of its processes, ascending
-  int32_t world_size = 0;      ///< as its ranks saw it (WORLD_SIZE)
+  int node_rank = 0;                   ///< by the lowest global rank it ran: 0 holds rank 0
+  std::vector<int32_t> ranks;          ///< global ranks of its processes, ascending
+  int32_t world_size = 0;              ///< as its ranks saw it (WORLD_SIZE)
   std::optional<double> gpu_util_pct;  ///< mean over its GPUs; empty without GPUs
   // Filled by SummarizeJob from the merged phases:
-  int64_t steps = 0;          ///< over its ranks
-  double steps_per_s = 0;     ///< mean over its ranks
-  double step_s = 0;          ///< mean step time over its ranks
-  double comm_wait_s = 0;     ///< comm_wait per step, mean over its ranks
-  double work_s = 0;          ///< step_s − comm_wait_s: what the node itself takes per step
+  int64_t steps = 0;       ///< over its ranks
+  double steps_per_s = 0;  ///< mean over its ranks
+  double step_s = 0;       ///< mean step time over its ranks
+  double comm_wait_s = 0;  ///< comm_wait per step, mean over its ranks
+  double work_s = 0;       ///< step_s − comm_wait_s: what the node itself takes per step
 };
 
 /// One rank of the merged job.

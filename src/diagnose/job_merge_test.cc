@@ -68,10 +68,9 @@ TEST(MergeRunsTest, OrdersNodesByTheirRanksAndMergesEveryRank) {
 TEST(MergeRunsTest, MovesANodesTimesOntoTheLeadNodesClock) {
   // Node 1 started 2 s of wall time later, its monotonic clock at 7000 then: its event 10 ns
   // after its start lands 2 s + 10 ns after node 0's start on node 0's clock.
-  auto job = MergeRuns(
-      Two(Node("n0", "a", {0}, 2, 10, 1'000'000'000, 500), Node("n1", "b", {1}, 2, 20,
-                                                               3'000'000'000, 7000)),
-      false);
+  auto job = MergeRuns(Two(Node("n0", "a", {0}, 2, 10, 1'000'000'000, 500),
+                           Node("n1", "b", {1}, 2, 20, 3'000'000'000, 7000)),
+                       false);
   ASSERT_TRUE(job.ok()) << job.error().message;
   const auto& e = job->data.events.events;
   ASSERT_EQ(e.size(), 2u);
@@ -81,8 +80,8 @@ TEST(MergeRunsTest, MovesANodesTimesOntoTheLeadNodesClock) {
 }
 
 TEST(MergeRunsTest, ClashingPidsOfAnotherHostMoveAside) {
-  auto job = MergeRuns(Two(Node("n0", "a", {0, 1}, 4, 100), Node("n1", "b", {2, 3}, 4, 101)),
-                       false);
+  auto job =
+      MergeRuns(Two(Node("n0", "a", {0, 1}, 4, 100), Node("n1", "b", {2, 3}, 4, 101)), false);
   ASSERT_TRUE(job.ok()) << job.error().message;
   std::set<int32_t> pids;
   for (const auto& p : job->data.events.processes) pids.insert(p.pid);
@@ -113,8 +112,8 @@ TEST(MergeRunsTest, NotTheSameJobIsOneLineNamingTheDirectory) {
     EXPECT_EQ(job.error().message.find('\n'), std::string::npos) << c.what;
   }
   // --force merges it, with a warning naming the directory.
-  auto forced = MergeRuns(Two(Node("n0", "a", {0, 1}, 4, 100), Node("n1", "b", {2, 3}, 8, 300)),
-                          true);
+  auto forced =
+      MergeRuns(Two(Node("n0", "a", {0, 1}, 4, 100), Node("n1", "b", {2, 3}, 8, 300)), true);
   ASSERT_TRUE(forced.ok());
   ASSERT_FALSE(forced->data.warnings.empty());
   EXPECT_NE(forced->data.warnings[0].find("n1: world size 8"), std::string::npos);
@@ -125,8 +124,7 @@ analysis::PhaseAnalysis Lockstep(double step_s, const std::vector<double>& wait_
   analysis::PhaseAnalysis a;
   for (size_t i = 0; i < wait_s.size(); ++i) {
     const auto rank = static_cast<int32_t>(i);
-    a.ranks.push_back({.rank = rank, .count = 10, .per_second = 1 / step_s,
-                       .mean_step_s = step_s});
+    a.ranks.push_back({.rank = rank, .count = 10, .per_second = 1 / step_s, .mean_step_s = step_s});
     a.phases.push_back({.name = "comm_wait", .rank = rank, .count = 10, .total_s = wait_s[i] * 10});
   }
   return a;
