@@ -123,18 +123,37 @@ TEST(MergeRunsTest, NotTheSameJobIsOneLineNamingTheDirectory) {
 analysis::PhaseAnalysis Lockstep(double step_s, const std::vector<double>& wait_s) {
   analysis::PhaseAnalysis a;
   for (size_t i = 0; i < wait_s.size(); ++i) {
-    const auto rank = static_cast<int32_t>(i);
-    a.ranks.push_back({.rank = rank, .count = 10, .per_second = 1 / step_s, .mean_step_s = step_s});
-    a.phases.push_back({.name = "comm_wait", .rank = rank, .count = 10, .total_s = wait_s[i] * 10});
+    analysis::RankSteps steps;
+    steps.rank = static_cast<int32_t>(i);
+    steps.count = 10;
+    steps.per_second = 1 / step_s;
+    steps.mean_step_s = step_s;
+    a.ranks.push_back(steps);
+    analysis::PhaseStats wait;
+    wait.name = "comm_wait";
+    wait.rank = steps.rank;
+    wait.count = 10;
+    wait.total_s = wait_s[i] * 10;
+    a.phases.push_back(wait);
   }
   return a;
+}
+
+JobNode Placed(const std::string& dir, const std::string& host, int node_rank,
+               std::vector<int32_t> ranks) {
+  JobNode n;
+  n.dir = dir;
+  n.hostname = host;
+  n.node_rank = node_rank;
+  n.ranks = std::move(ranks);
+  return n;
 }
 
 JobNodes TwoByTwo() {
   JobNodes job;
   job.world_size = 4;
-  job.nodes.push_back({.dir = "n0", .hostname = "a", .node_rank = 0, .ranks = {0, 1}});
-  job.nodes.push_back({.dir = "n1", .hostname = "b", .node_rank = 1, .ranks = {2, 3}});
+  job.nodes.push_back(Placed("n0", "a", 0, {0, 1}));
+  job.nodes.push_back(Placed("n1", "b", 1, {2, 3}));
   return job;
 }
 
