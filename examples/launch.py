@@ -3,11 +3,17 @@
 
     python3 examples/launch.py --nproc-per-node 2 examples/train.py --situation ddp
     python3 examples/launch.py --nproc-per-node 2 -m mypackage.train --lr 0.1
+    # two nodes of 2 ranks (world size 4), each started on its node (here both on localhost):
+    python3 examples/launch.py --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-port 29500 ...
+    python3 examples/launch.py --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port 29500 ...
 
 Each rank is `<this Python> SCRIPT ARGS` (or `-m MODULE ARGS`) with the env:// rendezvous
 variables torchrun sets: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
 LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, and OMP_NUM_THREADS=1 unless set (as
-torchrun does with more than one process). Ranks share this terminal's stdout/stderr.
+torchrun does with more than one process). Ranks share this terminal's stdout/stderr. With
+--nnodes N, node K starts global ranks K*nproc .. K*nproc+nproc-1 of WORLD_SIZE N*nproc (as
+torchrun's static rendezvous does); every node needs the same --master-addr/--master-port
+(node 0 hosts the rendezvous, so a port must be given).
 
 Why not torchrun: Debian's torch 1.13 torchrun fails under Python 3.11 before it starts any rank
 (torch.distributed.elastic's Std.from_str returns None; AttributeError in to_map). Where
@@ -35,18 +41,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def rank_env(base, rank, nproc, port):
+def rank_env(base, local_rank, nproc, port, nnodes=1, node_rank=0, addr="127.0.0.1"):
     env = dict(base)
+    rank = node_rank * nproc + local_rank
     env.update({
-        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_ADDR": addr,
         "MASTER_PORT": str(port),
-        "WORLD_SIZE": str(nproc),
+        "WORLD_SIZE": str(nnodes * nproc),
         "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
         "LOCAL_WORLD_SIZE": str(nproc),
-        "GROUP_RANK": "0",
+        "GROUP_RANK": str(node_rank),
         "ROLE_RANK": str(rank),
-        "ROLE_WORLD_SIZE": str(nproc),
+        "ROLE_WORLD_SIZE": str(nnodes * nproc),
     })
     if nproc > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -74,8 +81,13 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1,
                         help="ranks to start (default 1)")
+    parser.add_argument("--nnodes", type=int, default=1, help="nodes of the job (default 1)")
+    parser.add_argument("--node-rank", "--node_rank", type=int, default=0,
+                        help="this node's rank, 0 .. nnodes-1 (default 0)")
+    parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1",
+                        help="node 0's address (default 127.0.0.1)")
     parser.add_argument("--master-port", "--master_port", type=int, default=0,
-                        help="rendezvous port (default: a free one)")
+                        help="rendezvous port (default: a free one; required with --nnodes > 1)")
     parser.add_argument("--kill-after", type=float, default=10.0,
                         help="seconds between SIGTERM and SIGKILL when a rank fails")
     parser.add_argument("-m", dest="module", action="store_true",
@@ -85,6 +97,10 @@ def main(argv):
     opts = parser.parse_args(argv)
     if opts.nproc_per_node < 1:
         parser.error("--nproc-per-node must be at least 1")
+    if opts.nnodes < 1 or not 0 <= opts.node_rank < opts.nnodes:
+        parser.error("--node-rank must be in 0 .. --nnodes - 1")
+    if opts.nnodes > 1 and not opts.master_port:
+        parser.error("--master-port is required with --nnodes > 1 (every node must use it)")
     port = opts.master_port or free_port()
     command = [sys.executable] + (["-m"] if opts.module else []) + [opts.target] + opts.args
     procs = []
@@ -99,8 +115,9 @@ def main(argv):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
     for rank in range(opts.nproc_per_node):
-        procs.append(subprocess.Popen(command, env=rank_env(os.environ, rank,
-                                                            opts.nproc_per_node, port)))
+        procs.append(subprocess.Popen(command, env=rank_env(
+            os.environ, rank, opts.nproc_per_node, port, opts.nnodes, opts.node_rank,
+            opts.master_addr)))
     status = 0
     live = list(procs)
     while live:
@@ -112,7 +129,7 @@ def main(argv):
             if code != 0 and status == 0:
                 status = exit_code(code)
                 rank = procs.index(p)
-                print(f"launch.py: rank {rank} exited with {status}; stopping the other ranks",
+                print(f"launch.py: local rank {rank} exited with {status}; stopping the other ranks",
                       file=sys.stderr, flush=True)
                 stop(live, opts.kill_after)
                 live = []

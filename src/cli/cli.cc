@@ -150,8 +150,14 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
 }
 
 CLI::App* AddDiagnose(CLI::App& app, DiagnoseOptions& diag) {
-  auto* diagnose = app.add_subcommand("diagnose", "Redo the analysis of a run directory");
-  diagnose->add_option("run_dir", diag.dir, "A directory written by `stallscope run`");
+  auto* diagnose = app.add_subcommand(
+      "diagnose", "Redo the analysis of a run directory, or of one job's nodes' run directories");
+  diagnose->add_option("run_dir", diag.dirs,
+                       "A directory written by `stallscope run`; several: one per node of one "
+                       "job (torchrun --nnodes N), merged into one job report");
+  diagnose->add_flag("--force", diag.force,
+                     "With several directories: merge them even when they do not look like one "
+                     "job (world size, command, ranks)");
   diagnose->add_flag("--thresholds", diag.thresholds,
                      "Print the verdict's thresholds table (Markdown) and exit");
   diagnose->add_flag("--json", diag.json, "Print report.json instead of the text report");

@@ -438,11 +438,12 @@ int RunDiagnose(const DiagnoseOptions& o) {
       fmt::print("| `{}` | {} | {} | {} |\n", t.name, t.value, t.unit, t.source);
     return 0;
   }
-  if (o.dir.empty()) {
+  if (o.dirs.empty()) {
     fmt::print(stderr, "stallscope diagnose: give a run directory (stallscope diagnose RUN_DIR)\n");
     return 2;
   }
-  auto data = diagnose::LoadRun(o.dir);
+  if (o.dirs.size() > 1) return RunDiagnoseNodes(o);
+  auto data = diagnose::LoadRun(o.dirs[0]);
   if (!data.ok()) {
     fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(data.error().message));
     return 1;

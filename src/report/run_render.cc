@@ -492,10 +492,8 @@ void WriteSeriesJson(JsonWriter& w, const diagnose::RunReport& r) {
 
 }  // namespace
 
-std::string RenderRunReportJson(const diagnose::RunReport& r) {
-  std::string out;
-  JsonWriter w(out);
-  w.BeginObject().Field("schema_version", diagnose::kRunSchemaVersion);
+void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
+  w.Field("schema_version", diagnose::kRunSchemaVersion);
   WriteVerdictJson(w, r.verdict);
   WriteJobJson(w, r);
   WriteStepsJson(w, r);
@@ -518,7 +516,15 @@ std::string RenderRunReportJson(const diagnose::RunReport& r) {
       .Field("records_per_step", r.overhead.records_per_step, 2)
       .EndObject();
   WriteSeriesJson(w, r);
-  w.FieldArray("warnings", r.warnings).EndObject();
+  w.FieldArray("warnings", r.warnings);
+}
+
+std::string RenderRunReportJson(const diagnose::RunReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject();
+  WriteRunReportFields(w, r);
+  w.EndObject();
   out += "\n";
   return out;
 }

@@ -16,6 +16,10 @@ namespace stallscope::report {
 /// report.json (README "report.json"): stable key order, fixed float formats.
 [[nodiscard]] std::string RenderRunReportJson(const diagnose::RunReport& report);
 
+/// report.json's fields, in its order, into an object the caller opened (and closes): the job
+/// report of `diagnose DIR1 DIR2 ...` adds its "nodes" after them.
+void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& report);
+
 /// The verdict block shared by every report (run, diagnose, trace): VERDICT, FIX (cheapest first),
 /// EVIDENCE, ALSO. `steps_per_s`: the current rate, printed next to a predicted one.
 [[nodiscard]] std::string RenderVerdictText(const diagnose::Verdict& verdict,

@@ -1,0 +1,39 @@
+// `stallscope diagnose DIR1 DIR2 ...`: one job's nodes, each a run directory, merged into one job
+// report (README-nodes.md).
+
+#include <fmt/format.h>
+
+#include "base/units.h"
+#include "cli/commands.h"
+#include "diagnose/facts.h"
+#include "diagnose/job_merge.h"
+#include "diagnose/run_report.h"
+#include "diagnose/verdict.h"
+#include "report/job_render.h"
+
+namespace stallscope::cli {
+
+int RunDiagnoseNodes(const DiagnoseOptions& o) {
+  std::vector<diagnose::RunData> runs;
+  for (const auto& dir : o.dirs) {
+    auto data = diagnose::LoadRun(dir);
+    if (!data.ok()) {
+      fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(data.error().message));
+      return 1;
+    }
+    runs.push_back(std::move(data.value()));
+  }
+  auto job = diagnose::MergeRuns(std::move(runs), o.force);
+  if (!job.ok()) {
+    fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(job.error().message));
+    return 1;
+  }
+  auto report = diagnose::BuildRunReport(job->data);
+  report.verdict = diagnose::Diagnose(job->data, report);
+  diagnose::SummarizeJob(job->nodes, report.phases, report.verdict);
+  fmt::print("{}", o.json ? report::RenderJobReportJson(report, job->nodes)
+                          : report::RenderJobReportText(report, job->nodes));
+  return 0;
+}
+
+}  // namespace stallscope::cli
