@@ -143,7 +143,7 @@ TEST_F(LiveStatsTest, WindowBetweenTwoTotals) {
   EXPECT_DOUBLE_EQ(w->steps_per_s, 1.0);
   EXPECT_NEAR(w->data_share, 0.3, 1e-9);
   EXPECT_NEAR(w->covered_share, 0.8, 1e-9);
-  EXPECT_EQ(w->phases[0].name, "forward_pass");  // largest first
+  EXPECT_EQ(w->phases[0].name, "forward_pass");                        // largest first
   EXPECT_FALSE(WindowBetween(after, after, 5'000 * kMs).has_value());  // no step in between
   EXPECT_FALSE(WindowBetween(before, after, 0).has_value());
 }
@@ -151,8 +151,8 @@ TEST_F(LiveStatsTest, WindowBetweenTwoTotals) {
 TEST(StepHistogramTest, BucketsByUpperBoundInclusive) {
   StepHistogram h;
   for (double s : {0.001, 0.01, 0.011, 60.0, 61.0}) h.Add(s);
-  EXPECT_EQ(h.counts[0], 2u);  // <= 10 ms
-  EXPECT_EQ(h.counts[1], 1u);  // (10 ms, 25 ms]
+  EXPECT_EQ(h.counts[0], 2u);                         // <= 10 ms
+  EXPECT_EQ(h.counts[1], 1u);                         // (10 ms, 25 ms]
   EXPECT_EQ(h.counts[kStepBucketsS.size() - 1], 1u);  // (30 s, 60 s]
   EXPECT_EQ(h.counts[kStepBucketsS.size()], 1u);      // > 60 s
   EXPECT_EQ(h.count, 5u);
