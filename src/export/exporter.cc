@@ -68,9 +68,13 @@ Labels GpuLabels(const gpu::GpuStatic& g, const std::string& hostname) {
           {"Hostname", hostname}};
 }
 
-Labels With(Labels labels, std::string name, std::string value) {
-  labels.push_back({std::move(name), std::move(value)});
-  return labels;
+/// Labels of our own per-GPU metrics: snake_case (promtool's lint), so not dcgm-exporter's
+/// UUID/modelName/Hostname; `gpu` and `device` as dcgm-exporter, to join on.
+Labels OwnGpuLabels(const gpu::GpuStatic& g, std::string name, std::string value) {
+  return {{"gpu", std::to_string(g.index)},
+          {"uuid", g.uuid},
+          {"device", fmt::format("nvidia{}", g.index)},
+          {std::move(name), std::move(value)}};
 }
 
 /// Names, types and help texts as in dcgm-exporter's etc/default-counters.csv.
@@ -114,16 +118,17 @@ void MapGpu(Families& f, const gpu::GpuStatic& st, const gpu::GpuSample& g,
     for (const auto& r : gpu::kClockEventReasons) {
       f.Gauge("stallscope_gpu_throttle_reason",
               "1 when the GPU's clocks are held down for this reason (NVML clock event reasons).",
-              With(l, "reason", std::string(r.name)),
+              OwnGpuLabels(st, "reason", std::string(r.name)),
               (*g.clock_event_reasons & r.bit) != 0 ? 1 : 0);
     }
   }
+  constexpr std::string_view kPcieHelp = "PCIe throughput (NVML, bytes/s).";
   if (g.pcie_tx_kbps)
-    f.Gauge("stallscope_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (NVML, bytes/s).",
-            l, *g.pcie_tx_kbps * 1024.0);
+    f.Gauge("stallscope_gpu_pcie_bytes_per_second", kPcieHelp, OwnGpuLabels(st, "direction", "tx"),
+            *g.pcie_tx_kbps * 1024.0);
   if (g.pcie_rx_kbps)
-    f.Gauge("stallscope_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (NVML, bytes/s).",
-            l, *g.pcie_rx_kbps * 1024.0);
+    f.Gauge("stallscope_gpu_pcie_bytes_per_second", kPcieHelp, OwnGpuLabels(st, "direction", "rx"),
+            *g.pcie_rx_kbps * 1024.0);
 }
 
 void MapHost(Families& f, const host::HostSample& h) {

@@ -128,10 +128,12 @@ TEST(MapMetrics, ExpectedLines) {
       "DCGM_FI_DEV_SM_CLOCK" + gpu + " 1755\n",
       "DCGM_FI_DEV_MEM_CLOCK" + gpu + " 2619\n",
       "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" + gpu + " 4\n",
-      "stallscope_gpu_throttle_reason" + gpu.substr(0, gpu.size() - 1) +
-          R"(,reason="sw_power_cap"} 1)" + "\n",
-      "stallscope_gpu_throttle_reason" + gpu.substr(0, gpu.size() - 1) +
-          R"(,reason="hw_thermal"} 0)" + "\n",
+      R"(stallscope_gpu_throttle_reason{gpu="0",uuid="GPU-00000000-0000-0000-0000-000000000000",)"
+      R"(device="nvidia0",reason="sw_power_cap"} 1)"
+      "\n",
+      R"(stallscope_gpu_throttle_reason{gpu="0",uuid="GPU-00000000-0000-0000-0000-000000000000",)"
+      R"(device="nvidia0",reason="hw_thermal"} 0)"
+      "\n",
       "stallscope_host_cpu_busy_ratio 0.5\n",
       "stallscope_host_cpu_iowait_ratio 0.05\n",
       "stallscope_host_psi_some_avg10_ratio{resource=\"io\"} 0.025\n",
