@@ -15,7 +15,8 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libgtest-dev libgmock-dev libbenchmark-dev \
   python3 python3-dev python3-venv python3-pip pybind11-dev python3-torch python3-numpy procps time clang-format \
   clang-14 libclang-rt-14-dev \
-  libncurses-dev libcairo2-dev chromium tmux
+  libncurses-dev libcairo2-dev chromium tmux \
+  prometheus-cpp-dev prometheus wrk
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -61,6 +61,16 @@ ldd "$binary" "$build/stallscope-full" | awk '$2 == "=>" { print $1, $3 }' | sor
     install -m 644 "$path" "$stage/lib/$soname"
   done
 
+# GCC 11's std::__throw_bad_array_new_length (GLIBCXX_3.4.29; only called when `new T[n]`
+# overflows) is the one symbol above GLIBCXX_3.4.21 in Debian's prometheus-cpp: bundled copies
+# drop its version, and the version need becomes weak (tools/elf_weaken_version.py).
+for lib in "$stage"/lib/*.so*; do
+  symbols=$(objdump -T "$lib")  # not `| grep -q`: its early exit fails the pipe (pipefail)
+  if grep -q '(GLIBCXX_3.4.29) _ZSt28__throw_bad_array_new_lengthv' <<<"$symbols"; then
+    /usr/bin/python3 tools/elf_weaken_version.py "$lib" _ZSt28__throw_bad_array_new_lengthv
+  fi
+done
+
 # The package as CMake assembled it (python/CMakeLists.txt), without the optional pybind11
 # extension `_core`: it is built for Debian's python3.11 only and needs GCC 12's libstdc++.
 py=$stage/lib/stallscope/python

@@ -1,5 +1,7 @@
 #include "analysis/live_stats.h"
 
+#include <algorithm>
+
 #include "analysis/phases.h"
 
 namespace stallscope::analysis {
@@ -24,10 +26,57 @@ LiveWindow StartWindow(uint64_t steps, int64_t window_ns) {
 
 }  // namespace
 
+void StepHistogram::Add(double seconds) {
+  const auto* bound = std::lower_bound(kStepBucketsS.begin(), kStepBucketsS.end(), seconds);
+  ++counts[static_cast<size_t>(bound - kStepBucketsS.begin())];
+  ++count;
+  sum_s += seconds;
+}
+
+std::optional<LiveWindow> WindowBetween(const ProcessTotals& before, const ProcessTotals& after,
+                                        int64_t window_ns) {
+  if (after.steps <= before.steps || window_ns <= 0) return std::nullopt;
+  LiveWindow out = StartWindow(after.steps - before.steps, window_ns);
+  for (const LivePhase& p : after.phases) {
+    int64_t ns = p.total_ns;
+    for (const LivePhase& b : before.phases) {
+      if (b.name == p.name) ns -= b.total_ns;
+    }
+    if (ns > 0) AddPhase(out, p.name, ns);
+  }
+  std::stable_sort(out.phases.begin(), out.phases.end(),
+                   [](const LivePhase& a, const LivePhase& b) { return a.total_ns > b.total_ns; });
+  return out;
+}
+
 void LiveStats::Add(phase::PhaseReader& ring, const phase::PhaseRecord& record) {
   Proc& p = procs_[ring.info().pid];
   p.ring = &ring;
   p.agg.Add(record);
+  p.all_agg.Add(record);
+  if (record.kind == phase::RecordKind::kStep) {
+    if (p.last_step_ns > 0 && record.ts_ns >= p.last_step_ns)
+      p.step_durations.Add(static_cast<double>(record.ts_ns - p.last_step_ns) / 1e9);
+    p.last_step_ns = record.ts_ns;
+  }
+}
+
+std::vector<ProcessTotals> LiveStats::AllTotals() {
+  std::vector<ProcessTotals> out;
+  out.reserve(procs_.size());
+  for (auto& [pid, p] : procs_) {
+    phase::PhaseWindow w = p.all_agg.Take();
+    for (const auto& t : w.phases) p.all_ns[t.phase_id] += t.total_ns;
+    p.all_steps += w.steps;
+    ProcessTotals t;
+    t.pid = pid;
+    t.rank = p.ring->info().rank;
+    t.steps = p.all_steps;
+    for (const auto& [id, ns] : p.all_ns) t.phases.push_back(LivePhase{p.ring->Name(id), ns, 0});
+    t.step_durations = p.step_durations;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 std::optional<LiveWindow> LiveStats::TakeWindow(int64_t window_ns) {

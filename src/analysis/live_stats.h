@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,6 +32,38 @@ struct LiveWindow {
   double covered_share = 0;       ///< sum of all phases' shares (1 − covered: outside phases)
 };
 
+/// Upper bounds (seconds) of the per-process step-duration histogram (`serve`'s
+/// stallscope_step_duration_seconds): 10 ms to 60 s, roughly x2.5 apart, which covers a small
+/// CPU model's step and a large model's. Fixed, so a process's histogram is a fixed size.
+inline constexpr std::array<double, 12> kStepBucketsS = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                         1,    2.5,   5,    10,  30,   60};
+
+/// Durations between consecutive steps of one process (the first step has none).
+struct StepHistogram {
+  std::array<uint64_t, kStepBucketsS.size() + 1> counts{};  ///< per bucket (not cumulative);
+                                                            ///< the last one is > 60 s
+  uint64_t count = 0;
+  double sum_s = 0;
+  void Add(double seconds);
+};
+
+/// Totals of one process since its ring was first read: what an exporter publishes as
+/// counters. Phases by id, share 0 (a total has no window).
+struct ProcessTotals {
+  int32_t pid = 0;
+  int32_t rank = 0;  ///< from the ring's header (0 when not distributed)
+  uint64_t steps = 0;
+  std::vector<LivePhase> phases;
+  StepHistogram step_durations;
+};
+
+/// The window of one process between two of its totals (`before` taken `window_ns` earlier):
+/// steps, steps/s and phase shares, as TakeWindow gives them (phases largest first). Empty when
+/// no step was made in between or `window_ns` <= 0.
+[[nodiscard]] std::optional<LiveWindow> WindowBetween(const ProcessTotals& before,
+                                                      const ProcessTotals& after,
+                                                      int64_t window_ns);
+
 /// Live phase statistics of a job's processes, fed with the records drained from their rings.
 /// Per process: the current window, the interim totals (since the last TakeInterim) and the
 /// totals since the start. Thread-compatible (the monitor session serialises access).
@@ -61,6 +94,10 @@ class LiveStats {
   /// `since_start_ns` of wall time; does not restart anything. Empty when no step was seen.
   [[nodiscard]] std::optional<LiveWindow> Totals(int64_t since_start_ns) const;
 
+  /// Every process's totals up to the last record added, by pid (independent of the windows
+  /// and interims: taking these restarts nothing the other readers see).
+  [[nodiscard]] std::vector<ProcessTotals> AllTotals();
+
  private:
   struct Proc {
     phase::PhaseReader* ring = nullptr;
@@ -69,6 +106,12 @@ class LiveStats {
     uint64_t interim_steps = 0;
     std::map<uint16_t, int64_t> total_ns;
     uint64_t total_steps = 0;
+    // AllTotals' own sums (its aggregator pairs the same records, read at its own pace).
+    phase::PhaseAggregator all_agg;
+    std::map<uint16_t, int64_t> all_ns;
+    uint64_t all_steps = 0;
+    StepHistogram step_durations;
+    int64_t last_step_ns = 0;
   };
   std::map<int32_t, Proc> procs_;  ///< by pid
 };

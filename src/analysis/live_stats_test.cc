@@ -100,3 +100,63 @@ TEST_F(LiveStatsTest, InterimAccumulatesWindowsUntilEnoughSteps) {
 
 }  // namespace
 }  // namespace stallscope::analysis
+
+namespace stallscope::analysis {
+namespace {
+
+TEST_F(LiveStatsTest, AllTotalsCountEveryStepWithoutTakingWindows) {
+  WriteSteps(4);
+  Drain();
+  auto totals = stats_.AllTotals();
+  ASSERT_EQ(totals.size(), 1u);
+  EXPECT_EQ(totals[0].steps, 4u);
+  EXPECT_EQ(totals[0].rank, 0);
+  ASSERT_EQ(totals[0].phases.size(), 2u);  // by id: data_loading first
+  EXPECT_EQ(totals[0].phases[0].name, "data_loading");
+  EXPECT_EQ(totals[0].phases[0].total_ns, 4 * 300 * kMs);
+  EXPECT_EQ(totals[0].phases[1].total_ns, 4 * 500 * kMs);
+  // Three intervals between four 1 s steps, all in the (0.5 s, 1 s] bucket.
+  const StepHistogram& h = totals[0].step_durations;
+  EXPECT_EQ(h.count, 3u);
+  EXPECT_DOUBLE_EQ(h.sum_s, 3.0);
+  EXPECT_EQ(h.counts[6], 3u);  // kStepBucketsS[6] = 1
+  // The windows still see every step: AllTotals took nothing from them.
+  auto w = stats_.TakeWindow(4'000 * kMs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->steps, 4u);
+  // Totals keep growing after a window was taken.
+  WriteSteps(2);
+  Drain();
+  EXPECT_EQ(stats_.AllTotals()[0].steps, 6u);
+}
+
+TEST_F(LiveStatsTest, WindowBetweenTwoTotals) {
+  WriteSteps(2);
+  Drain();
+  ProcessTotals before = stats_.AllTotals()[0];
+  WriteSteps(5);
+  Drain();
+  ProcessTotals after = stats_.AllTotals()[0];
+  auto w = WindowBetween(before, after, 5'000 * kMs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->steps, 5u);
+  EXPECT_DOUBLE_EQ(w->steps_per_s, 1.0);
+  EXPECT_NEAR(w->data_share, 0.3, 1e-9);
+  EXPECT_NEAR(w->covered_share, 0.8, 1e-9);
+  EXPECT_EQ(w->phases[0].name, "forward_pass");                        // largest first
+  EXPECT_FALSE(WindowBetween(after, after, 5'000 * kMs).has_value());  // no step in between
+  EXPECT_FALSE(WindowBetween(before, after, 0).has_value());
+}
+
+TEST(StepHistogramTest, BucketsByUpperBoundInclusive) {
+  StepHistogram h;
+  for (double s : {0.001, 0.01, 0.011, 60.0, 61.0}) h.Add(s);
+  EXPECT_EQ(h.counts[0], 2u);                         // <= 10 ms
+  EXPECT_EQ(h.counts[1], 1u);                         // (10 ms, 25 ms]
+  EXPECT_EQ(h.counts[kStepBucketsS.size() - 1], 1u);  // (30 s, 60 s]
+  EXPECT_EQ(h.counts[kStepBucketsS.size()], 1u);      // > 60 s
+  EXPECT_EQ(h.count, 5u);
+}
+
+}  // namespace
+}  // namespace stallscope::analysis

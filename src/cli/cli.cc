@@ -74,6 +74,27 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   return record;
 }
 
+/// `record --serve` and `run --serve`: only stallscope-full has them (the front binary leaves
+/// such lines to it, record_args.cc knows no --serve).
+void AddServeFlag(CLI::App* cmd, std::string& serve) {
+  cmd->add_option("--serve", serve,
+                  "Also serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9400; README-serve.md)");
+}
+
+CLI::App* AddServe(CLI::App& app, ServeOptions& o) {
+  auto* serve = app.add_subcommand("serve", "Serve GPU and host metrics to Prometheus");
+  serve->add_option("--listen", o.listen, "HOST:PORT to listen on (loopback by default)")
+      ->default_val("127.0.0.1:9400");
+  serve->add_option("-i,--interval", o.interval, "Sampling interval, 50ms or more")
+      ->default_val("1s");
+  serve->add_option("--duration", o.duration, "Stop after this long (default: until Ctrl-C)");
+  serve->footer(
+      "Examples:\n  stallscope serve\n  stallscope serve --listen 0.0.0.0:9400\n"
+      "GPU metrics use dcgm-exporter's names and labels; see README-serve.md.\n");
+  AddSamplingFlags(serve, o.sampling);
+  return serve;
+}
+
 CLI::App* AddTop(CLI::App& app, TopOptions& top) {
   auto* top_cmd = app.add_subcommand(
       "top",
@@ -146,6 +167,7 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
       "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
       "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.\n");
   AddSamplingFlags(run_cmd, run.sampling);
+  AddServeFlag(run_cmd, run.serve);
   return run_cmd;
 }
 
@@ -352,6 +374,9 @@ int Run(int argc, char** argv) {
   int64_t doctor_workers = 0;
   CLI::Option* workers_opt = nullptr;
   CLI::App* record = AddRecord(app, rec);
+  AddServeFlag(record, rec.serve);
+  ServeOptions serve;
+  CLI::App* serve_cmd = AddServe(app, serve);
   CLI::App* top_cmd = AddTop(app, top);
   CLI::App* summary = AddSummary(app, sum);
   CLI::App* run_cmd = AddRun(app, run);
@@ -378,7 +403,13 @@ int Run(int argc, char** argv) {
     if (workers_opt->count() > 0) doc.workers = doctor_workers;
     return RunDoctor(doc);
   }
-  if (record->parsed()) return RunRecord(rec);
+  for (const auto& [cmd, addr] : {std::pair{"record", &rec.serve}, std::pair{"run", &run.serve}}) {
+    if (addr->empty()) continue;
+    if (auto bad = BadListenAddress(*addr))
+      return fmt::print(stderr, "stallscope {}: --serve {}\n", cmd, *bad), 2;
+  }
+  if (serve_cmd->parsed()) return RunServe(serve);
+  if (record->parsed()) return RunRecord(rec, StartServe);
   if (top_cmd->parsed()) return RunTop(top);
   if (summary->parsed()) return RunSummary(sum);
   if (run_cmd->parsed()) return RunRun(run);

@@ -1,13 +1,45 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "cli/machine.h"
 
+namespace stallscope::monitor {
+class Session;
+}
+
 namespace stallscope::cli {
+
+/// Starts `--serve ADDR` beside a running session (src/cli/serve_cmd.cc, stallscope-full only:
+/// the front binary links no HTTP server and leaves every `record --serve` line to
+/// stallscope-full). Returns what keeps the exporter running (released before the session
+/// finishes), or a one-line error naming the address.
+using ServeHook = std::function<Result<std::shared_ptr<void>>(
+    monitor::Session& session, const std::string& listen, int64_t interval_ns)>;
+
+/// The ServeHook of stallscope-full.
+[[nodiscard]] Result<std::shared_ptr<void>> StartServe(monitor::Session& session,
+                                                       const std::string& listen,
+                                                       int64_t interval_ns);
+
+/// Checks a --listen / --serve address: empty when fine, else the one-line reason.
+[[nodiscard]] std::optional<std::string> BadListenAddress(const std::string& listen);
+
+struct ServeOptions {
+  SamplingOptions sampling;
+  std::string listen = "127.0.0.1:9400";
+  std::string interval = "1s";
+  std::string duration;  ///< stop after this long ("" = until a signal)
+};
+/// `stallscope serve`: GPUs and host as Prometheus metrics. 0 at the end (a signal or
+/// --duration), 1 when it cannot listen, 2 on bad flags.
+int RunServe(const ServeOptions& options);
 
 struct RecordOptions {
   SamplingOptions sampling;
@@ -17,10 +49,12 @@ struct RecordOptions {
   bool csv = false;
   bool force = false;  ///< replace an existing output file
   int32_t pid = 0;     ///< 0: none (--pid takes 1 or more)
+  std::string serve;   ///< --serve ADDR: Prometheus metrics while recording ("" = none)
   std::vector<std::string> command;
 };
 /// `stallscope record`. Returns the followed command's exit code, else 0; 1 on errors.
-int RunRecord(const RecordOptions& options);
+/// `serve` starts options.serve (a non-empty --serve without a hook is a usage error).
+int RunRecord(const RecordOptions& options, const ServeHook& serve = {});
 
 struct TopOptions {
   SamplingOptions sampling;
@@ -62,6 +96,7 @@ struct RunOptions {
   bool job_log = false;
   /// --tui: the full-screen top while the job runs (its output goes to job.log), then the report.
   bool tui = false;
+  std::string serve;  ///< --serve ADDR: Prometheus metrics while the job runs ("" = none)
   std::vector<std::string> command;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).

@@ -84,6 +84,8 @@ TEST(RecordArgs, LeavesTheRestToCli11) {
       {"python3", "train.py"},  // a command without --
       {"--output", ""},
       {"--version"},
+      {"--serve", "127.0.0.1:9400"},  // stallscope-full only: the front links no HTTP server
+      {"-o", "x.jsonl", "--serve", "127.0.0.1:9400", "--", "sleep", "1"},
   };
   for (const auto& line : lines) EXPECT_FALSE(Front(line).has_value()) << Join(line);
   // Refused by CLI11 too (it prints why): a PID must be 1 or more.

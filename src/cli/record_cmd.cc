@@ -71,7 +71,7 @@ std::optional<int> WaitForEnd(monitor::Session& session, int32_t pid, const Dead
 
 }  // namespace
 
-int RunRecord(const RecordOptions& o) {
+int RunRecord(const RecordOptions& o, const ServeHook& serve) {
   auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
     return fmt::print(stderr, "stallscope record: {}\n", interval.error().message), 2;
@@ -86,6 +86,8 @@ int RunRecord(const RecordOptions& o) {
   }
   SystemClock clock;
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
+  if (!o.serve.empty() && !serve)
+    return fmt::print(stderr, "stallscope record: --serve needs stallscope-full\n"), 2;
   if (auto refused = RefuseOutputPath("-o", path, o.force)) {
     return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
   }
@@ -97,7 +99,7 @@ int RunRecord(const RecordOptions& o) {
   monitor::SessionOptions options;
   options.interval_ns = *interval;
   options.on_write_error = monitor::OnWriteError::kStop;
-  options.keep_latest = false;  // no status line to feed
+  options.keep_latest = !o.serve.empty();  // no status line to feed; --serve reads it
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
   if (!o.command.empty()) {
     if (auto st = session.StartCommand(o.command); !st.ok())
@@ -116,9 +118,20 @@ int RunRecord(const RecordOptions& o) {
   if (path != "-")
     fmt::print(stderr, "stallscope: recording to {} every {}\n", path, FormatDurationNs(*interval));
 
+  std::shared_ptr<void> serving;
+  if (!o.serve.empty()) {
+    auto started = serve(session, o.serve, *interval);
+    if (!started.ok()) {
+      fmt::print(stderr, "stallscope record: {}\n", started.error().message);
+      if (auto* child = session.child()) child->Signal(SIGTERM), child->Wait();
+      return started.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+    }
+    serving = std::move(*started);
+  }
   session.StartSampling();
   deadlines.start_ns = clock.MonotonicNs();
   std::optional<int> exit_code = WaitForEnd(session, o.pid, deadlines, clock);
+  serving.reset();  // the exporter reads the session: stop it first
   Status finished = session.Finish(exit_code);
   if (!finished.ok()) fmt::print(stderr, "stallscope record: {}\n", finished.error().message);
   if (path != "-") {

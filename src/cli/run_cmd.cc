@@ -339,6 +339,21 @@ std::optional<int> CheckBounds(const RunOptions& o, std::optional<int64_t>& stop
   return std::nullopt;
 }
 
+/// --serve: starts the exporter beside the job's session. When it cannot listen (the port is
+/// taken), says so, stops the job (it has just started) and returns false.
+bool ServeJob(monitor::Session& session, const std::string& listen, int64_t interval_ns,
+              std::shared_ptr<void>& serving) {
+  auto started = StartServe(session, listen, interval_ns);
+  if (started.ok()) {
+    serving = std::move(*started);
+    return true;
+  }
+  fmt::print(stderr, "stallscope run: {}\n", EscapeControl(started.error().message));
+  session.child()->Signal(SIGTERM);
+  (void)session.child()->Wait();
+  return false;
+}
+
 }  // namespace
 
 int RunRun(const RunOptions& o) {
@@ -388,6 +403,8 @@ int RunRun(const RunOptions& o) {
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
   }
+  std::shared_ptr<void> serving;
+  if (!o.serve.empty() && !ServeJob(session, o.serve, *interval, serving)) return 1;
   meta.pid = session.child()->pid();
   WriteMeta(*paths, meta);
   if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", EscapeControl(paths->dir));
@@ -401,6 +418,7 @@ int RunRun(const RunOptions& o) {
   bool stopped = false;
   Supervisor sup(session, o, clock, stop_after_ns, stopped);
   int exit_code = o.tui ? SuperviseJobTui(sup, paths->dir, *interval) : SuperviseJob(sup);
+  serving.reset();                              // the exporter reads the session: stop it first
   Status recorded = session.Finish(exit_code);  // stops sampling
   meta.end_mono_ns = session.end_mono_ns();
   // Overhead in CPU time, before the report costs any (README "Overhead"): the job has been

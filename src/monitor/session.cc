@@ -211,4 +211,9 @@ std::optional<analysis::LiveWindow> Session::LiveTotals(int64_t since_start_ns) 
   return live_.Totals(since_start_ns);
 }
 
+std::vector<analysis::ProcessTotals> Session::LiveProcessTotals() {
+  std::lock_guard lock(mu_);
+  return live_.AllTotals();
+}
+
 }  // namespace stallscope::monitor

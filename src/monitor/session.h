@@ -115,6 +115,9 @@ class Session {
   [[nodiscard]] std::optional<analysis::LiveWindow> TakeLiveInterim(int64_t every_steps,
                                                                     int64_t since_ns);
   [[nodiscard]] std::optional<analysis::LiveWindow> LiveTotals(int64_t since_start_ns) const;
+  /// Every process's totals (analysis::LiveStats::AllTotals), under the session's lock.
+  /// Thread-safe; restarts nothing the other live readers see.
+  [[nodiscard]] std::vector<analysis::ProcessTotals> LiveProcessTotals();
 
  private:
   void EnsureSampler();
