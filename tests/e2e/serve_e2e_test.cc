@@ -265,6 +265,27 @@ TEST_F(ServeE2e, RunServeStepRateMatchesTheReport) {
   for (const auto& v : verdict) data_bound |= v["metric"]["class"] == "data_bound_cpu";
   EXPECT_TRUE(data_bound) << verdict.dump();
   EXPECT_FALSE(Query("stallscope_phase_seconds_total{phase=\"data_loading\"}[10m]").empty());
+
+  // Every PromQL expression of the Grafana dashboard returns data for this run (evaluated while
+  // the job ran; Grafana's variables as a user who picked every host would have them).
+  const json dashboard = json::parse(
+      Slurp(fs::path(STALLSCOPE_SOURCE_DIR) / "dashboards" / "stallscope.json"), nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  int exprs = 0;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"].get<std::string>();
+      for (auto [var, value] : {std::pair{"$__rate_interval", "30s"}, {"$host", ".*"}}) {
+        for (size_t at; (at = expr.find(var)) != std::string::npos;) {
+          expr.replace(at, std::string_view(var).size(), value);
+        }
+      }
+      ++exprs;
+      EXPECT_FALSE(Query(expr, std::to_string(t1)).empty())
+          << panel["title"] << ": no data for " << expr;
+    }
+  }
+  EXPECT_GE(exprs, 10);
 }
 
 }  // namespace
