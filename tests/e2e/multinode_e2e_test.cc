@@ -4,8 +4,6 @@
 // started together; rank 3 (on node 1) is the straggler. The merged diagnosis must name node 1
 // and rank 3. Skips when /usr/bin/python3 has no torch or the build has no Python package.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "http_get.h"  // FreeLoopbackPort
 #include "subprocess.h"
 
 namespace {
@@ -27,22 +26,6 @@ constexpr const char* kSystemPython = "/usr/bin/python3";
 
 std::string Source(const std::string& rel) {
   return std::string(STALLSCOPE_SOURCE_DIR) + "/" + rel;
-}
-
-/// A TCP port nobody listens on now (node 0's rendezvous binds it a moment later).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 class MultinodeE2e : public ::testing::Test {
@@ -69,7 +52,7 @@ class MultinodeE2e : public ::testing::Test {
     job_dir_ = fs::temp_directory_path() / ("stallscope_multinode_e2e_" + std::to_string(getpid()));
     fs::remove_all(job_dir_);
     fs::create_directories(job_dir_);
-    const std::string port = std::to_string(FreePort());
+    const std::string port = std::to_string(st::FreeLoopbackPort());
     auto env = st::EnvironmentWithout({"STALLSCOPE_", "PYTHONPATH="});
     std::vector<pid_t> pids;
     for (int k = 0; k < 2; ++k) {
