@@ -53,6 +53,7 @@ void LiveStats::Add(phase::PhaseReader& ring, const phase::PhaseRecord& record) 
   Proc& p = procs_[ring.info().pid];
   p.ring = &ring;
   p.agg.Add(record);
+  if (!track_totals_) return;
   p.all_agg.Add(record);
   if (record.kind == phase::RecordKind::kStep) {
     if (p.last_step_ns > 0 && record.ts_ns >= p.last_step_ns)
@@ -63,6 +64,7 @@ void LiveStats::Add(phase::PhaseReader& ring, const phase::PhaseRecord& record) 
 
 std::vector<ProcessTotals> LiveStats::AllTotals() {
   std::vector<ProcessTotals> out;
+  if (!track_totals_) return out;
   out.reserve(procs_.size());
   for (auto& [pid, p] : procs_) {
     phase::PhaseWindow w = p.all_agg.Take();

@@ -94,8 +94,14 @@ class LiveStats {
   /// `since_start_ns` of wall time; does not restart anything. Empty when no step was seen.
   [[nodiscard]] std::optional<LiveWindow> Totals(int64_t since_start_ns) const;
 
+  /// From now on, keep every process's totals for AllTotals (a second pairing of each record
+  /// and a step-duration histogram: only an exporter needs them, so `run` without `--serve`
+  /// does not pay for them). Call before the first Add.
+  void TrackTotals() { track_totals_ = true; }
+
   /// Every process's totals up to the last record added, by pid (independent of the windows
-  /// and interims: taking these restarts nothing the other readers see).
+  /// and interims: taking these restarts nothing the other readers see). Empty unless
+  /// TrackTotals was called.
   [[nodiscard]] std::vector<ProcessTotals> AllTotals();
 
  private:
@@ -114,6 +120,7 @@ class LiveStats {
     int64_t last_step_ns = 0;
   };
   std::map<int32_t, Proc> procs_;  ///< by pid
+  bool track_totals_ = false;
 };
 
 }  // namespace stallscope::analysis

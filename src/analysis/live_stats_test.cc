@@ -104,7 +104,17 @@ TEST_F(LiveStatsTest, InterimAccumulatesWindowsUntilEnoughSteps) {
 namespace stallscope::analysis {
 namespace {
 
+TEST_F(LiveStatsTest, AllTotalsAreKeptOnlyWhenTracked) {
+  WriteSteps(4);
+  Drain();
+  EXPECT_TRUE(stats_.AllTotals().empty());
+  auto w = stats_.TakeWindow(4'000 * kMs);  // the windows do not depend on it
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->steps, 4u);
+}
+
 TEST_F(LiveStatsTest, AllTotalsCountEveryStepWithoutTakingWindows) {
+  stats_.TrackTotals();
   WriteSteps(4);
   Drain();
   auto totals = stats_.AllTotals();
@@ -131,6 +141,7 @@ TEST_F(LiveStatsTest, AllTotalsCountEveryStepWithoutTakingWindows) {
 }
 
 TEST_F(LiveStatsTest, WindowBetweenTwoTotals) {
+  stats_.TrackTotals();
   WriteSteps(2);
   Drain();
   ProcessTotals before = stats_.AllTotals()[0];

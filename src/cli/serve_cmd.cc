@@ -30,6 +30,7 @@ std::optional<std::string> BadListenAddress(const std::string& listen) {
 Result<std::shared_ptr<void>> StartServe(monitor::Session& session, const std::string& listen,
                                          int64_t interval_ns) {
   TRY(exporter::ListenAddress address, exporter::ParseListenAddress(listen));
+  session.TrackProcessTotals();
   // The header is complete once the followed tree is known (StartCommand / FollowPid come
   // first), and not written after: the publisher may copy it.
   const sample::RecordingHeader header = session.header();

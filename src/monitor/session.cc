@@ -211,6 +211,11 @@ std::optional<analysis::LiveWindow> Session::LiveTotals(int64_t since_start_ns) 
   return live_.Totals(since_start_ns);
 }
 
+void Session::TrackProcessTotals() {
+  std::lock_guard lock(mu_);
+  live_.TrackTotals();
+}
+
 std::vector<analysis::ProcessTotals> Session::LiveProcessTotals() {
   std::lock_guard lock(mu_);
   return live_.AllTotals();

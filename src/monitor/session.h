@@ -115,8 +115,11 @@ class Session {
   [[nodiscard]] std::optional<analysis::LiveWindow> TakeLiveInterim(int64_t every_steps,
                                                                     int64_t since_ns);
   [[nodiscard]] std::optional<analysis::LiveWindow> LiveTotals(int64_t since_start_ns) const;
+  /// Keep every process's totals from now on (analysis::LiveStats::TrackTotals): call before
+  /// the first phase records are drained, when something will read LiveProcessTotals.
+  void TrackProcessTotals();
   /// Every process's totals (analysis::LiveStats::AllTotals), under the session's lock.
-  /// Thread-safe; restarts nothing the other live readers see.
+  /// Thread-safe; restarts nothing the other live readers see. Empty without TrackProcessTotals.
   [[nodiscard]] std::vector<analysis::ProcessTotals> LiveProcessTotals();
 
  private:
