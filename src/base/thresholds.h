@@ -132,6 +132,22 @@ struct ThresholdSet {
   Threshold launch_queue_shallow{"launch_queue_shallow", 2, "kernels queued (mean)",
                                  "HTA queue length: a host that stays ahead keeps kernels "
                                  "queued; < 2 means each kernel waits for its launch"};
+  Threshold trace_sync_idle_share{"trace_sync_idle_share", 0.10, "fraction of the window",
+                                  "seed 001 T3: .item()/.cpu()/synchronize in the loop drain the "
+                                  "queue; the GPU idles during the sync and until the host "
+                                  "launches again"};
+  Threshold step_boundary_idle_share{"step_boundary_idle_share", 0.15, "fraction of the window",
+                                     "stallscope: as launch_bound_idle_share, for idle at the "
+                                     "start or end of the step with a deep queue inside it"};
+  Threshold startup_window_share{"startup_window_share", 0.5, "fraction of the window",
+                                 "stallscope: more than half the profiled window in one-time "
+                                 "CUDA set-up calls is start-up, not training"};
+  Threshold allocator_churn_steps{"allocator_churn_steps", 0.5, "fraction of steps",
+                                  "PyTorch CUDA caching allocator: after warm-up a steady loop "
+                                  "reuses cached blocks and calls cudaMalloc/cudaFree no more"};
+  Threshold allocator_churn_idle_share{"allocator_churn_idle_share", 0.05,
+                                       "fraction of the window",
+                                       "the min_cost of a finding: GPU idle during memory calls"};
   Threshold comm_exposed_share{"comm_exposed_share", 0.10, "fraction of the window",
                                "seed 001 T1/T23: all_reduce/all_gather not overlapped with "
                                "compute ⇒ comms-bound"};
@@ -180,7 +196,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 58> kThresholdTable{{
+inline constexpr std::array<Threshold, 63> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -223,6 +239,11 @@ inline constexpr std::array<Threshold, 58> kThresholdTable{{
     kThresholds.straggler_wait_share,
     kThresholds.launch_bound_idle_share,
     kThresholds.launch_queue_shallow,
+    kThresholds.trace_sync_idle_share,
+    kThresholds.step_boundary_idle_share,
+    kThresholds.startup_window_share,
+    kThresholds.allocator_churn_steps,
+    kThresholds.allocator_churn_idle_share,
     kThresholds.comm_exposed_share,
     kThresholds.confidence_measured,
     kThresholds.confidence_pattern,

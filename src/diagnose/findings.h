@@ -26,6 +26,11 @@ enum class FindingClass {
   kGpuMemoryPressure,       ///< "gpu_memory_pressure"
   kHostLaunchBound,         ///< "host_launch_bound" (traces: the GPU waits for the host to launch)
   kCommunicationBound,      ///< "communication_bound" (traces: exposed collectives, dependencies)
+  kHostStepBoundary,  ///< "host_step_boundary" (traces: deep queue in the step, idle between steps)
+  kAllocatorChurn,    ///< "allocator_churn" (traces: cudaMalloc/cudaFree every step)
+  /// "startup_window" (traces: the profiled window is CUDA start-up, not steady-state training;
+  /// not a bottleneck: when it is found it is the whole verdict)
+  kStartupWindow,
 };
 
 [[nodiscard]] std::string_view FindingClassName(FindingClass c);

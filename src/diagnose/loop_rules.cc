@@ -14,6 +14,7 @@
 #include "analysis/detect.h"
 #include "analysis/phases.h"
 #include "diagnose/rule_util.h"
+#include "diagnose/trace_rules.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -64,6 +65,8 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Finding> HostSyncRule(const Facts& c) {
+  // A GPU timeline shows the syncs' effect directly: the idle they cause.
+  if (c.trace && c.trace->gpu_devices > 0) return TraceSyncRule(c);
   double other = c.Share(kOther);
   double syncs = c.host_syncs_per_step;
   bool with_time =

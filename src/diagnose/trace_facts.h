@@ -36,6 +36,26 @@ struct TraceFacts {
   std::optional<double> kernel_mean_us;  ///< mean kernel duration
   int64_t kernels = 0;
   int64_t cuda_graph_launches = 0;
+  /// GPU idle by where in the step it fell, indexed by trace::IdlePosition (shares of the
+  /// window, like idle_share). Read it with At(position).
+  std::array<double, trace::kIdlePositionCount> idle_position_share{};
+  /// Host time in runtime/driver calls by trace::RuntimeCallKind: the union of each kind's calls
+  /// over the analysed window (summed over ranks, divided by their windows).
+  std::array<double, trace::kRuntimeCallKindCount> runtime_share{};
+  std::array<int64_t, trace::kRuntimeCallKindCount> runtime_calls{};  ///< calls, all ranks
+  /// The runtime calls with the most time over all ranks, most first (≤ 8).
+  std::vector<trace::RuntimeCallTotal> top_calls;
+  int64_t steps = 0;                    ///< ProfilerSteps over all ranks
+  int64_t steps_with_memory_calls = 0;  ///< of them, steps with a memory-management call
+  int64_t memory_calls_in_steps = 0;    ///< memory-management calls inside steps
+  int64_t host_syncs = 0;               ///< outermost host syncs in the windows (all ranks)
+
+  [[nodiscard]] double At(trace::IdlePosition p) const {
+    return idle_position_share[static_cast<size_t>(p)];
+  }
+  [[nodiscard]] double Runtime(trace::RuntimeCallKind k) const {
+    return runtime_share[static_cast<size_t>(k)];
+  }
 
   [[nodiscard]] double Idle(trace::IdleCause cause) const {
     return idle_share[static_cast<size_t>(cause)];

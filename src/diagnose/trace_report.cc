@@ -73,17 +73,58 @@ void Detect(TraceRankReport& r) {
   r.step_period = analysis::DetectPeriod(steps);
 }
 
+// Runtime calls of every rank: shares of the windows, the top names, memory calls per step.
+void AddRuntimeFacts(const std::vector<TraceRankReport>& ranks, TraceFacts& f) {
+  int64_t window = 0;
+  std::array<int64_t, trace::kRuntimeCallKindCount> ns{};
+  std::map<std::string, trace::RuntimeCallTotal> by_name;
+  for (const auto& r : ranks) {
+    const trace::RuntimeCalls& rc = r.idle.runtime;
+    window += rc.window_ns;
+    for (size_t k = 0; k < trace::kRuntimeCallKindCount; ++k) {
+      ns[k] += rc.ns[k];
+      f.runtime_calls[k] += rc.count[k];
+    }
+    for (const auto& t : rc.top) {
+      trace::RuntimeCallTotal& m = by_name[t.name];
+      m.name = t.name;
+      m.kind = t.kind;
+      m.count += t.count;
+      m.ns += t.ns;
+    }
+    f.steps += static_cast<int64_t>(rc.memory_calls_per_step.size());
+    for (int64_t n : rc.memory_calls_per_step) {
+      f.steps_with_memory_calls += n > 0 ? 1 : 0;
+      f.memory_calls_in_steps += n;
+    }
+    f.host_syncs += r.idle.syncs.count;
+  }
+  if (window > 0) {
+    for (size_t k = 0; k < trace::kRuntimeCallKindCount; ++k) {
+      f.runtime_share[k] = static_cast<double>(ns[k]) / static_cast<double>(window);
+    }
+  }
+  for (auto& [name, t] : by_name) f.top_calls.push_back(std::move(t));
+  std::stable_sort(f.top_calls.begin(), f.top_calls.end(),
+                   [](const auto& a, const auto& b) { return a.ns > b.ns; });
+  if (f.top_calls.size() > trace::RuntimeCalls::kMaxTopCalls) {
+    f.top_calls.resize(trace::RuntimeCalls::kMaxTopCalls);
+  }
+}
+
 TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   TraceFacts f;
   f.ranks = static_cast<int64_t>(ranks.size());
   int64_t window = 0, span = 0, comm = 0, overlap = 0, kernel_ns = 0;
   std::array<int64_t, trace::kIdleCauseCount> idle_ns{};
+  std::array<int64_t, trace::kIdlePositionCount> position_ns{};
   std::vector<double> queues;
   for (const auto& r : ranks) {
     for (const auto& d : r.idle.devices) {
       ++f.gpu_devices;
       window += d.window_ns;
       for (size_t i = 0; i < trace::kIdleCauseCount; ++i) idle_ns[i] += d.idle.ns[i];
+      for (size_t i = 0; i < trace::kIdlePositionCount; ++i) position_ns[i] += d.position_ns[i];
       std::string name;
       for (const auto& p : r.devices) {
         if (p.id == d.device) name = p.name;
@@ -109,6 +150,9 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
     for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
       f.idle_share[i] = static_cast<double>(idle_ns[i]) / static_cast<double>(window);
     }
+    for (size_t i = 0; i < trace::kIdlePositionCount; ++i) {
+      f.idle_position_share[i] = static_cast<double>(position_ns[i]) / static_cast<double>(window);
+    }
   }
   if (span > 0) f.comm_share = static_cast<double>(comm) / static_cast<double>(span);
   if (comm > 0) f.overlap_share = static_cast<double>(overlap) / static_cast<double>(comm);
@@ -116,6 +160,7 @@ TraceFacts FactsOf(const std::vector<TraceRankReport>& ranks) {
   if (f.kernels > 0) {
     f.kernel_mean_us = static_cast<double>(kernel_ns) / static_cast<double>(f.kernels) / 1e3;
   }
+  AddRuntimeFacts(ranks, f);
   return f;
 }
 

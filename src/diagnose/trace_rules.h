@@ -9,8 +9,22 @@
 namespace stallscope::diagnose {
 
 /// host_launch_bound: the GPU idles while the host launches kernels or runs CPU ops, with a
-/// shallow launch queue (the host cannot stay ahead of the GPU).
+/// shallow launch queue (the host cannot stay ahead of the GPU). A deep queue rules it out.
 [[nodiscard]] std::optional<Finding> HostLaunchRule(const Facts& facts);
+
+/// startup_window: more than half the window in one-time set-up calls (and memory calls that do
+/// not recur every step): the trace shows CUDA start-up, not training.
+[[nodiscard]] std::optional<Finding> StartupRule(const Facts& facts);
+
+/// allocator_churn: memory-management calls in most steps with the GPU idle during them.
+[[nodiscard]] std::optional<Finding> AllocatorChurnRule(const Facts& facts);
+
+/// host_sync_or_logging from a GPU timeline: the GPU idles during host syncs or in the gaps that
+/// begin at one (the queue drained). HostSyncRule calls it for traces with GPU rows.
+[[nodiscard]] std::optional<Finding> TraceSyncRule(const Facts& facts);
+
+/// host_step_boundary: a deep launch queue inside the step, the GPU idle at its start or end.
+[[nodiscard]] std::optional<Finding> StepBoundaryRule(const Facts& facts);
 
 /// communication_bound: GPU time lost to collectives that compute does not hide, or to waiting on
 /// dependencies while the next kernels are already queued (a deep launch queue).

@@ -43,6 +43,12 @@ std::string_view FindingClassName(FindingClass c) {
       return "host_launch_bound";
     case FindingClass::kCommunicationBound:
       return "communication_bound";
+    case FindingClass::kHostStepBoundary:
+      return "host_step_boundary";
+    case FindingClass::kAllocatorChurn:
+      return "allocator_churn";
+    case FindingClass::kStartupWindow:
+      return "startup_window";
   }
   return "unknown";
 }
@@ -90,6 +96,7 @@ bool HostCpuClass(FindingClass c) {
     case FindingClass::kEpochBoundaryStall:
     case FindingClass::kPrefetchTooShallow:
     case FindingClass::kHostLaunchBound:
+    case FindingClass::kHostStepBoundary:
     case FindingClass::kStraggler:
       return true;
     default:
@@ -141,6 +148,16 @@ Verdict Diagnose(const Facts& context) {
   });
   if (!context.has_gpu && data_or_sync) {
     std::erase_if(findings, [](const Finding& f) { return f.cls == FindingClass::kGpuBound; });
+  }
+  // A profiled window of CUDA start-up says nothing about steady-state training: its finding is
+  // the whole verdict (the others would give training advice from set-up calls).
+  auto startup = std::find_if(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.cls == FindingClass::kStartupWindow;
+  });
+  if (startup != findings.end()) {
+    Finding only = std::move(*startup);
+    findings.clear();
+    findings.push_back(std::move(only));
   }
   std::vector<std::string> caveats = ApplyCaveats(context, findings);
   Verdict v = RankFindings(std::move(findings));

@@ -663,7 +663,7 @@ std::optional<Finding> OversubscriptionRule(const Facts& c) {
   return f;
 }
 
-constexpr std::array<NamedRule, 15> kRules{{
+constexpr std::array<NamedRule, 18> kRules{{
     {"data_bound", DataBoundRule},
     {"host_sync_or_logging", HostSyncRule},
     {"periodic_side_work", PeriodicRule},
@@ -676,6 +676,9 @@ constexpr std::array<NamedRule, 15> kRules{{
     {"straggler", StragglerRule},
     {"small_batch", SmallBatchRule},
     {"gpu_memory_pressure", MemoryPressureRule},
+    {"startup_window", StartupRule},
+    {"allocator_churn", AllocatorChurnRule},
+    {"host_step_boundary", StepBoundaryRule},
     {"host_launch_bound", HostLaunchRule},
     {"communication_bound", CommunicationRule},
     {"gpu_bound", GpuBoundRule},

@@ -192,8 +192,35 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   return out;
 }
 
-std::string SeriesLines(const TraceRankReport& k) {
+// "  Runtime calls: launch 1,204 (31 ms), sync 10 (0.2 s), memory 3 (2.0 ms), setup 1 (30 s)"
+// and where in the step the GPU idled, for ranks with runtime calls / GPU idle.
+std::string RuntimeAndPositionLines(const TraceRankReport& k) {
   std::string out;
+  const trace::RuntimeCalls& rc = k.idle.runtime;
+  std::string kinds;
+  for (size_t i = 0; i < trace::kRuntimeCallKindCount; ++i) {
+    if (rc.count[i] == 0 && rc.ns[i] == 0) continue;
+    kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ",
+                         trace::RuntimeCallKindName(static_cast<trace::RuntimeCallKind>(i)),
+                         rc.count[i], Dur(rc.ns[i]));
+  }
+  if (!kinds.empty()) out += fmt::format("  Runtime calls: {}\n", kinds);
+  int64_t idle = 0;
+  for (int64_t ns : k.idle.position_ns) idle += ns;
+  std::string where;
+  for (size_t i = 0; idle > 0 && i < trace::kIdlePositionCount; ++i) {
+    double share = static_cast<double>(k.idle.position_ns[i]) / static_cast<double>(idle);
+    if (share < 0.005) continue;
+    where += fmt::format("{}{} {}", where.empty() ? "" : ", ",
+                         trace::IdlePositionName(static_cast<trace::IdlePosition>(i)),
+                         FormatPercent(share, 1));
+  }
+  if (!where.empty()) out += fmt::format("  GPU idle by position in the step: {}\n", where);
+  return out;
+}
+
+std::string SeriesLines(const TraceRankReport& k) {
+  std::string out = RuntimeAndPositionLines(k);
   const auto& sy = k.idle.syncs;
   size_t steps = k.timeline.steps.size();
   if (sy.count > 0) {
@@ -298,9 +325,34 @@ void WriteIdle(JsonWriter& w, const TraceRankReport& k) {
     for (size_t i = 0; i < trace::kIdleCauseCount; ++i) {
       w.Field(trace::IdleCauseName(static_cast<IdleCause>(i)), d.idle.ns[i]);
     }
+    w.EndObject().Key("position_ns").BeginObject();
+    for (size_t i = 0; i < trace::kIdlePositionCount; ++i) {
+      w.Field(trace::IdlePositionName(static_cast<trace::IdlePosition>(i)), d.position_ns[i]);
+    }
     w.EndObject().EndObject();
   }
   w.EndArray();
+}
+
+void WriteRuntimeCalls(JsonWriter& w, const trace::RuntimeCalls& rc) {
+  w.Key("runtime_calls").BeginObject().Field("window_ns", rc.window_ns).Key("by_kind").BeginObject();
+  for (size_t i = 0; i < trace::kRuntimeCallKindCount; ++i) {
+    w.Key(trace::RuntimeCallKindName(static_cast<trace::RuntimeCallKind>(i)))
+        .BeginObject()
+        .Field("count", rc.count[i])
+        .Field("ns", rc.ns[i])
+        .EndObject();
+  }
+  w.EndObject().Key("top").BeginArray();
+  for (const auto& t : rc.top) {
+    w.BeginObject()
+        .Field("name", t.name)
+        .Field("kind", trace::RuntimeCallKindName(t.kind))
+        .Field("count", t.count)
+        .Field("ns", t.ns)
+        .EndObject();
+  }
+  w.EndArray().FieldArray("memory_calls_per_step", rc.memory_calls_per_step).EndObject();
 }
 
 void WriteLaunch(JsonWriter& w, const trace::LaunchStats& l) {
@@ -460,6 +512,7 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
       .Field("count", k.idle.syncs.count)
       .Field("ns", k.idle.syncs.ns)
       .EndObject();
+  WriteRuntimeCalls(w, k.idle.runtime);
   WriteSeries(w, k);
   w.FieldArray("warnings", k.warnings).EndObject();
 }

@@ -15,6 +15,10 @@ std::string_view IdleCauseName(IdleCause c) {
       return "dataloader";
     case IdleCause::kDependency:
       return "dependency";
+    case IdleCause::kSetup:
+      return "setup";
+    case IdleCause::kMemory:
+      return "memory";
     case IdleCause::kLaunchOverhead:
       return "launch_overhead";
     case IdleCause::kCpuOther:
@@ -23,6 +27,24 @@ std::string_view IdleCauseName(IdleCause c) {
       return "unattributed";
   }
   return "unattributed";
+}
+
+std::string_view IdlePositionName(IdlePosition p) {
+  switch (p) {
+    case IdlePosition::kAfterSync:
+      return "after_sync";
+    case IdlePosition::kDataLoader:
+      return "dataloader";
+    case IdlePosition::kStepStart:
+      return "step_start";
+    case IdlePosition::kStepEnd:
+      return "step_end";
+    case IdlePosition::kMidStep:
+      return "mid_step";
+    case IdlePosition::kOutsideSteps:
+      return "outside_steps";
+  }
+  return "outside_steps";
 }
 
 namespace {
@@ -143,13 +165,15 @@ IntervalSet CountSyncs(const std::vector<HostSync>& syncs, const Timeline& timel
 struct HostCauses {
   IntervalSet sync;  // host syncs ∪ cuda_sync rows (but Stream Wait Event)
   IntervalSet dataloader;
-  IntervalSet launch;     // runtime/driver calls that are not syncs
+  IntervalSet setup;      // runtime/driver set-up calls (RuntimeCallKind::kSetup)
+  IntervalSet memory;     // memory-management calls (RuntimeCallKind::kMemory)
+  IntervalSet launch;     // launches and other runtime/driver calls
   IntervalSet cpu_other;  // host ops but ProfilerStep#
   std::vector<std::pair<int32_t, Interval>> stream_waits;  // (device, row)
 };
 
 HostCauses CollectHostCauses(const RankTrace& trace, const NameTraits& traits,
-                             IntervalSet host_syncs) {
+                             const std::vector<uint8_t>& call_kinds, IntervalSet host_syncs) {
   HostCauses c;
   c.sync = std::move(host_syncs);
   size_t host_ops = 0;
@@ -171,7 +195,15 @@ HostCauses CollectHostCauses(const RankTrace& trace, const NameTraits& traits,
         c.sync.push_back(iv);
       }
     } else if (IsRuntimeKind(e.kind)) {
-      if (!(t & kTraitSyncCall)) c.launch.push_back(iv);
+      if (t & kTraitSyncCall) continue;
+      auto kind = static_cast<RuntimeCallKind>(call_kinds[e.name_id]);
+      if (kind == RuntimeCallKind::kSetup) {
+        c.setup.push_back(iv);
+      } else if (kind == RuntimeCallKind::kMemory) {
+        c.memory.push_back(iv);
+      } else {
+        c.launch.push_back(iv);
+      }
     } else if (IsHostOpKind(e.kind) && !(t & kTraitProfilerStep)) {
       if (t & kTraitDataLoader) c.dataloader.push_back(iv);
       c.cpu_other.push_back(iv);
@@ -179,7 +211,7 @@ HostCauses CollectHostCauses(const RankTrace& trace, const NameTraits& traits,
   }
   // Nested host ops unite into far fewer intervals: give the rest back before the per-device
   // pass allocates its own sets (bench/trace_mem.sh: the analyses' peak is here).
-  for (IntervalSet* s : {&c.sync, &c.dataloader, &c.launch, &c.cpu_other}) {
+  for (IntervalSet* s : {&c.sync, &c.dataloader, &c.setup, &c.memory, &c.launch, &c.cpu_other}) {
     NormalizeIntervals(*s);
     s->shrink_to_fit();
   }
@@ -254,8 +286,10 @@ IdleCauseNs SplitByCause(const IntervalSet& gaps, const HostCauses& host,
                          const IntervalSet& dependency) {
   IdleCauseNs out;
   out.idle_ns = TotalNs(gaps);
-  const IntervalSet* causes[] = {&host.sync, &host.dataloader, &dependency, &host.launch,
+  const IntervalSet* causes[] = {&host.sync,   &host.dataloader, &dependency,
+                                 &host.setup,  &host.memory,     &host.launch,
                                  &host.cpu_other};
+  static_assert(std::size(causes) + 1 == kIdleCauseCount);
   IntervalSet remaining = gaps;
   IntervalSet claimed;
   IntervalSet next;
@@ -282,13 +316,110 @@ void DependencySet(int32_t device, const HostCauses& host, const IntervalSet& qu
   UniteIntervals(queued, scratch, out);
 }
 
+// Runtime/driver calls by kind: one pass in start order (union per kind by sweeping), totals
+// per name, memory calls per step.
+RuntimeCalls SummarizeRuntimeCalls(const RankTrace& trace, const Timeline& timeline,
+                                   const std::vector<uint8_t>& call_kinds) {
+  RuntimeCalls out;
+  const int64_t wb = timeline.window_begin_ns;
+  const int64_t we = std::max(wb, timeline.window_end_ns);
+  out.window_ns = we - wb;
+  out.memory_calls_per_step.assign(timeline.steps.size(), 0);
+  std::vector<RuntimeCallTotal> by_name(trace.names.size());
+  std::array<int64_t, kRuntimeCallKindCount> covered_until;
+  covered_until.fill(wb);
+  ForEachSorted(trace.events, [&](const Event& e) {
+    if (!IsRuntimeKind(e.kind)) return;
+    const auto k = static_cast<size_t>(call_kinds[e.name_id]);
+    if (k == static_cast<size_t>(RuntimeCallKind::kMemory)) {
+      size_t step = StepAt(timeline.steps, e.ts_ns);
+      if (step != kNone) ++out.memory_calls_per_step[step];
+    }
+    const int64_t b = std::max(e.ts_ns, wb);
+    const int64_t end = std::min(e.end_ns(), we);
+    if (e.ts_ns < wb || e.ts_ns >= we) {
+      if (end <= b) return;  // outside the window
+    } else {
+      ++out.count[k];
+      ++by_name[e.name_id].count;
+    }
+    if (end <= b) return;
+    by_name[e.name_id].ns += end - b;
+    if (end > covered_until[k]) {
+      out.ns[k] += end - std::max(b, covered_until[k]);
+      covered_until[k] = end;
+    }
+  });
+  for (uint32_t id = 0; id < by_name.size(); ++id) {
+    RuntimeCallTotal& t = by_name[id];
+    if (t.count == 0 && t.ns == 0) continue;
+    t.name = trace.names.Get(id);
+    t.kind = static_cast<RuntimeCallKind>(call_kinds[id]);
+    out.top.push_back(std::move(t));
+  }
+  std::sort(out.top.begin(), out.top.end(), [](const auto& a, const auto& b) {
+    return a.ns != b.ns ? a.ns > b.ns : a.name < b.name;
+  });
+  if (out.top.size() > RuntimeCalls::kMaxTopCalls) out.top.resize(RuntimeCalls::kMaxTopCalls);
+  return out;
+}
+
+// True when some interval of the normalized `set` overlaps [b, e).
+bool Overlaps(const IntervalSet& set, int64_t b, int64_t e) {
+  auto it = std::partition_point(set.begin(), set.end(),
+                                 [&](const Interval& iv) { return iv.end_ns <= b; });
+  return it != set.end() && it->begin_ns < e;
+}
+
+// True when a gap beginning at `b` began while a sync of the normalized `syncs` was in progress
+// or at most kAfterSyncSlackNs after it returned (the GPU drained; host and GPU clocks differ).
+bool BeganAtASync(const IntervalSet& syncs, int64_t b) {
+  auto it = std::partition_point(syncs.begin(), syncs.end(),
+                                 [&](const Interval& iv) { return iv.begin_ns <= b; });
+  if (it == syncs.begin()) return false;
+  --it;
+  return b <= it->end_ns + kAfterSyncSlackNs;
+}
+
+// Splits each gap by IdlePosition (see the enum) and adds it to `out`.
+void AddPositions(const IntervalSet& gaps, const HostCauses& host, const std::vector<Step>& steps,
+                  std::array<int64_t, kIdlePositionCount>& out) {
+  auto add = [&](IdlePosition p, int64_t ns) { out[static_cast<size_t>(p)] += ns; };
+  for (const Interval& g : gaps) {
+    if (BeganAtASync(host.sync, g.begin_ns)) {
+      add(IdlePosition::kAfterSync, g.end_ns - g.begin_ns);
+      continue;
+    }
+    if (Overlaps(host.dataloader, g.begin_ns, g.end_ns)) {
+      add(IdlePosition::kDataLoader, g.end_ns - g.begin_ns);
+      continue;
+    }
+    int64_t inside = 0;
+    auto it = std::partition_point(steps.begin(), steps.end(),
+                                   [&](const Step& s) { return s.end_ns <= g.begin_ns; });
+    for (; it != steps.end() && it->begin_ns < g.end_ns; ++it) {
+      int64_t b = std::max(g.begin_ns, it->begin_ns);
+      int64_t e = std::min(g.end_ns, it->end_ns);
+      if (e <= b) continue;
+      inside += e - b;
+      IdlePosition p = b == it->begin_ns ? IdlePosition::kStepStart
+                       : e == it->end_ns ? IdlePosition::kStepEnd
+                                         : IdlePosition::kMidStep;
+      add(p, e - b);
+    }
+    add(IdlePosition::kOutsideSteps, g.end_ns - g.begin_ns - inside);
+  }
+}
+
 }  // namespace
 
 HostAttribution AttributeGpuIdle(const RankTrace& trace, const Timeline& timeline) {
   HostAttribution out;
   NameTraits traits = ClassifyNames(trace.names);
   IntervalSet host_syncs = CountSyncs(FindHostSyncs(trace, traits), timeline, out.syncs);
-  HostCauses host = CollectHostCauses(trace, traits, std::move(host_syncs));
+  const std::vector<uint8_t> call_kinds = ClassifyRuntimeCalls(trace.names);
+  out.runtime = SummarizeRuntimeCalls(trace, timeline, call_kinds);
+  HostCauses host = CollectHostCauses(trace, traits, call_kinds, std::move(host_syncs));
   std::vector<GpuOp> ops = BusyGpuOps(trace);
   auto launches = LaunchStarts(trace);
   out.gpu_idle_ns_per_step.assign(timeline.steps.size(), 0);
@@ -306,6 +437,8 @@ HostAttribution AttributeGpuIdle(const RankTrace& trace, const Timeline& timelin
     dev.gaps = static_cast<int64_t>(gaps.size());
     dev.idle = SplitByCause(gaps, host, dependency);
     dev.busy_ns = dev.window_ns - dev.idle.idle_ns;
+    AddPositions(gaps, host, timeline.steps, dev.position_ns);
+    for (size_t p = 0; p < kIdlePositionCount; ++p) out.position_ns[p] += dev.position_ns[p];
     for (size_t c = 0; c < kIdleCauseCount; ++c) out.total.ns[c] += dev.idle.ns[c];
     out.total.idle_ns += dev.idle.idle_ns;
     for (size_t i = 0; i < timeline.steps.size(); ++i) {

@@ -2,6 +2,7 @@
 // What an event's name says: the name rules every trace analysis shares (comm kernels, host
 // collectives, DataLoader ranges, syncs, graph launches), classified once per interned name.
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,43 @@ using NameTraits = std::vector<uint8_t>;
 [[nodiscard]] bool IsCpuCollectiveName(std::string_view name);
 /// A CUDA-graph launch call: cudaGraphLaunch*, cuGraphLaunch*.
 [[nodiscard]] bool IsGraphLaunchName(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Runtime / driver calls by what they do (issue 16): GPU idle attribution, the step breakdown's
+// notes and the verdict read these kinds, not the bare "runtime" category.
+
+enum class RuntimeCallKind : uint8_t {
+  /// Enqueues GPU work: kernel launches (cudaLaunchKernel*, cuLaunchKernel*, cooperative), CUDA
+  /// graph launches, asynchronous copies and sets (cudaMemcpyAsync, cudaMemsetAsync, ...).
+  kLaunch,
+  /// Blocks the host until the GPU is done: *Synchronize, synchronous cudaMemcpy* / cuMemcpy*,
+  /// blocking cudaMemset (kTraitSyncCall).
+  kSync,
+  /// Memory management: cudaMalloc*, cudaFree*, cudaHostAlloc, cudaMallocHost, cudaFreeHost,
+  /// cudaHostRegister/Unregister, cuMemAlloc*, cuMemFree*, cuMemCreate/Map/Unmap/Release/
+  /// AddressReserve/AddressFree/SetAccess (expandable segments), cudaMemGetInfo, hip*.
+  kMemory,
+  /// Context, stream, event and module set-up: cuInit, cuCtx*,
+  /// cuDevicePrimaryCtx*, cudaSetDevice, cudaGetDeviceCount, cudaDeviceGet*/cudaGetDeviceProperties
+  /// (the first runtime call initializes the context), cudaStreamCreate*/Destroy,
+  /// cudaEventCreate*/Destroy, cuModule*, cuLibrary*, cudaFuncGetAttributes/SetAttribute,
+  /// cuGetProcAddress, cudaGetDriverEntryPoint, graph capture and instantiation. Many repeat
+  /// cheaply in steady state (PyTorch asks cudaDeviceGetStreamPriorityRange per stream lookup);
+  /// a long one is start-up (the first runtime call creates the context): the rules read time.
+  kSetup,
+  kOther,  ///< everything else: cudaEventRecord, cudaStreamWaitEvent, cudaGetDevice, queries
+};
+inline constexpr size_t kRuntimeCallKindCount = 5;
+
+/// "launch", "sync", "memory", "setup", "other".
+[[nodiscard]] std::string_view RuntimeCallKindName(RuntimeCallKind k);
+
+/// What a runtime/driver call named `name` does (the name alone decides; "cuda", "cu", "hip"
+/// prefixes alike).
+[[nodiscard]] RuntimeCallKind RuntimeCallKindOf(std::string_view name);
+
+/// RuntimeCallKindOf per name id (index = StringTable id), as uint8_t.
+[[nodiscard]] std::vector<uint8_t> ClassifyRuntimeCalls(const StringTable& names);
 
 /// True for host-thread kinds that are neither runtime/driver calls nor GPU rows.
 [[nodiscard]] constexpr bool IsHostOpKind(EventKind k) {

@@ -170,6 +170,8 @@ TEST(IdleCauseTest, NameTable) {
       {I::kSync, "sync"},
       {I::kDataLoader, "dataloader"},
       {I::kDependency, "dependency"},
+      {I::kSetup, "setup"},
+      {I::kMemory, "memory"},
       {I::kLaunchOverhead, "launch_overhead"},
       {I::kCpuOther, "cpu_other"},
       {I::kUnattributed, "unattributed"},
@@ -376,6 +378,65 @@ TEST(HostAttributionTest, GapDuringStreamSynchronizeIsSync) {
   EXPECT_EQ(h.syncs.count, 1);
   EXPECT_EQ(h.syncs.ns, 250);
   EXPECT_EQ(h.syncs.count_per_step, (std::vector<int64_t>{1}));
+  // Where: [0,10) opens the step (the sync came later); [100,325) began while the sync ran;
+  // [400,1000) began 100 ns after the sync returned, within kAfterSyncSlackNs.
+  using P = IdlePosition;
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kStepStart)], 10);
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kAfterSync)], 825);
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kStepEnd)], 0);
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kMidStep)], 0);
+  EXPECT_EQ(h.position_ns, d.position_ns);
+  EXPECT_EQ(h.runtime.Count(RuntimeCallKind::kSync), 1);
+  EXPECT_EQ(h.runtime.Ns(RuntimeCallKind::kSync), 250);
+  EXPECT_EQ(h.runtime.Count(RuntimeCallKind::kLaunch), 2);
+}
+
+// Set-up and memory-management calls claim idle by their kind, not as launch overhead; the
+// runtime summary counts each kind, unites its time, and counts memory calls per step; a gap
+// across a step boundary is the end of one step and the start of the next.
+TEST(HostAttributionTest, SetupAndMemoryCallsAreTheirOwnCauses) {
+  RankTrace t = Make({
+      {K::kUserAnnotation, "ProfilerStep#1", 0, 1000},
+      {K::kUserAnnotation, "ProfilerStep#2", 1000, 1000},
+      {K::kRuntime, "cudaDeviceGetStreamPriorityRange", 0, 200},
+      {K::kRuntime, "cudaMalloc", 200, 100},
+      {K::kRuntime, "cudaLaunchKernel", 300, 10, 1},
+      {K::kKernel, "k1", 320, 580, 1},  // busy [320,900)
+      {K::kRuntime, "cudaFree", 1000, 100},
+      {K::kRuntime, "cudaMalloc", 1100, 50},
+      {K::kRuntime, "cudaLaunchKernel", 1150, 10, 2},
+      {K::kKernel, "k2", 1170, 730, 2},  // busy [1170,1900)
+  });
+  Timeline tl = Prepare(t);
+  HostAttribution h = AttributeGpuIdle(t, tl);
+  ASSERT_EQ(h.devices.size(), 1u);
+  const DeviceIdle& d = h.devices[0];
+  EXPECT_EQ(d.idle.idle_ns, 690);
+  EXPECT_EQ(d.idle.Get(I::kSetup), 200);           // [0,200)
+  EXPECT_EQ(d.idle.Get(I::kMemory), 250);          // [200,300) [1000,1150)
+  EXPECT_EQ(d.idle.Get(I::kLaunchOverhead), 20);   // [300,310) [1150,1160)
+  EXPECT_EQ(d.idle.Get(I::kUnattributed), 220);    // [310,320) [900,1000) [1160,1170) [1900,2000)
+  EXPECT_EQ(Sum(d.idle), d.idle.idle_ns);
+  using P = IdlePosition;
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kStepStart)], 490);  // [0,320) [1000,1170)
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kStepEnd)], 200);    // [900,1000) [1900,2000)
+  EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kAfterSync)], 0);
+  const RuntimeCalls& rc = h.runtime;
+  EXPECT_EQ(rc.window_ns, 2000);
+  EXPECT_EQ(rc.Count(RuntimeCallKind::kSetup), 1);
+  EXPECT_EQ(rc.Count(RuntimeCallKind::kMemory), 3);
+  EXPECT_EQ(rc.Count(RuntimeCallKind::kLaunch), 2);
+  EXPECT_EQ(rc.Ns(RuntimeCallKind::kSetup), 200);
+  EXPECT_EQ(rc.Ns(RuntimeCallKind::kMemory), 250);
+  EXPECT_EQ(rc.Ns(RuntimeCallKind::kLaunch), 20);
+  EXPECT_EQ(rc.memory_calls_per_step, (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(rc.top.size(), 4u);
+  EXPECT_EQ(rc.top[0].name, "cudaDeviceGetStreamPriorityRange");
+  EXPECT_EQ(rc.top[1].name, "cudaMalloc");
+  EXPECT_EQ(rc.top[1].count, 2);
+  EXPECT_EQ(rc.top[1].ns, 150);
+  EXPECT_EQ(rc.top[1].kind, RuntimeCallKind::kMemory);
+  EXPECT_EQ(rc.top[2].name, "cudaFree");
 }
 
 TEST(HostAttributionTest, GapDuringDataLoaderIsDataLoading) {
