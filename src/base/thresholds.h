@@ -145,8 +145,7 @@ struct ThresholdSet {
   Threshold allocator_churn_steps{"allocator_churn_steps", 0.5, "fraction of steps",
                                   "PyTorch CUDA caching allocator: after warm-up a steady loop "
                                   "reuses cached blocks and calls cudaMalloc/cudaFree no more"};
-  Threshold allocator_churn_idle_share{"allocator_churn_idle_share", 0.05,
-                                       "fraction of the window",
+  Threshold allocator_churn_idle_share{"allocator_churn_idle_share", 0.05, "fraction of the window",
                                        "the min_cost of a finding: GPU idle during memory calls"};
   Threshold comm_exposed_share{"comm_exposed_share", 0.10, "fraction of the window",
                                "seed 001 T1/T23: all_reduce/all_gather not overlapped with "

@@ -161,6 +161,192 @@ TEST(TraceVerdict, QueuedWorkWithGapsIsCommunicationBound) {
   EXPECT_EQ(PrincipalOf(r), "communication_bound");
 }
 
+// ------------------------------------------------------------------------------------------
+// Issue 16: which class a GPU timeline gets, by how the queue and the idle time look, and
+// evidence that agrees with the class (a deep queue is never launch-bound's support).
+
+// Per step: 40 kernels launched in 400 µs, run back to back for 4 ms (a deep queue); then
+// .item() syncs (cudaMemcpy inside aten::item) until the GPU drains, and the host runs 4.5 ms of
+// CPU ops before the next step's launches: the GPU idles after each sync.
+RankTrace DeepQueueThenSync() {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    for (int64_t k = 0; k < 40; ++k) {
+      b.Kernel("void gemm_kernel<float>(float*)", t0 + k * 10, t0 + 500 + k * 100, 100);
+    }
+    b.Host(EventKind::kCpuOp, "aten::item", t0 + 450, 4'070);
+    b.Host(EventKind::kRuntime, "cudaMemcpy", t0 + 455, 4'060);
+    b.Host(EventKind::kCpuOp, "aten::add", t0 + 4'520, 4'480);
+  }
+  return b.Build();
+}
+
+// 50 tiny kernels per step, each launched just before it runs: a shallow queue, the GPU idle
+// while the host runs ops between launches.
+RankTrace ShallowQueueTinyKernels() {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    for (int64_t k = 0; k < 50; ++k) {
+      int64_t t = t0 + k * 200;
+      b.Host(EventKind::kCpuOp, "aten::add", t, 190);
+      b.Kernel("void elementwise_kernel<float>(float*)", t + 150, t + 160, 10);
+    }
+  }
+  return b.Build();
+}
+
+// A window of CUDA start-up: 30 s in the first runtime call (lazy context creation), 8.5 s of
+// cudaMalloc/cudaFree, 79 kernels — the shape of the public trace the issue quotes.
+RankTrace StartupWindow() {
+  TraceBuilder b;
+  b.Host(EventKind::kRuntime, "cudaDeviceGetStreamPriorityRange", 0, 30'000'000);
+  b.Host(EventKind::kRuntime, "cudaGetDeviceProperties_v2", 30'000'000, 50'000);
+  for (int64_t k = 0; k < 85; ++k) {
+    int64_t t = 30'100'000 + k * 110'000;
+    b.Host(EventKind::kRuntime, k % 2 == 0 ? "cudaMalloc" : "cudaFree", t, 100'000);
+  }
+  for (int64_t k = 0; k < 79; ++k) {
+    int64_t t = 39'500'000 + k * 1'000;
+    b.Kernel("void elementwise_kernel<float>(float*)", t, t + 10, 500);
+  }
+  return b.Build();
+}
+
+// Every step frees and allocates device memory (cudaFree + cudaMalloc, 3 ms) with the GPU idle,
+// then runs its work: allocator churn.
+RankTrace MallocFreeEveryStep() {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Host(EventKind::kRuntime, "cudaFree", t0, 1'500);
+    b.Host(EventKind::kRuntime, "cudaMalloc", t0 + 1'500, 1'500);
+    for (int64_t k = 0; k < 10; ++k) {
+      b.Kernel("void gemm_kernel<float>(float*)", t0 + 3'000 + k * 10, t0 + 3'200 + k * 650, 650);
+    }
+  }
+  return b.Build();
+}
+
+// Each step starts with 3 ms of host ops (zero_grad, Python) and no launches, then launches 40
+// kernels far ahead of the GPU (a deep queue): the GPU idles at every step boundary.
+RankTrace DeepQueueIdleAtStepStart() {
+  TraceBuilder b;
+  for (int64_t i = 0; i < 10; ++i) {
+    int64_t t0 = i * 10'000;
+    b.Step(i + 1, t0, 10'000);
+    b.Host(EventKind::kCpuOp, "aten::zero_", t0, 3'000);
+    for (int64_t k = 0; k < 40; ++k) {
+      b.Kernel("void gemm_kernel<float>(float*)", t0 + 3'000 + k * 10, t0 + 3'100 + k * 160, 160);
+    }
+  }
+  return b.Build();
+}
+
+struct ClassCase {
+  const char* what;
+  RankTrace (*make)();
+  const char* principal;
+};
+
+TEST(TraceVerdict, EachTimelineShapeGetsItsClassWithEvidenceThatAgrees) {
+  const ClassCase cases[] = {
+      {"deep queue + idle after a per-step sync", DeepQueueThenSync, "host_sync_or_logging"},
+      {"shallow queue + tiny kernels", ShallowQueueTinyKernels, "host_launch_bound"},
+      {"start-up window", StartupWindow, "startup_window"},
+      {"malloc/free every step", MallocFreeEveryStep, "allocator_churn"},
+      {"deep queue + idle at the step start", DeepQueueIdleAtStepStart, "host_step_boundary"},
+  };
+  for (const ClassCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    TraceReport r = ReportOf({c.make()});
+    EXPECT_EQ(PrincipalOf(r), c.principal);
+    std::vector<Finding> all = r.verdict.secondary;
+    if (r.verdict.principal) all.push_back(*r.verdict.principal);
+    for (const Finding& f : all) {
+      // launch-bound's queue line must show a shallow queue; any other class may cite a deep one.
+      for (const Evidence& e : f.evidence) {
+        if (e.metric != "trace.queue_mean") continue;
+        if (f.cls == FindingClass::kHostLaunchBound) {
+          EXPECT_LT(e.value, kThresholds.launch_queue_shallow.value) << e.text;
+        } else {
+          EXPECT_GE(e.value, kThresholds.launch_queue_shallow.value) << e.text;
+        }
+      }
+      // No launch-bound finding on a deep queue, however idle the GPU.
+      if (f.cls == FindingClass::kHostLaunchBound) {
+        ASSERT_TRUE(r.facts.queue_mean.has_value());
+        EXPECT_LT(*r.facts.queue_mean, kThresholds.launch_queue_shallow.value);
+      }
+    }
+  }
+}
+
+// The start-up window is the whole verdict: no training advice from set-up calls. Its evidence
+// names the calls and how much of the window they take.
+TEST(TraceVerdict, StartupWindowNamesTheCallsAndHowToProfileSteadyState) {
+  TraceReport r = ReportOf({StartupWindow()});
+  ASSERT_TRUE(r.verdict.principal);
+  const Finding& f = *r.verdict.principal;
+  EXPECT_EQ(FindingClassName(f.cls), "startup_window");
+  EXPECT_TRUE(r.verdict.secondary.empty());
+  EXPECT_GT(f.cost_fraction, 0.9);
+  ASSERT_FALSE(f.evidence.empty());
+  EXPECT_NE(f.evidence[0].text.find("cudaDeviceGetStreamPriorityRange ×1 30.00 s"),
+            std::string::npos)
+      << f.evidence[0].text;
+  bool memory_line = false;
+  for (const Evidence& e : f.evidence)
+    memory_line |= e.text.find("cudaMalloc ×43") != std::string::npos;
+  EXPECT_TRUE(memory_line);
+  ASSERT_FALSE(f.recommendations.empty());
+  EXPECT_NE(f.recommendations[0].text.find("torch.profiler.schedule"), std::string::npos);
+  // The idle attribution says the same: set-up and memory calls, not launch overhead.
+  EXPECT_GT(r.facts.Idle(trace::IdleCause::kSetup), 0.7);
+  EXPECT_GT(r.facts.Idle(trace::IdleCause::kMemory), 0.15);
+  EXPECT_LT(r.facts.Idle(trace::IdleCause::kLaunchOverhead), 0.01);
+}
+
+// Churn's evidence counts the steps with memory calls and the calls per step.
+TEST(TraceVerdict, AllocatorChurnCountsTheStepsAndCalls) {
+  TraceReport r = ReportOf({MallocFreeEveryStep()});
+  ASSERT_TRUE(r.verdict.principal);
+  const Finding& f = *r.verdict.principal;
+  ASSERT_EQ(FindingClassName(f.cls), "allocator_churn");
+  EXPECT_NEAR(f.cost_fraction, 0.3, 0.01);
+  bool counted = false;
+  for (const Evidence& e : f.evidence) {
+    if (e.metric == "trace.memory_calls_per_step") {
+      counted = true;
+      EXPECT_DOUBLE_EQ(e.value, 2.0);
+      EXPECT_NE(e.text.find("10 of 10 steps"), std::string::npos) << e.text;
+    }
+  }
+  EXPECT_TRUE(counted);
+  bool expandable = false;
+  for (const auto& rec : f.recommendations) {
+    expandable |= rec.text.find("expandable_segments") != std::string::npos;
+  }
+  EXPECT_TRUE(expandable);
+}
+
+// With a deep queue the sync verdict says so, as support: the host was ahead until the sync.
+TEST(TraceVerdict, DeepQueueSyncEvidenceCitesTheQueueAndTheCall) {
+  TraceReport r = ReportOf({DeepQueueThenSync()});
+  ASSERT_TRUE(r.verdict.principal);
+  const Finding& f = *r.verdict.principal;
+  ASSERT_EQ(FindingClassName(f.cls), "host_sync_or_logging");
+  EXPECT_GT(r.facts.At(trace::IdlePosition::kAfterSync), 0.5);
+  std::string all;
+  for (const Evidence& e : f.evidence) all += e.text + "\n";
+  EXPECT_NE(all.find("cudaMemcpy ×10"), std::string::npos) << all;
+  EXPECT_NE(all.find("runs ahead until a sync"), std::string::npos) << all;
+}
+
 TEST(TraceVerdict, PhasesSumToStepTime) {
   TraceBuilder b;
   for (int64_t i = 0; i < 4; ++i) {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "diagnose/rule_util.h"
 #include "base/units.h"
+#include "diagnose/rule_util.h"
 #include "trace/host_attribution.h"
 #include "trace/names.h"
 
@@ -59,9 +59,8 @@ std::optional<Finding> StartupRule(const Facts& c) {
                                Pct(share), memory > 0 ? ", first allocations" : ""));
   f.evidence.push_back(
       Ev(fmt::format("set-up calls take {} of the window (threshold {} with memory calls, {}){}{}",
-                     Pct(setup), Pct(T.startup_window_share.value),
-                     T.startup_window_share.cite(), setup > 0 ? ": " : "",
-                     TopCalls(t, RuntimeCallKind::kSetup)),
+                     Pct(setup), Pct(T.startup_window_share.value), T.startup_window_share.cite(),
+                     setup > 0 ? ": " : "", TopCalls(t, RuntimeCallKind::kSetup)),
          "trace.runtime_share.setup", setup, "fraction", T.startup_window_share.value));
   if (memory > 0) {
     f.evidence.push_back(Ev(fmt::format("memory-management calls take {} of the window, in "
@@ -100,13 +99,13 @@ std::optional<Finding> AllocatorChurnRule(const Facts& c) {
                                       T.allocator_churn_idle_share.cite()),
                           "trace.idle_share.memory", idle, "fraction",
                           T.allocator_churn_idle_share.value));
-  f.evidence.push_back(Ev(fmt::format("memory calls in {} of {} steps, {:.1f} per step: {} "
-                                      "(threshold {} of steps, {})",
-                                      t.steps_with_memory_calls, t.steps, per_step,
-                                      TopCalls(t, RuntimeCallKind::kMemory),
-                                      Pct(T.allocator_churn_steps.value),
-                                      T.allocator_churn_steps.cite()),
-                          "trace.memory_calls_per_step", per_step, "per step"));
+  f.evidence.push_back(
+      Ev(fmt::format("memory calls in {} of {} steps, {:.1f} per step: {} "
+                     "(threshold {} of steps, {})",
+                     t.steps_with_memory_calls, t.steps, per_step,
+                     TopCalls(t, RuntimeCallKind::kMemory), Pct(T.allocator_churn_steps.value),
+                     T.allocator_churn_steps.cite()),
+         "trace.memory_calls_per_step", per_step, "per step"));
   Rec(f, 0,
       "remove torch.cuda.empty_cache() from the step loop: it returns the cache, so the next "
       "step cudaMallocs the same blocks again");
@@ -182,12 +181,11 @@ std::optional<Finding> StepBoundaryRule(const Facts& c) {
                                       T.step_boundary_idle_share.cite()),
                           "trace.idle_position.step_boundary", cost, "fraction",
                           T.step_boundary_idle_share.value));
-  f.evidence.push_back(Ev(fmt::format("launch queue {:.0f} kernels on average (deep from {:.0f}, "
-                                      "{}): launching is not the limit inside the step",
-                                      *t.queue_mean, T.launch_queue_shallow.value,
-                                      T.launch_queue_shallow.cite()),
-                          "trace.queue_mean", *t.queue_mean, "kernels",
-                          T.launch_queue_shallow.value));
+  f.evidence.push_back(
+      Ev(fmt::format("launch queue {:.0f} kernels on average (deep from {:.0f}, "
+                     "{}): launching is not the limit inside the step",
+                     *t.queue_mean, T.launch_queue_shallow.value, T.launch_queue_shallow.cite()),
+         "trace.queue_mean", *t.queue_mean, "kernels", T.launch_queue_shallow.value));
   Rec(f, 0,
       "zero_grad(set_to_none=True) and a fused optimizer (torch.optim.AdamW(..., fused=True)): "
       "the step's end is the optimizer's many small launches");

@@ -335,7 +335,11 @@ void WriteIdle(JsonWriter& w, const TraceRankReport& k) {
 }
 
 void WriteRuntimeCalls(JsonWriter& w, const trace::RuntimeCalls& rc) {
-  w.Key("runtime_calls").BeginObject().Field("window_ns", rc.window_ns).Key("by_kind").BeginObject();
+  w.Key("runtime_calls")
+      .BeginObject()
+      .Field("window_ns", rc.window_ns)
+      .Key("by_kind")
+      .BeginObject();
   for (size_t i = 0; i < trace::kRuntimeCallKindCount; ++i) {
     w.Key(trace::RuntimeCallKindName(static_cast<trace::RuntimeCallKind>(i)))
         .BeginObject()

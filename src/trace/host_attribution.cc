@@ -286,9 +286,8 @@ IdleCauseNs SplitByCause(const IntervalSet& gaps, const HostCauses& host,
                          const IntervalSet& dependency) {
   IdleCauseNs out;
   out.idle_ns = TotalNs(gaps);
-  const IntervalSet* causes[] = {&host.sync,   &host.dataloader, &dependency,
-                                 &host.setup,  &host.memory,     &host.launch,
-                                 &host.cpu_other};
+  const IntervalSet* causes[] = {&host.sync,   &host.dataloader, &dependency,    &host.setup,
+                                 &host.memory, &host.launch,     &host.cpu_other};
   static_assert(std::size(causes) + 1 == kIdleCauseCount);
   IntervalSet remaining = gaps;
   IntervalSet claimed;

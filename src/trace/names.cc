@@ -92,28 +92,68 @@ RuntimeCallKind RuntimeCallKindOf(std::string_view name) {
   if (NameTraitsOf(name) & kTraitSyncCall) return RuntimeCallKind::kSync;
   std::string_view s = ApiStem(name);
   if (s.empty()) return RuntimeCallKind::kOther;
-  if (StartsWithAny(s, {"LaunchKernel", "LaunchCooperativeKernel", "LaunchHostFunc",
-                        "GraphLaunch", "ExtLaunchKernel", "ModuleLaunchKernel"}) ||
+  if (StartsWithAny(s, {"LaunchKernel", "LaunchCooperativeKernel", "LaunchHostFunc", "GraphLaunch",
+                        "ExtLaunchKernel", "ModuleLaunchKernel"}) ||
       StartsWithAny(s, {"Memset"}) ||
       (s.starts_with("Memcpy") && s.find("Async") != std::string_view::npos)) {
     return RuntimeCallKind::kLaunch;
   }
-  if (StartsWithAny(s, {"Malloc", "Free", "HostAlloc", "HostRegister", "HostUnregister",
-                        "MemAlloc", "MemFree", "MemHostAlloc", "MemHostRegister",
-                        "MemHostUnregister", "MemCreate", "MemMap", "MemUnmap", "MemRelease",
-                        "MemAddressReserve", "MemAddressFree", "MemSetAccess", "MemGetInfo",
-                        "MemPool", "DeviceSetMemPool", "DeviceGetMemPool"})) {
+  if (StartsWithAny(s, {"Malloc",
+                        "Free",
+                        "HostAlloc",
+                        "HostRegister",
+                        "HostUnregister",
+                        "MemAlloc",
+                        "MemFree",
+                        "MemHostAlloc",
+                        "MemHostRegister",
+                        "MemHostUnregister",
+                        "MemCreate",
+                        "MemMap",
+                        "MemUnmap",
+                        "MemRelease",
+                        "MemAddressReserve",
+                        "MemAddressFree",
+                        "MemSetAccess",
+                        "MemGetInfo",
+                        "MemPool",
+                        "DeviceSetMemPool",
+                        "DeviceGetMemPool"})) {
     return RuntimeCallKind::kMemory;
   }
-  if (StartsWithAny(s, {"Init", "Ctx", "DevicePrimaryCtx", "SetDevice", "GetDeviceCount",
-                        "GetDeviceProperties", "DeviceGet", "DeviceSet", "StreamCreate",
-                        "StreamDestroy", "EventCreate", "EventDestroy", "Module", "Library",
-                        "FuncGetAttribute", "FuncSetAttribute", "FuncSetCacheConfig",
-                        "GetProcAddress", "GetDriverEntryPoint", "StreamBeginCapture",
-                        "StreamEndCapture", "GraphInstantiate", "GraphCreate", "GraphDestroy",
-                        "GraphExecDestroy", "DriverGetVersion", "RuntimeGetVersion",
-                        "ProfilerStart", "ProfilerStop", "DeviceEnablePeerAccess",
-                        "DeviceCanAccessPeer", "IpcOpen", "IpcGet"})) {
+  if (StartsWithAny(s, {"Init",
+                        "Ctx",
+                        "DevicePrimaryCtx",
+                        "SetDevice",
+                        "GetDeviceCount",
+                        "GetDeviceProperties",
+                        "DeviceGet",
+                        "DeviceSet",
+                        "StreamCreate",
+                        "StreamDestroy",
+                        "EventCreate",
+                        "EventDestroy",
+                        "Module",
+                        "Library",
+                        "FuncGetAttribute",
+                        "FuncSetAttribute",
+                        "FuncSetCacheConfig",
+                        "GetProcAddress",
+                        "GetDriverEntryPoint",
+                        "StreamBeginCapture",
+                        "StreamEndCapture",
+                        "GraphInstantiate",
+                        "GraphCreate",
+                        "GraphDestroy",
+                        "GraphExecDestroy",
+                        "DriverGetVersion",
+                        "RuntimeGetVersion",
+                        "ProfilerStart",
+                        "ProfilerStop",
+                        "DeviceEnablePeerAccess",
+                        "DeviceCanAccessPeer",
+                        "IpcOpen",
+                        "IpcGet"})) {
     // cuDeviceGet (an ordinal lookup) and cudaDeviceGetAttribute are cheap after start-up; a
     // long one is the context's lazy initialization, which is what the class is for.
     return RuntimeCallKind::kSetup;

@@ -412,10 +412,10 @@ TEST(HostAttributionTest, SetupAndMemoryCallsAreTheirOwnCauses) {
   ASSERT_EQ(h.devices.size(), 1u);
   const DeviceIdle& d = h.devices[0];
   EXPECT_EQ(d.idle.idle_ns, 690);
-  EXPECT_EQ(d.idle.Get(I::kSetup), 200);           // [0,200)
-  EXPECT_EQ(d.idle.Get(I::kMemory), 250);          // [200,300) [1000,1150)
-  EXPECT_EQ(d.idle.Get(I::kLaunchOverhead), 20);   // [300,310) [1150,1160)
-  EXPECT_EQ(d.idle.Get(I::kUnattributed), 220);    // [310,320) [900,1000) [1160,1170) [1900,2000)
+  EXPECT_EQ(d.idle.Get(I::kSetup), 200);          // [0,200)
+  EXPECT_EQ(d.idle.Get(I::kMemory), 250);         // [200,300) [1000,1150)
+  EXPECT_EQ(d.idle.Get(I::kLaunchOverhead), 20);  // [300,310) [1150,1160)
+  EXPECT_EQ(d.idle.Get(I::kUnattributed), 220);   // [310,320) [900,1000) [1160,1170) [1900,2000)
   EXPECT_EQ(Sum(d.idle), d.idle.idle_ns);
   using P = IdlePosition;
   EXPECT_EQ(d.position_ns[static_cast<size_t>(P::kStepStart)], 490);  // [0,320) [1000,1170)
