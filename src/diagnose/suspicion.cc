@@ -1,5 +1,9 @@
 #include "diagnose/suspicion.h"
 
+#include <algorithm>
+
+#include "diagnose/findings.h"
+
 namespace stallscope::diagnose {
 
 Suspicion Suspect(const analysis::LiveWindow& window, const ThresholdSet& thresholds) {
@@ -22,6 +26,21 @@ std::string_view SuspicionText(Suspicion suspicion) {
       return "compute-bound so far";
   }
   return "";
+}
+
+SuspectedVerdict VerdictOfSuspicion(const analysis::LiveWindow& w) {
+  switch (Suspect(w)) {
+    case Suspicion::kInputPipeline:
+      return {FindingClassName(FindingClass::kDataBoundCpu), w.data_share};
+    case Suspicion::kOutsidePhases:
+      return {FindingClassName(FindingClass::kHostSyncOrLogging),
+              std::max(0.0, 1 - w.covered_share)};
+    case Suspicion::kComputeBound:
+      return {FindingClassName(FindingClass::kGpuBound), 0};
+    case Suspicion::kNone:
+      break;
+  }
+  return {"none", 0};
 }
 
 }  // namespace stallscope::diagnose

@@ -19,6 +19,15 @@ enum class Suspicion {
 [[nodiscard]] Suspicion Suspect(const analysis::LiveWindow& window,
                                 const ThresholdSet& thresholds = kThresholds);
 
+/// A suspicion as the report's verdict class (FindingClassName; "none" for kNone) and the share
+/// of step time its cause takes: data_loading for the input pipeline, the time outside every
+/// phase for kOutsidePhases, 0 for compute-bound. What `serve` exports as the live verdict.
+struct SuspectedVerdict {
+  std::string_view cls;
+  double cost = 0;
+};
+[[nodiscard]] SuspectedVerdict VerdictOfSuspicion(const analysis::LiveWindow& window);
+
 /// How the status line says it ("" for kNone): "suspect: input pipeline", ...
 [[nodiscard]] std::string_view SuspicionText(Suspicion suspicion);
 

@@ -53,5 +53,21 @@ TEST(SuspicionText, EveryValueHasItsText) {
   EXPECT_EQ(SuspicionText(Suspicion::kComputeBound), "compute-bound so far");
 }
 
+// The exported live verdict uses the report's class names and each class's own cost.
+TEST(VerdictOfSuspicion, ClassNamesAndCosts) {
+  SuspectedVerdict data = VerdictOfSuspicion(Window(0.6, 0.3, 0.95));
+  EXPECT_EQ(data.cls, "data_bound_cpu");
+  EXPECT_DOUBLE_EQ(data.cost, 0.6);
+  SuspectedVerdict outside = VerdictOfSuspicion(Window(0.1, 0.2, 0.6));
+  EXPECT_EQ(outside.cls, "host_sync_or_logging");
+  EXPECT_DOUBLE_EQ(outside.cost, 0.4);
+  SuspectedVerdict compute = VerdictOfSuspicion(Window(0.05, 0.8, 0.95));
+  EXPECT_EQ(compute.cls, "gpu_bound");
+  EXPECT_DOUBLE_EQ(compute.cost, 0.0);
+  SuspectedVerdict none = VerdictOfSuspicion(Window(0.1, 0.6, 0.9));
+  EXPECT_EQ(none.cls, "none");
+  EXPECT_DOUBLE_EQ(none.cost, 0.0);
+}
+
 }  // namespace
 }  // namespace stallscope::diagnose

@@ -227,28 +227,13 @@ void MapJob(Families& f, const std::vector<analysis::ProcessTotals>& procs) {
   }
 }
 
-/// The live suspicion (diagnose::Suspect) as a verdict class and the share of time it costs.
-std::pair<std::string_view, double> Verdict(const analysis::LiveWindow& w) {
-  switch (diagnose::Suspect(w)) {
-    case diagnose::Suspicion::kInputPipeline:
-      return {"data_bound_cpu", w.data_share};
-    case diagnose::Suspicion::kOutsidePhases:
-      return {"host_sync_or_logging", std::max(0.0, 1 - w.covered_share)};
-    case diagnose::Suspicion::kComputeBound:
-      return {"gpu_bound", 0};
-    case diagnose::Suspicion::kNone:
-      break;
-  }
-  return {"none", 0};
-}
-
 void MapWindow(Families& f, const analysis::LiveWindow& w) {
   f.Gauge("stallscope_steps_per_second", "Steps/s of the busiest process, recent window.", {},
           w.steps_per_s);
   f.Gauge("stallscope_data_wait_ratio",
           "Share of the recent window the busiest process waited for data (data_loading).", {},
           w.data_share);
-  const auto [cls, cost] = Verdict(w);
+  const auto [cls, cost] = diagnose::VerdictOfSuspicion(w);
   f.Gauge("stallscope_verdict_info",
           "The live verdict on the recent window (always 1; the class is the label).",
           {{"class", std::string(cls)}}, 1);

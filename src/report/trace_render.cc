@@ -192,7 +192,7 @@ std::string KernelLines(const TraceRankReport& k, const TraceTextOptions& o) {
   return out;
 }
 
-// "  Runtime calls: launch 1,204 (31 ms), sync 10 (0.2 s), memory 3 (2.0 ms), setup 1 (30 s)"
+// "  Runtime calls: launch 1204 (31 ms), sync 10 (0.2 s), memory 3 (2.0 ms), setup 1 (30 s)"
 // and where in the step the GPU idled, for ranks with runtime calls / GPU idle.
 std::string RuntimeAndPositionLines(const TraceRankReport& k) {
   std::string out;
