@@ -6,6 +6,7 @@
 #include <string_view>
 #include <utility>
 
+#include "trace/huge_pages.h"
 #include "trace/names.h"
 
 namespace stallscope::trace {
@@ -73,6 +74,7 @@ LaunchName ClassifyLaunch(std::string_view name, bool hta_compat, bool for_queue
 // is [min begin, max end]. Writes the groups to `out` (cleared first).
 void MergeIntervals(std::vector<Interval>& iv, std::vector<Interval>& out) {
   out.clear();
+  ReserveHuge(out, iv.size());
   std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
   });
@@ -180,7 +182,7 @@ int32_t FindLaunch(const std::vector<LaunchRef>& refs, int64_t correlation) {
 void CollectRows(Context& ctx) {
   const bool clip = !ctx.hta && !ctx.timeline.steps.empty();
   std::vector<uint8_t> class_cache(ctx.trace.names.size(), 0xff);
-  ctx.rows.reserve(ctx.trace.events.size() / 4 + 1);
+  ReserveHuge(ctx.rows, ctx.trace.events.size() / 4 + 1);
   for (const Event& e : ctx.trace.events) {
     if (!IsGpuKind(e.kind) || e.kind == EventKind::kGpuUserAnnotation) continue;
     if (!ctx.hta && e.kind == EventKind::kCudaSync) continue;
@@ -236,9 +238,9 @@ void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
   std::vector<Interval> all;
   std::vector<Interval> compute;
   std::vector<Interval> merged;
-  all.reserve(ctx.rows.size());
-  compute.reserve(ctx.rows.size());
-  merged.reserve(ctx.rows.size());
+  ReserveHuge(all, ctx.rows.size());
+  ReserveHuge(compute, ctx.rows.size());
+  ReserveHuge(merged, ctx.rows.size());
   m.temporal = Temporal(ctx.rows, std::nullopt, all, compute, merged);
   std::vector<int32_t> devices;
   for (const GpuRow& r : ctx.rows) {
@@ -254,6 +256,8 @@ void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
 void ComputeOverlap(const Context& ctx, GpuMetrics& m) {
   std::vector<Interval> comm;
   std::vector<Interval> comp;
+  ReserveHuge(comm, ctx.rows.size());
+  ReserveHuge(comp, ctx.rows.size());
   for (const GpuRow& r : ctx.rows) {
     if (r.cls == KernelClass::kCommunication) comm.push_back({r.ts, r.end});
     if (r.cls == KernelClass::kCompute) comp.push_back({r.ts, r.end});
@@ -279,7 +283,7 @@ void FinishIdle(StreamIdle& s) {
 // Clean: the gap is ts − max end so far, and only positive gaps count.
 void ComputeIdle(const Context& ctx, GpuMetrics& m) {
   std::vector<uint32_t> order;
-  order.reserve(ctx.rows.size());
+  ReserveHuge(order, ctx.rows.size());
   for (uint32_t i = 0; i < ctx.rows.size(); ++i) {
     if (ctx.rows[i].cls != KernelClass::kSync) order.push_back(i);
   }
@@ -375,7 +379,7 @@ class LaunchNames {
 // (device, stream, ts, order); `median_call_ns` is the typical launch-call duration.
 void QueueStats(const std::vector<QueueStep>& steps, double median_call_ns, LaunchStats& out) {
   std::vector<int64_t> values;
-  values.reserve(steps.size());
+  ReserveHuge(values, steps.size());
   for (size_t i = 0; i < steps.size();) {
     QueueLength q;
     q.device = steps[i].device;
@@ -424,9 +428,9 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
   std::vector<int64_t> delays;
   std::vector<int64_t> call_durs;
   std::vector<QueueStep> steps;
-  delays.reserve(ctx.rows.size());
-  call_durs.reserve(ctx.rows.size());
-  steps.reserve(2 * ctx.rows.size());
+  ReserveHuge(delays, ctx.rows.size());
+  ReserveHuge(call_durs, ctx.rows.size());
+  ReserveHuge(steps, 2 * ctx.rows.size());
   for (const GpuRow& r : ctx.rows) {
     if (r.launch < 0) continue;
     const Event& call = ctx.trace.events[ctx.launches[static_cast<size_t>(r.launch)].event];
