@@ -42,6 +42,25 @@ std::optional<uint64_t> DtypeBytes(std::string_view dtype) {
   return std::nullopt;
 }
 
+// A name predicate evaluated once per distinct name (names repeat: 129k kernels, ~1k names on
+// one bench rank; the predicates search the whole name several times).
+class NamePredicateCache {
+ public:
+  NamePredicateCache(const RankTrace& trace, bool (*predicate)(std::string_view))
+      : trace_(trace), predicate_(predicate), cache_(trace.names.size(), kUnknown) {}
+  bool operator()(const Event& e) {
+    uint8_t& c = cache_[e.name_id];
+    if (c == kUnknown) c = predicate_(trace_.NameOf(e)) ? 1 : 0;
+    return c == 1;
+  }
+
+ private:
+  static constexpr uint8_t kUnknown = 0xff;
+  const RankTrace& trace_;
+  bool (*predicate_)(std::string_view);
+  std::vector<uint8_t> cache_;
+};
+
 // An outermost CPU-side collective range on one thread.
 struct CpuCall {
   int32_t pid = 0;
@@ -62,9 +81,10 @@ bool ThreadTimeLess(int32_t pid_a, int64_t tid_a, int64_t ts_a, int32_t pid_b, i
 // the outermost one's collective (record_param_comms alone names none) instead of counting again.
 std::vector<CpuCall> FindCpuCalls(const RankTrace& trace) {
   std::vector<const Event*> events;
+  NamePredicateCache is_collective(trace, IsCpuCollectiveName);
   for (const Event& e : trace.events) {
     if (!IsGpuKind(e.kind) && e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver &&
-        IsCpuCollectiveName(trace.NameOf(e))) {
+        is_collective(e)) {
       events.push_back(&e);
     }
   }
@@ -111,8 +131,9 @@ struct LabelledComm {
 std::vector<LabelledComm> LabelCommKernels(const RankTrace& trace,
                                            const std::vector<CpuCall>& calls) {
   std::vector<LabelledComm> out;
+  NamePredicateCache is_comm(trace, IsCommKernelName);
   for (const Event& e : trace.events) {
-    if (e.kind == EventKind::kKernel && IsCommKernelName(trace.NameOf(e))) {
+    if (e.kind == EventKind::kKernel && is_comm(e)) {
       out.push_back(LabelledComm{&e, NormalizeCollective(trace.NameOf(e)), nullptr});
     }
   }
