@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "trace/huge_pages.h"
@@ -75,9 +76,12 @@ LaunchName ClassifyLaunch(std::string_view name, bool hta_compat, bool for_queue
 void MergeIntervals(std::vector<Interval>& iv, std::vector<Interval>& out) {
   out.clear();
   ReserveHuge(out, iv.size());
-  std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) {
+  auto before = [](const Interval& a, const Interval& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
-  });
+  };
+  // GPU rows come from the (ts, -dur)-sorted events, so the intervals usually are in this order
+  // already (not when clipping to the step window ties their begins): check in O(n) first.
+  if (!std::is_sorted(iv.begin(), iv.end(), before)) std::sort(iv.begin(), iv.end(), before);
   int64_t running_max_end = 0;
   for (size_t i = 0; i < iv.size(); ++i) {
     if (i == 0 || iv[i].begin > running_max_end) {
@@ -334,21 +338,44 @@ struct QueueStep {
   int64_t call_dur_ns = 0;
 };
 
-// pandas `median()`: the mean of the two middle values for an even count. `v` sorted.
-double MedianOfSorted(const std::vector<int64_t>& v) {
-  size_t n = v.size();
-  if (n % 2 == 1) return static_cast<double>(v[n / 2]);
-  return (static_cast<double>(v[n / 2 - 1]) + static_cast<double>(v[n / 2])) / 2.0;
+// The k-th smallest value (0-based) of `v`, which is reordered (nth_element: O(n), where a full
+// sort was O(n log n)); the values returned are exactly those of the sorted vector.
+int64_t KthSmallest(std::vector<int64_t>& v, size_t k) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
 }
 
-// pandas `quantile(q)` (linear interpolation between closest ranks). `v` sorted, non-empty.
-int64_t QuantileOfSorted(const std::vector<int64_t>& v, double q) {
+// v[k] and v[k + 1] of the sorted `v` (k + 1 < v.size()); `v` is reordered.
+std::pair<int64_t, int64_t> TwoSmallestFrom(std::vector<int64_t>& v, size_t k) {
+  int64_t first = KthSmallest(v, k);
+  // After nth_element everything past k is >= v[k]: the next order statistic is their minimum.
+  int64_t second = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(k) + 1, v.end());
+  return {first, second};
+}
+
+// pandas `median()`: the mean of the two middle values for an even count. `v` non-empty,
+// reordered.
+double Median(std::vector<int64_t>& v) {
+  size_t n = v.size();
+  if (n % 2 == 1) return static_cast<double>(KthSmallest(v, n / 2));
+  auto [lo, hi] = TwoSmallestFrom(v, n / 2 - 1);
+  return (static_cast<double>(lo) + static_cast<double>(hi)) / 2.0;
+}
+
+// pandas `quantile(q)` (linear interpolation between closest ranks). `v` non-empty, reordered.
+int64_t Quantile(std::vector<int64_t>& v, double q) {
   double pos = q * static_cast<double>(v.size() - 1);
   auto lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, v.size() - 1);
   double frac = pos - static_cast<double>(lo);
-  double value =
-      static_cast<double>(v[lo]) + (static_cast<double>(v[hi]) - static_cast<double>(v[lo])) * frac;
+  int64_t lo_value = 0;
+  int64_t hi_value = 0;
+  if (lo + 1 < v.size()) {
+    std::tie(lo_value, hi_value) = TwoSmallestFrom(v, lo);
+  } else {
+    lo_value = hi_value = KthSmallest(v, lo);
+  }
+  double value = static_cast<double>(lo_value) +
+                 (static_cast<double>(hi_value) - static_cast<double>(lo_value)) * frac;
   return std::llround(value);
 }
 
@@ -396,8 +423,7 @@ void QueueStats(const std::vector<QueueStep>& steps, double median_call_ns, Laun
     }
     q.samples = values.size();
     q.mean = sum / static_cast<double>(values.size());
-    std::sort(values.begin(), values.end());
-    q.median = MedianOfSorted(values);
+    q.median = Median(values);
     if (q.max >= kFullQueueMinDepth) {
       // "Full": within 10% of the deepest the queue got (see LaunchStats::blocked_*).
       auto full = static_cast<int64_t>(std::ceil(0.9 * static_cast<double>(q.max)));
@@ -458,14 +484,12 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
     }
   }
   if (!delays.empty()) {
-    std::sort(delays.begin(), delays.end());
-    out.launch_delay_median_ns = std::llround(MedianOfSorted(delays));
-    out.launch_delay_p99_ns = QuantileOfSorted(delays, 0.99);
+    out.launch_delay_median_ns = std::llround(Median(delays));
+    out.launch_delay_p99_ns = Quantile(delays, 0.99);
   }
   double median_call = 0;
   if (!call_durs.empty()) {
-    std::sort(call_durs.begin(), call_durs.end());
-    median_call = MedianOfSorted(call_durs);
+    median_call = Median(call_durs);
   }
   // Ties: HTA's sort puts a launch before a GPU start at the same µs; clean counts an end first.
   const int8_t first_delta = ctx.hta ? 1 : -1;
