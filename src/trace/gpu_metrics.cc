@@ -329,14 +329,16 @@ void ComputeIdle(const Context& ctx, GpuMetrics& m) {
 }
 
 // One +1 (launch call start) or −1 (GPU row) step of a stream's launch queue.
+// Fields ordered for size (32 bytes, not 40): the vector holds two per GPU row and is sorted.
 struct QueueStep {
-  int32_t device = 0;
   int64_t stream = 0;
   int64_t ts = 0;
+  int64_t call_dur_ns = 0;
+  int32_t device = 0;
   int8_t delta = 0;
   bool first_of_call = false;  // the +1 of a call's first GPU row (a graph launch has several)
-  int64_t call_dur_ns = 0;
 };
+static_assert(sizeof(QueueStep) == 32);
 
 // The k-th smallest value (0-based) of `v`, which is reordered (nth_element: O(n), where a full
 // sort was O(n log n)); the values returned are exactly those of the sorted vector.
@@ -479,8 +481,8 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
       if (first) call_durs.push_back(call.dur_ns);
     }
     if (queue_kind != LaunchName::kNone) {
-      steps.push_back({r.device, r.stream, call.ts_ns, +1, first, call.dur_ns});
-      steps.push_back({r.device, r.stream, ctx.hta ? r.ts : r.end, -1, false, 0});
+      steps.push_back({r.stream, call.ts_ns, call.dur_ns, r.device, +1, first});
+      steps.push_back({r.stream, ctx.hta ? r.ts : r.end, 0, r.device, -1, false});
     }
   }
   if (!delays.empty()) {
