@@ -4,15 +4,20 @@
 //   build/bench/reader_bench                                   # every chunk size, both inflates
 //   STALLSCOPE_READER_BENCH=/tmp/t8/rank-0.json build/bench/reader_bench
 // Arguments: chunk size in KiB (0: the reader's default), threaded inflate (1) or not (0).
+// BM_ScanEvents: the traceEvents scanner alone (json_scan.h) over the same file's JSON in memory,
+// with the baseline (SSE2) and the AVX2 block classifier (the AVX2 run is skipped without AVX2).
 
 #include <sys/resource.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "trace/byte_source.h"
+#include "trace/json_scan.h"
 #include "trace/trace_reader.h"
 
 #include "hta_traces.h"
@@ -58,6 +63,44 @@ BENCHMARK(BM_ReadTrace)
     ->ArgNames({"chunk_kib", "threaded"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+void BM_ScanEvents(benchmark::State& state) {
+  const auto kernel = static_cast<ScanKernel>(state.range(0));
+  if (ResolveScanKernel(kernel) != kernel) {
+    state.SkipWithError("this CPU has no AVX2");
+    return;
+  }
+  const std::string path = BenchTrace();
+  Result<std::unique_ptr<ByteSource>> src = OpenByteSource(path);
+  if (!src.ok()) {
+    state.SkipWithError(src.error().message.c_str());
+    return;
+  }
+  std::string json;
+  std::vector<char> block(size_t{1} << 20);
+  while (true) {
+    Result<size_t> n = (*src)->Read(block.data(), block.size());
+    if (!n.ok() || *n == 0) break;
+    json.append(block.data(), *n);
+  }
+  json.append(64, ' ');  // the scanner's padding after the data
+  const uint64_t len = json.size() - 64;
+  std::vector<ElementSpan> spans;
+  spans.reserve(1 << 20);
+  for (auto _ : state) {
+    JsonScanner scanner({"deviceProperties", "distributedInfo", "baseTimeNanoseconds"}, kernel);
+    spans.clear();
+    scanner.Scan(json.data(), len, true, &spans);
+    benchmark::DoNotOptimize(spans.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(len * state.iterations()));
+  state.counters["elements"] = static_cast<double>(spans.size());
+}
+BENCHMARK(BM_ScanEvents)
+    ->Arg(static_cast<int>(ScanKernel::kBaseline))
+    ->Arg(static_cast<int>(ScanKernel::kAvx2))
+    ->ArgName("kernel")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace stallscope::trace

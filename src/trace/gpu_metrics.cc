@@ -4,8 +4,10 @@
 #include <array>
 #include <cmath>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
+#include "trace/huge_pages.h"
 #include "trace/names.h"
 
 namespace stallscope::trace {
@@ -73,9 +75,13 @@ LaunchName ClassifyLaunch(std::string_view name, bool hta_compat, bool for_queue
 // is [min begin, max end]. Writes the groups to `out` (cleared first).
 void MergeIntervals(std::vector<Interval>& iv, std::vector<Interval>& out) {
   out.clear();
-  std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) {
+  ReserveHuge(out, iv.size());
+  auto before = [](const Interval& a, const Interval& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
-  });
+  };
+  // GPU rows come from the (ts, -dur)-sorted events, so the intervals usually are in this order
+  // already (not when clipping to the step window ties their begins): check in O(n) first.
+  if (!std::is_sorted(iv.begin(), iv.end(), before)) std::sort(iv.begin(), iv.end(), before);
   int64_t running_max_end = 0;
   for (size_t i = 0; i < iv.size(); ++i) {
     if (i == 0 || iv[i].begin > running_max_end) {
@@ -180,7 +186,7 @@ int32_t FindLaunch(const std::vector<LaunchRef>& refs, int64_t correlation) {
 void CollectRows(Context& ctx) {
   const bool clip = !ctx.hta && !ctx.timeline.steps.empty();
   std::vector<uint8_t> class_cache(ctx.trace.names.size(), 0xff);
-  ctx.rows.reserve(ctx.trace.events.size() / 4 + 1);
+  ReserveHuge(ctx.rows, ctx.trace.events.size() / 4 + 1);
   for (const Event& e : ctx.trace.events) {
     if (!IsGpuKind(e.kind) || e.kind == EventKind::kGpuUserAnnotation) continue;
     if (!ctx.hta && e.kind == EventKind::kCudaSync) continue;
@@ -236,9 +242,9 @@ void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
   std::vector<Interval> all;
   std::vector<Interval> compute;
   std::vector<Interval> merged;
-  all.reserve(ctx.rows.size());
-  compute.reserve(ctx.rows.size());
-  merged.reserve(ctx.rows.size());
+  ReserveHuge(all, ctx.rows.size());
+  ReserveHuge(compute, ctx.rows.size());
+  ReserveHuge(merged, ctx.rows.size());
   m.temporal = Temporal(ctx.rows, std::nullopt, all, compute, merged);
   std::vector<int32_t> devices;
   for (const GpuRow& r : ctx.rows) {
@@ -254,6 +260,8 @@ void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
 void ComputeOverlap(const Context& ctx, GpuMetrics& m) {
   std::vector<Interval> comm;
   std::vector<Interval> comp;
+  ReserveHuge(comm, ctx.rows.size());
+  ReserveHuge(comp, ctx.rows.size());
   for (const GpuRow& r : ctx.rows) {
     if (r.cls == KernelClass::kCommunication) comm.push_back({r.ts, r.end});
     if (r.cls == KernelClass::kCompute) comp.push_back({r.ts, r.end});
@@ -279,7 +287,7 @@ void FinishIdle(StreamIdle& s) {
 // Clean: the gap is ts − max end so far, and only positive gaps count.
 void ComputeIdle(const Context& ctx, GpuMetrics& m) {
   std::vector<uint32_t> order;
-  order.reserve(ctx.rows.size());
+  ReserveHuge(order, ctx.rows.size());
   for (uint32_t i = 0; i < ctx.rows.size(); ++i) {
     if (ctx.rows[i].cls != KernelClass::kSync) order.push_back(i);
   }
@@ -321,30 +329,55 @@ void ComputeIdle(const Context& ctx, GpuMetrics& m) {
 }
 
 // One +1 (launch call start) or −1 (GPU row) step of a stream's launch queue.
+// Fields ordered for size (32 bytes, not 40): the vector holds two per GPU row and is sorted.
 struct QueueStep {
-  int32_t device = 0;
   int64_t stream = 0;
   int64_t ts = 0;
+  int64_t call_dur_ns = 0;
+  int32_t device = 0;
   int8_t delta = 0;
   bool first_of_call = false;  // the +1 of a call's first GPU row (a graph launch has several)
-  int64_t call_dur_ns = 0;
 };
+static_assert(sizeof(QueueStep) == 32);
 
-// pandas `median()`: the mean of the two middle values for an even count. `v` sorted.
-double MedianOfSorted(const std::vector<int64_t>& v) {
-  size_t n = v.size();
-  if (n % 2 == 1) return static_cast<double>(v[n / 2]);
-  return (static_cast<double>(v[n / 2 - 1]) + static_cast<double>(v[n / 2])) / 2.0;
+// The k-th smallest value (0-based) of `v`, which is reordered (nth_element: O(n), where a full
+// sort was O(n log n)); the values returned are exactly those of the sorted vector.
+int64_t KthSmallest(std::vector<int64_t>& v, size_t k) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
 }
 
-// pandas `quantile(q)` (linear interpolation between closest ranks). `v` sorted, non-empty.
-int64_t QuantileOfSorted(const std::vector<int64_t>& v, double q) {
+// v[k] and v[k + 1] of the sorted `v` (k + 1 < v.size()); `v` is reordered.
+std::pair<int64_t, int64_t> TwoSmallestFrom(std::vector<int64_t>& v, size_t k) {
+  int64_t first = KthSmallest(v, k);
+  // After nth_element everything past k is >= v[k]: the next order statistic is their minimum.
+  int64_t second = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(k) + 1, v.end());
+  return {first, second};
+}
+
+// pandas `median()`: the mean of the two middle values for an even count. `v` non-empty,
+// reordered.
+double Median(std::vector<int64_t>& v) {
+  size_t n = v.size();
+  if (n % 2 == 1) return static_cast<double>(KthSmallest(v, n / 2));
+  auto [lo, hi] = TwoSmallestFrom(v, n / 2 - 1);
+  return (static_cast<double>(lo) + static_cast<double>(hi)) / 2.0;
+}
+
+// pandas `quantile(q)` (linear interpolation between closest ranks). `v` non-empty, reordered.
+int64_t Quantile(std::vector<int64_t>& v, double q) {
   double pos = q * static_cast<double>(v.size() - 1);
   auto lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, v.size() - 1);
   double frac = pos - static_cast<double>(lo);
-  double value =
-      static_cast<double>(v[lo]) + (static_cast<double>(v[hi]) - static_cast<double>(v[lo])) * frac;
+  int64_t lo_value = 0;
+  int64_t hi_value = 0;
+  if (lo + 1 < v.size()) {
+    std::tie(lo_value, hi_value) = TwoSmallestFrom(v, lo);
+  } else {
+    lo_value = hi_value = KthSmallest(v, lo);
+  }
+  double value = static_cast<double>(lo_value) +
+                 (static_cast<double>(hi_value) - static_cast<double>(lo_value)) * frac;
   return std::llround(value);
 }
 
@@ -375,7 +408,7 @@ class LaunchNames {
 // (device, stream, ts, order); `median_call_ns` is the typical launch-call duration.
 void QueueStats(const std::vector<QueueStep>& steps, double median_call_ns, LaunchStats& out) {
   std::vector<int64_t> values;
-  values.reserve(steps.size());
+  ReserveHuge(values, steps.size());
   for (size_t i = 0; i < steps.size();) {
     QueueLength q;
     q.device = steps[i].device;
@@ -392,8 +425,7 @@ void QueueStats(const std::vector<QueueStep>& steps, double median_call_ns, Laun
     }
     q.samples = values.size();
     q.mean = sum / static_cast<double>(values.size());
-    std::sort(values.begin(), values.end());
-    q.median = MedianOfSorted(values);
+    q.median = Median(values);
     if (q.max >= kFullQueueMinDepth) {
       // "Full": within 10% of the deepest the queue got (see LaunchStats::blocked_*).
       auto full = static_cast<int64_t>(std::ceil(0.9 * static_cast<double>(q.max)));
@@ -424,9 +456,9 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
   std::vector<int64_t> delays;
   std::vector<int64_t> call_durs;
   std::vector<QueueStep> steps;
-  delays.reserve(ctx.rows.size());
-  call_durs.reserve(ctx.rows.size());
-  steps.reserve(2 * ctx.rows.size());
+  ReserveHuge(delays, ctx.rows.size());
+  ReserveHuge(call_durs, ctx.rows.size());
+  ReserveHuge(steps, 2 * ctx.rows.size());
   for (const GpuRow& r : ctx.rows) {
     if (r.launch < 0) continue;
     const Event& call = ctx.trace.events[ctx.launches[static_cast<size_t>(r.launch)].event];
@@ -449,19 +481,17 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
       if (first) call_durs.push_back(call.dur_ns);
     }
     if (queue_kind != LaunchName::kNone) {
-      steps.push_back({r.device, r.stream, call.ts_ns, +1, first, call.dur_ns});
-      steps.push_back({r.device, r.stream, ctx.hta ? r.ts : r.end, -1, false, 0});
+      steps.push_back({r.stream, call.ts_ns, call.dur_ns, r.device, +1, first});
+      steps.push_back({r.stream, ctx.hta ? r.ts : r.end, 0, r.device, -1, false});
     }
   }
   if (!delays.empty()) {
-    std::sort(delays.begin(), delays.end());
-    out.launch_delay_median_ns = std::llround(MedianOfSorted(delays));
-    out.launch_delay_p99_ns = QuantileOfSorted(delays, 0.99);
+    out.launch_delay_median_ns = std::llround(Median(delays));
+    out.launch_delay_p99_ns = Quantile(delays, 0.99);
   }
   double median_call = 0;
   if (!call_durs.empty()) {
-    std::sort(call_durs.begin(), call_durs.end());
-    median_call = MedianOfSorted(call_durs);
+    median_call = Median(call_durs);
   }
   // Ties: HTA's sort puts a launch before a GPU start at the same µs; clean counts an end first.
   const int8_t first_delta = ctx.hta ? 1 : -1;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trace/huge_pages.h"
+
 namespace stallscope::trace {
 
 void NormalizeIntervals(IntervalSet& intervals) {
@@ -40,6 +42,8 @@ int64_t OverlapNs(const IntervalSet& set, int64_t begin_ns, int64_t end_ns) {
 
 void IntersectIntervals(const IntervalSet& a, const IntervalSet& b, IntervalSet& out) {
   out.clear();
+  // At most one member per input member (no regrowth, no copy faults).
+  ReserveHuge(out, a.size() + b.size());
   size_t i = 0;
   size_t j = 0;
   while (i < a.size() && j < b.size()) {
@@ -57,6 +61,7 @@ void IntersectIntervals(const IntervalSet& a, const IntervalSet& b, IntervalSet&
 
 void SubtractIntervals(const IntervalSet& a, const IntervalSet& b, IntervalSet& out) {
   out.clear();
+  ReserveHuge(out, a.size() + b.size());  // as above
   size_t j = 0;
   for (const Interval& iv : a) {
     int64_t cursor = iv.begin_ns;
@@ -76,6 +81,7 @@ void SubtractIntervals(const IntervalSet& a, const IntervalSet& b, IntervalSet& 
 
 void UniteIntervals(const IntervalSet& a, const IntervalSet& b, IntervalSet& out) {
   out.clear();
+  ReserveHuge(out, a.size() + b.size());  // as above
   size_t i = 0;
   size_t j = 0;
   while (i < a.size() || j < b.size()) {

@@ -11,6 +11,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace stallscope::trace {
 namespace {
@@ -78,6 +81,31 @@ BlockMasks Classify(const char* p) {
       default:
         break;
     }
+  }
+  return m;
+}
+#endif
+
+#if defined(__x86_64__)
+#define STALLSCOPE_SCAN_AVX2 1
+// The same classes as Classify, two 32-byte lanes: compiled for AVX2 whatever the build's
+// -march, and only called after ResolveScanKernel saw the CPU support it. No lambdas here: a
+// lambda would not inherit the target attribute.
+__attribute__((target("avx2"))) inline uint64_t Avx2Bits(__m256i eq, int shift) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(eq))) << shift;
+}
+
+__attribute__((target("avx2"))) inline BlockMasks ClassifyAvx2(const char* p) {
+  BlockMasks m;
+  for (int half = 0; half < 2; ++half) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * half));
+    const __m256i folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));  // {[ and }] fold
+    const int shift = 32 * half;
+    m.quote |= Avx2Bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('"')), shift);
+    m.backslash |= Avx2Bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')), shift);
+    m.comma |= Avx2Bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(',')), shift);
+    m.open |= Avx2Bits(_mm256_cmpeq_epi8(folded, _mm256_set1_epi8('{')), shift);
+    m.close |= Avx2Bits(_mm256_cmpeq_epi8(folded, _mm256_set1_epi8('}')), shift);
   }
   return m;
 }
@@ -192,8 +220,51 @@ std::optional<int64_t> ParseMicrosToNs(std::string_view s) {
   return negative ? -static_cast<int64_t>(ns) : static_cast<int64_t>(ns);
 }
 
-JsonScanner::JsonScanner(std::vector<std::string> capture_keys)
-    : capture_keys_(std::move(capture_keys)) {}
+ScanKernel ResolveScanKernel(ScanKernel kernel) {
+#if defined(STALLSCOPE_SCAN_AVX2)
+  static const bool kHasAvx2 = __builtin_cpu_supports("avx2") != 0;  // probed once
+  if (kernel == ScanKernel::kAuto) return kHasAvx2 ? ScanKernel::kAvx2 : ScanKernel::kBaseline;
+  if (kernel == ScanKernel::kAvx2 && !kHasAvx2) return ScanKernel::kBaseline;
+  return kernel;
+#else
+  static_cast<void>(kernel);
+  return ScanKernel::kBaseline;
+#endif
+}
+
+/// The array scan: one 64-byte block at a time, with the baseline or the AVX2 classifier.
+struct ArrayScan {
+  /// Advances over the elements in one classified block; returns the bytes consumed (64, or
+  /// fewer when the array closes inside the block).
+  __attribute__((always_inline)) static inline uint64_t Block(JsonScanner& s, const BlockMasks& m,
+                                                              const char* block, uint64_t base,
+                                                              std::vector<ElementSpan>* out);
+
+  /// Scans whole blocks of buf[s.pos_, len) while inside the array.
+  static void RunBaseline(JsonScanner& s, const char* buf, uint64_t len,
+                          std::vector<ElementSpan>* out) {
+    while (s.in_events_ && len - s.pos_ >= kBlock) {
+      s.pos_ += Block(s, Classify(buf + s.pos_), buf + s.pos_, s.pos_, out);
+    }
+  }
+#if defined(STALLSCOPE_SCAN_AVX2)
+  __attribute__((target("avx2"))) static void RunAvx2(JsonScanner& s, const char* buf, uint64_t len,
+                                                      std::vector<ElementSpan>* out) {
+    while (s.in_events_ && len - s.pos_ >= kBlock) {
+      s.pos_ += Block(s, ClassifyAvx2(buf + s.pos_), buf + s.pos_, s.pos_, out);
+    }
+  }
+#endif
+  static void Run(JsonScanner& s, const char* buf, uint64_t len, std::vector<ElementSpan>* out) {
+#if defined(STALLSCOPE_SCAN_AVX2)
+    if (s.kernel_ == ScanKernel::kAvx2) return RunAvx2(s, buf, len, out);
+#endif
+    RunBaseline(s, buf, len, out);
+  }
+};
+
+JsonScanner::JsonScanner(std::vector<std::string> capture_keys, ScanKernel kernel)
+    : capture_keys_(std::move(capture_keys)), kernel_(ResolveScanKernel(kernel)) {}
 
 void JsonScanner::Shift(uint64_t n) {
   pos_ -= n;
@@ -205,13 +276,13 @@ void JsonScanner::Scan(const char* buf, uint64_t len, bool eof, std::vector<Elem
     if (!in_events_) {
       pos_ = ScanTop(buf, len);
     } else if (len - pos_ >= kBlock) {
-      pos_ += ScanEventsBlock(buf + pos_, pos_, out);
+      ArrayScan::Run(*this, buf, len, out);
     } else if (eof) {
       // Last partial block: pad with spaces, which change no state.
       char block[kBlock];
       std::memset(block, ' ', kBlock);
       std::memcpy(block, buf + pos_, len - pos_);
-      pos_ = std::min(len, pos_ + ScanEventsBlock(block, pos_, out));
+      pos_ = std::min(len, pos_ + ArrayScan::Block(*this, Classify(block), block, pos_, out));
     } else {
       break;
     }
@@ -224,20 +295,19 @@ void JsonScanner::Scan(const char* buf, uint64_t len, bool eof, std::vector<Elem
   }
 }
 
-uint64_t JsonScanner::ScanEventsBlock(const char* block, uint64_t base,
-                                      std::vector<ElementSpan>* out) {
-  BlockMasks m = Classify(block);
+uint64_t ArrayScan::Block(JsonScanner& s, const BlockMasks& m, const char* block, uint64_t base,
+                          std::vector<ElementSpan>* out) {
   // Backslashes are rare in traces: skip the escape arithmetic when there are none.
   uint64_t escaped =
-      (m.backslash | prev_escaped_) != 0 ? FindEscaped(m.backslash, &prev_escaped_) : 0;
-  uint64_t in_string = PrefixXor(m.quote & ~escaped) ^ prev_in_string_;
-  prev_in_string_ = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
+      (m.backslash | s.prev_escaped_) != 0 ? FindEscaped(m.backslash, &s.prev_escaped_) : 0;
+  uint64_t in_string = PrefixXor(m.quote & ~escaped) ^ s.prev_in_string_;
+  s.prev_in_string_ = static_cast<uint64_t>(static_cast<int64_t>(in_string) >> 63);
   uint64_t opens = m.open & ~in_string;
   uint64_t closes = m.close & ~in_string;
   // Inside an element with no closing bracket in the block, the depth only grows: no
   // separator or array end can be here.
-  if (depth_ > events_depth_ && closes == 0) {
-    for (; opens != 0; opens &= opens - 1) ++depth_;  // few bits: cheaper than soft popcount
+  if (s.depth_ > s.events_depth_ && closes == 0) {
+    for (; opens != 0; opens &= opens - 1) ++s.depth_;  // few bits: cheaper than soft popcount
     return kBlock;
   }
   uint64_t brackets = opens | closes;
@@ -245,31 +315,31 @@ uint64_t JsonScanner::ScanEventsBlock(const char* block, uint64_t base,
   uint64_t seen = 0;
   // Commas matter only directly inside the array; elsewhere only brackets move the depth.
   while (true) {
-    uint64_t candidates = (depth_ == events_depth_ ? with_commas : brackets) & ~seen;
+    uint64_t candidates = (s.depth_ == s.events_depth_ ? with_commas : brackets) & ~seen;
     if (candidates == 0) return kBlock;
     int i = __builtin_ctzll(candidates);
     seen = i == 63 ? ~uint64_t{0} : (uint64_t{2} << i) - 1;
     char c = block[i];
     uint64_t at = base + static_cast<uint64_t>(i);
     if (c == ',') {
-      out->push_back({last_sep_, at});
-      last_sep_ = at;
-      object_closed_ = false;
+      out->push_back({s.last_sep_, at});
+      s.last_sep_ = at;
+      s.object_closed_ = false;
     } else if (c == '{' || c == '[') {
-      ++depth_;
-    } else if (depth_ == events_depth_) {
+      ++s.depth_;
+    } else if (s.depth_ == s.events_depth_) {
       // The array's closing bracket.
-      out->push_back({last_sep_, at});
-      in_events_ = false;
-      object_closed_ = false;
-      prev_escaped_ = 0;
-      prev_in_string_ = 0;
-      --depth_;
-      done_ = depth_ == 0;
+      out->push_back({s.last_sep_, at});
+      s.in_events_ = false;
+      s.object_closed_ = false;
+      s.prev_escaped_ = 0;
+      s.prev_in_string_ = 0;
+      --s.depth_;
+      s.done_ = s.depth_ == 0;
       return static_cast<uint64_t>(i) + 1;
     } else {
-      --depth_;
-      if (depth_ == events_depth_) object_closed_ = c == '}';
+      --s.depth_;
+      if (s.depth_ == s.events_depth_) s.object_closed_ = c == '}';
     }
   }
 }

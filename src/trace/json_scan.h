@@ -38,6 +38,17 @@ enum class JsonLayout : uint8_t {
   kNotJson,    ///< starts with something other than '{' or '['
 };
 
+/// Which block classifier the array scan uses. kAvx2 is compiled into every x86-64 build and
+/// chosen at run time (`__builtin_cpu_supports`), so the baseline x86-64 binary runs anywhere.
+enum class ScanKernel : uint8_t {
+  kAuto,      ///< the best one this CPU supports (probed once per process)
+  kBaseline,  ///< SSE2 on x86-64 (every x86-64 CPU), portable C++ elsewhere
+  kAvx2,      ///< AVX2 on x86-64; falls back to kBaseline where the CPU lacks it
+};
+
+/// The kernel `kernel` resolves to on this CPU (never kAuto).
+[[nodiscard]] ScanKernel ResolveScanKernel(ScanKernel kernel);
+
 /// String-aware structural scanner over a growing/sliding chunk buffer. It finds the top-level
 /// layout, captures the raw values of selected top-level keys, and cuts the trace-event array
 /// into complete elements across chunk boundaries, without parsing the elements.
@@ -50,7 +61,9 @@ enum class JsonLayout : uint8_t {
 class JsonScanner {
  public:
   /// `capture_keys`: top-level keys whose values to capture (small metadata values).
-  explicit JsonScanner(std::vector<std::string> capture_keys);
+  /// `kernel`: which block classifier to use (tests run both; both give identical results).
+  explicit JsonScanner(std::vector<std::string> capture_keys,
+                       ScanKernel kernel = ScanKernel::kAuto);
 
   /// Scans buf[0, len) from where the last call stopped; appends complete elements to `out`.
   /// Without `eof`, up to 63 bytes inside the array may be left for the next call.
@@ -77,14 +90,18 @@ class JsonScanner {
   /// Something other than whitespace after the top-level value, in the bytes scanned with it.
   [[nodiscard]] bool trailing_data() const { return trailing_data_; }
   [[nodiscard]] const std::vector<TopLevelValue>& values() const { return values_; }
+  /// The kernel in use (kBaseline or kAvx2).
+  [[nodiscard]] ScanKernel kernel() const { return kernel_; }
 
  private:
+  friend struct ArrayScan;  // the array-scan kernels (json_scan.cc)
+
   uint64_t ScanTop(const char* buf, uint64_t len);
-  uint64_t ScanEventsBlock(const char* block, uint64_t base, std::vector<ElementSpan>* out);
   void TopByteOutsideString(char c, uint64_t at);
   void EnterEvents(uint64_t at, int64_t depth);
 
   std::vector<std::string> capture_keys_;
+  ScanKernel kernel_ = ScanKernel::kBaseline;
   std::vector<TopLevelValue> values_;
   JsonLayout layout_ = JsonLayout::kUnknown;
   unsigned char first_byte_ = 0;

@@ -1,5 +1,6 @@
 // The JSON scanner of the trace reader (json_scan.h): exact µs → ns numbers and the cutting of
 // traceEvents into complete elements at any chunk boundary.
+#include <random>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,100 @@ TEST(JsonScanner, ReportsLastCompleteObjectOfCutFile) {
   JsonScanner partial({});
   got = ScanElements(R"([{"a":1}, {"b":)", 3, &partial);
   EXPECT_EQ(got, (std::vector<std::string>{R"({"a":1})"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two kernels (baseline SSE2 and runtime-dispatched AVX2) must agree byte for byte.
+
+/// Everything a scan shows from the outside: the elements and the final state.
+struct ScanOutcome {
+  std::vector<std::string> elements;
+  bool done = false;
+  bool in_events = false;
+  bool events_found = false;
+  JsonLayout layout = JsonLayout::kUnknown;
+  bool operator==(const ScanOutcome&) const = default;
+};
+
+ScanOutcome ScanWith(ScanKernel kernel, const std::string& json, size_t split) {
+  JsonScanner s({}, kernel);
+  ScanOutcome o;
+  o.elements = ScanElements(json, split, &s);
+  o.done = s.done();
+  o.in_events = s.in_events();
+  o.events_found = s.events_found();
+  o.layout = s.layout();
+  return o;
+}
+
+/// Compares both kernels on `json` cut at `split`; skipped where the CPU has no AVX2.
+void ExpectKernelsAgree(const std::string& json, size_t split) {
+  ScanOutcome base = ScanWith(ScanKernel::kBaseline, json, split);
+  ScanOutcome avx2 = ScanWith(ScanKernel::kAvx2, json, split);
+  EXPECT_EQ(base, avx2) << json << " split at " << split;
+}
+
+TEST(JsonScannerKernels, ResolveNeverAuto) {
+  EXPECT_EQ(ResolveScanKernel(ScanKernel::kBaseline), ScanKernel::kBaseline);
+  EXPECT_NE(ResolveScanKernel(ScanKernel::kAuto), ScanKernel::kAuto);
+  EXPECT_NE(ResolveScanKernel(ScanKernel::kAvx2), ScanKernel::kAuto);
+  EXPECT_EQ(JsonScanner({}, ScanKernel::kBaseline).kernel(), ScanKernel::kBaseline);
+  EXPECT_EQ(JsonScanner({}).kernel(), ResolveScanKernel(ScanKernel::kAuto));
+}
+
+// Quotes, backslash runs and brackets at every position around the 32- and 64-byte lane
+// boundaries, every split point, and every truncation (a cut file).
+TEST(JsonScannerKernels, AgreeAcrossLaneBoundaries) {
+  if (ResolveScanKernel(ScanKernel::kAvx2) != ScanKernel::kAvx2) {
+    GTEST_SKIP() << "no AVX2 on this CPU: only the baseline kernel runs";
+  }
+  const std::string specials[] = {"\"", "\\\"", "\\\\\"", "\\\\", "],}{[", "\\u0022"};
+  for (const std::string& special : specials) {
+    for (size_t pad = 0; pad < 70; ++pad) {
+      // The element is padded so that `special` lands at offset pad of the array's bytes.
+      std::string name = std::string(pad, 'p') + special + "q";
+      if (special == "\\\\") name += "\\\\";  // keep the string's backslashes paired
+      std::string json = R"({"traceEvents":[{"name":")" + name + R"(","ts":1},[1,{"a":"]"}],2]})";
+      for (size_t split : {size_t{0}, json.size() / 2, json.size()})
+        ExpectKernelsAgree(json, split);
+      for (size_t cut = 0; cut < json.size(); cut += 7) {
+        ExpectKernelsAgree(json.substr(0, cut), cut / 2);
+      }
+    }
+  }
+}
+
+// Random trace-like documents: strings full of quotes, escapes and brackets, nested objects,
+// long and short elements; every prefix length up to 600 bytes (truncated inputs).
+TEST(JsonScannerKernels, AgreeOnRandomDocuments) {
+  if (ResolveScanKernel(ScanKernel::kAvx2) != ScanKernel::kAvx2) {
+    GTEST_SKIP() << "no AVX2 on this CPU: only the baseline kernel runs";
+  }
+  std::mt19937 rng(16);
+  const char kStringChars[] = "ab ,:{}[]\"\\\\";  // escaped quote, escaped backslash, ...
+  auto random_string = [&] {
+    std::string out = "\"";
+    const size_t n = rng() % 90;
+    for (size_t i = 0; i < n; ++i) {
+      char c = kStringChars[rng() % (sizeof(kStringChars) - 1)];
+      if (c == '"' || c == '\\') out += '\\';  // keep the JSON valid
+      out += c;
+    }
+    return out + "\"";
+  };
+  for (int doc = 0; doc < 40; ++doc) {
+    std::string json = R"({"k":)" + random_string() + R"(,"traceEvents":[)";
+    const int elements = 1 + static_cast<int>(rng() % 12);
+    for (int e = 0; e < elements; ++e) {
+      if (e > 0) json += ",";
+      json += R"({"name":)" + random_string() + R"(,"args":{"x":[1,)" + random_string() + "]}}";
+    }
+    json += R"(],"b":)" + random_string() + "}";
+    for (size_t split = 0; split <= json.size(); split += 13) ExpectKernelsAgree(json, split);
+    for (size_t cut = 0; cut <= std::min<size_t>(json.size(), 600); ++cut) {
+      ExpectKernelsAgree(json.substr(0, cut), cut / 3);
+    }
+  }
 }
 
 }  // namespace

@@ -56,9 +56,14 @@ void HtaDropLastStep(std::vector<Event>& events, int64_t last_step_begin_ns) {
   });
 }
 
-bool EventBefore(const Event& a, const Event& b) {
-  return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
-}
+// A function object, not a function pointer: std::sort inlines it (the same comparisons in the
+// same order, so ties come out exactly as before).
+struct EventBeforeFn {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
+  }
+};
+constexpr EventBeforeFn EventBefore;
 
 /// Sorts by (ts, -dur). Large traces are split at the median (nth_element, in place) and the
 /// two halves sorted on two threads: the sort is the largest serial step between reading and the

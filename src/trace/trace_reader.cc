@@ -22,6 +22,7 @@
 
 #include "base/units.h"
 #include "trace/byte_source.h"
+#include "trace/huge_pages.h"
 #include "trace/json_scan.h"
 #include "trace/json_values.h"
 #include "trace/trace_metadata.h"
@@ -599,7 +600,7 @@ void ReserveEvents(const ByteSource& src, RankTrace* out) {
     uint64_t limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4;
     events = std::min<uint64_t>(events, limit / sizeof(Event));
   }
-  out->events.reserve(static_cast<size_t>(events));
+  ReserveHuge(out->events, static_cast<size_t>(events));
 }
 
 std::string ByteText(unsigned char c) {
