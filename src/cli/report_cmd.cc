@@ -16,6 +16,7 @@
 #include "report/html_render.h"
 #include "report/png_render.h"
 #include "sample/recording.h"
+#include "sample/seed_monitor.h"
 #include "trace/trace_reader.h"
 
 namespace stallscope::cli {
@@ -25,14 +26,16 @@ namespace fs = std::filesystem;
 
 enum class InputKind { kRun, kTrace, kRecording };
 
-/// A run directory has run.json; a .json/.json.gz file or any other folder is traces; any other
-/// file is a recording (which says so itself when it is not one).
+/// A run directory has run.json; a .json/.json.gz file or any other folder is traces (but a .json
+/// of seed 002's GPU monitor objects, a recording); any other file is a recording (which says so
+/// itself when it is not one).
 InputKind Classify(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     return fs::exists(fs::path(path) / "run.json", ec) ? InputKind::kRun : InputKind::kTrace;
   }
   auto ends = [&](std::string_view s) { return path.ends_with(s); };
+  if (ends(".json") && sample::LooksLikeSeedMonitorFile(path)) return InputKind::kRecording;
   if (ends(".json") || ends(".json.gz") || ends(".gz")) return InputKind::kTrace;
   return InputKind::kRecording;
 }

@@ -64,8 +64,9 @@ std::string NextStep(const analysis::RecordingSummary& s) {
 }  // namespace
 
 std::string RenderSummaryText(const analysis::RecordingSummary& s) {
-  std::string out = fmt::format("{} samples over {} on {}\n", s.samples,
-                                FormatDurationNs(s.duration_ns), EscapeControl(s.hostname));
+  std::string out =
+      fmt::format("{} samples over {} on {}\n", s.samples, FormatDurationNs(s.duration_ns),
+                  s.hostname.empty() ? std::string("an unnamed host") : EscapeControl(s.hostname));
   for (const auto& w : s.warnings) out += "warning: " + EscapeControl(w) + "\n";
   out += "\nPer-GPU Breakdown:\n";
   if (s.gpus.empty()) {
@@ -103,6 +104,9 @@ std::string RenderSummaryText(const analysis::RecordingSummary& s) {
                        s.mem_used_bytes.mean() / kGiB, s.mem_used_bytes.max() / kGiB);
   }
   if (s.exit_code) out += fmt::format("    command exit code {}\n", *s.exit_code);
+  if (s.cpu_busy_pct.count() == 0 && s.mem_used_bytes.count() == 0 && !s.exit_code) {
+    out += "    (not in the recording)\n";
+  }
   std::string next = NextStep(s);
   if (!next.empty()) out += "\n" + next + "\n";
   return out;

@@ -1,7 +1,13 @@
+#include <sys/stat.h>
+
+#include <fstream>
+#include <optional>
+
 #include <simdjson.h>
 
 #include "sample/line_reader.h"
 #include "sample/recording.h"
+#include "sample/seed_monitor.h"
 
 namespace stallscope::sample {
 namespace {
@@ -303,8 +309,10 @@ class LineHandler {
     }
     std::string_view type;
     if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = have_header_ ? "sample" : "";
+    if (seed_) return HandleSeed(o);
     if (!have_header_) {
       if (type != "header") {
+        if ((seed_ = SeedFormOf(o))) return HandleSeed(o);
         return MakeError(ErrorCode::kParse,
                          "{}: not a stallscope recording (line 1 is not a header line)", path_);
       }
@@ -328,6 +336,52 @@ class LineHandler {
       tail_.exit_code = Num<int>(o, "exit_code");
     } else {
       ++tail_.malformed_lines;
+    }
+    return OkStatus();
+  }
+
+  /// One of seed 002's monitor objects (the file's first object decided the form): the first
+  /// gives the header; every one is a sample. Objects of the other form are malformed lines.
+  [[nodiscard]] Status HandleSeed(const object& o) {
+    if (!have_header_) {
+      header_ = SeedHeader(o, *seed_);
+      have_header_ = true;
+      consumer_.OnHeader(header_);
+      tail_.warnings.push_back(fmt::format(
+          "{}: read as {} ({}); it has GPU metrics only (no host, processes or phases)", path_,
+          SeedFormName(*seed_), array_ ? "a JSON array" : "one object per line"));
+    }
+    ResetSample(sample_);
+    if (SeedFormOf(o) == seed_ && SeedSample(o, *seed_, header_, sample_)) {
+      ++tail_.samples;
+      consumer_.OnSample(sample_);
+    } else {
+      ++tail_.malformed_lines;
+    }
+    return OkStatus();
+  }
+
+  /// A file that is one JSON array: only seed 002's monitor objects are read from one.
+  [[nodiscard]] Status HandleArray(const std::string& text) {
+    array_ = true;
+    simdjson::dom::array items;
+    if (parser_.parse(text).get_array().get(items) != simdjson::SUCCESS) {
+      return MakeError(ErrorCode::kParse, "{}: not a stallscope recording (invalid JSON array)",
+                       path_);
+    }
+    for (element item : items) {
+      object o;
+      if (item.get_object().get(o) != simdjson::SUCCESS) {
+        ++tail_.malformed_lines;
+        continue;
+      }
+      if (!seed_ && !(seed_ = SeedFormOf(o))) {
+        return MakeError(ErrorCode::kParse,
+                         "{}: not a stallscope recording (a JSON array, but its first object is "
+                         "not one of seed 002's GPU monitor objects)",
+                         path_);
+      }
+      TRY_STATUS(HandleSeed(o));
     }
     return OkStatus();
   }
@@ -361,8 +415,33 @@ class LineHandler {
   Sample sample_;  ///< reused line after line
   RecordingTail tail_;
   bool have_header_ = false;
+  std::optional<SeedForm> seed_;  ///< set: the file is seed 002 monitor objects
+  bool array_ = false;            ///< ... in one JSON array
   size_t max_line_bytes_;
 };
+
+/// The whole file when it is a regular file whose first non-blank byte is '[' (a JSON array:
+/// seed 002's monitor can write one), else nullopt. Pipes are never peeked at.
+Result<std::optional<std::string>> ReadIfJsonArray(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::optional<std::string>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::optional<std::string>();  // LineReader names the error
+  char c = 0;
+  while (in.get(c) && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
+  }
+  if (!in || c != '[') return std::optional<std::string>();
+  constexpr off_t kMaxArrayBytes = off_t{1} << 30;
+  if (st.st_size > kMaxArrayBytes) {
+    return MakeError(ErrorCode::kParse, "{}: a JSON array of {} bytes is over the {} byte limit",
+                     path, st.st_size, kMaxArrayBytes);
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  in.seekg(0);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return std::optional<std::string>(std::move(text));
+}
 
 /// Keeps everything: ReadRecording's consumer.
 class CollectAll final : public RecordingConsumer {
@@ -380,11 +459,16 @@ class CollectAll final : public RecordingConsumer {
 
 Result<RecordingTail> StreamRecording(const std::string& path, RecordingConsumer& consumer,
                                       size_t max_line_bytes) {
+  LineHandler handler(path, consumer, max_line_bytes);
+  TRY(std::optional<std::string> whole, ReadIfJsonArray(path));
+  if (whole) {
+    TRY_STATUS(handler.HandleArray(*whole));
+    return std::move(handler).Finish();
+  }
   LineReaderOptions options;
   options.max_line_bytes = max_line_bytes;
   options.padding = simdjson::SIMDJSON_PADDING;
   TRY(LineReader reader, LineReader::Open(path, options));
-  LineHandler handler(path, consumer, max_line_bytes);
   for (;;) {
     TRY(std::optional<Line> line, reader.Next());
     if (!line) break;

@@ -292,6 +292,35 @@ TEST_F(E2e, RecordThenSummary) {
   EXPECT_EQ(doc["gpus"].size(), 4u);
 }
 
+// Seed 002's monitor files (issue 17): both forms, one object per line or one JSON array, are
+// read by summary and report with the per-GPU breakdown and the load-balance classes, and say
+// which form was read.
+TEST_F(E2e, SummaryAndReportReadTheSeedMonitorsFiles) {
+  const std::string seed = STALLSCOPE_SOURCE_DIR "/tests/data/seed/";
+  auto legacy = Run({"summary", seed + "legacy.jsonl"});
+  ASSERT_EQ(legacy.exit_code, 0) << legacy.err;
+  EXPECT_NE(legacy.out.find("read as seed 002 legacy single-GPU objects (one object per line)"),
+            std::string::npos)
+      << legacy.out;
+  EXPECT_NE(legacy.out.find("GPU 0: 12860.0 MB"), std::string::npos) << legacy.out;
+  for (const char* file : {"multi_gpu.jsonl", "multi_gpu_array.json"}) {
+    auto s = Run({"summary", seed + file});
+    ASSERT_EQ(s.exit_code, 0) << file << s.err;
+    EXPECT_NE(s.out.find("read as seed 002 multi-GPU objects"), std::string::npos) << s.out;
+    EXPECT_NE(s.out.find("CV = 25.5% (Poor)  (utilization)"), std::string::npos) << s.out;
+    EXPECT_NE(s.out.find("GPU 3: 200"), std::string::npos) << s.out;
+  }
+  auto j = Run({"summary", "--json", seed + "multi_gpu.jsonl"});
+  ASSERT_EQ(j.exit_code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["samples"], 6);
+  EXPECT_EQ(doc["gpus"].size(), 4u);
+  const std::string html = (dir_ / "seed.html").string();
+  auto r = Run({"report", seed + "multi_gpu_array.json", "--html", html});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(html));
+}
+
 TEST_F(E2e, RecordReturnsTheCommandsExitCode) {
   std::string rec = (dir_ / "cmd.jsonl").string();
   auto r = Run({"record", "-i", "50ms", "-o", rec, "--", "sh", "-c", "sleep 0.3; exit 7"});
