@@ -47,6 +47,9 @@ struct RecordOptions {
   std::string output;  ///< empty → stallscope-record-<time>.jsonl; "-" → stdout
   std::string duration;
   bool csv = false;
+  /// --format: "jsonl" (default), "csv" (as --csv), "seed" (seed 002's GPU monitor objects);
+  /// empty: not given.
+  std::string format;
   bool force = false;  ///< replace an existing output file
   int32_t pid = 0;     ///< 0: none (--pid takes 1 or more)
   std::string serve;   ///< --serve ADDR: Prometheus metrics while recording ("" = none)

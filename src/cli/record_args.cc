@@ -25,6 +25,11 @@ constexpr OptionSpec kRecord[] = {
      .help = "Write CSV (one row per sample) instead of JSON Lines",
      .default_value = nullptr,
      .flag = [](RecordOptions& o) { return &o.csv; }},
+    {.names = "--format",
+     .help = "jsonl (default), csv (as --csv), or seed: seed 002's GPU monitor objects, the "
+             "legacy single-GPU form for one GPU, the multi-GPU form otherwise",
+     .default_value = nullptr,
+     .text = [](RecordOptions& o) { return &o.format; }},
     {.names = "--pid",
      .help = "Follow the process tree of this PID",
      .default_value = nullptr,

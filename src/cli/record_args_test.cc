@@ -25,6 +25,7 @@ void ExpectSame(const RecordOptions& a, const RecordOptions& b, const std::strin
   EXPECT_EQ(a.output, b.output) << what;
   EXPECT_EQ(a.duration, b.duration) << what;
   EXPECT_EQ(a.csv, b.csv) << what;
+  EXPECT_EQ(a.format, b.format) << what;
   EXPECT_EQ(a.force, b.force) << what;
   EXPECT_EQ(a.pid, b.pid) << what;
   EXPECT_EQ(a.command, b.command) << what;
@@ -45,6 +46,8 @@ TEST(RecordArgs, AgreesWithCli11OnWhatItParses) {
       {"-i", "100ms", "--duration", "45s", "--pid", "1234", "-o", "out.jsonl"},
       {"--interval=500ms", "--output=run.jsonl", "--csv", "--force"},
       {"-o", "-", "--duration", "2s"},
+      {"--format", "seed", "-o", "gpu.jsonl"},
+      {"--format=csv"},
       {"--nvml-lib", "/opt/lib/libnvidia-ml.so.1", "--proc-root", "/tmp/proc"},
       {"--nvml-lib=/x.so", "--proc-root=/p", "-i", "1s"},
       {"--", "python3", "train.py", "--epochs", "1", "-i", "--"},

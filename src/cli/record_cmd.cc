@@ -71,6 +71,30 @@ std::optional<int> WaitForEnd(monitor::Session& session, int32_t pid, const Dead
 
 }  // namespace
 
+namespace {
+
+/// --csv / --format as a RecordingFormat; nullopt (after printing why) when they are bad.
+std::optional<sample::RecordingFormat> RecordFormat(const RecordOptions& o) {
+  using sample::RecordingFormat;
+  std::optional<RecordingFormat> f;
+  if (o.format.empty() || o.format == "jsonl") f = RecordingFormat::kJsonl;
+  if (o.format == "csv") f = RecordingFormat::kCsv;
+  if (o.format == "seed") f = RecordingFormat::kSeed;
+  if (!f) {
+    fmt::print(stderr, "stallscope record: --format {}: give jsonl, csv or seed\n",
+               EscapeControl(o.format));
+    return std::nullopt;
+  }
+  if (o.csv && !o.format.empty() && *f != RecordingFormat::kCsv) {
+    fmt::print(stderr, "stallscope record: --csv and --format {} disagree\n",
+               EscapeControl(o.format));
+    return std::nullopt;
+  }
+  return o.csv ? RecordingFormat::kCsv : *f;
+}
+
+}  // namespace
+
 int RunRecord(const RecordOptions& o, const ServeHook& serve) {
   auto interval = monitor::ParseIntervalNs(o.interval);
   if (!interval.ok())
@@ -84,6 +108,8 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
     fmt::print(stderr, "stallscope record: give either --pid or a command after --, not both\n");
     return 2;
   }
+  auto format = RecordFormat(o);
+  if (!format) return 2;
   SystemClock clock;
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
   if (!o.serve.empty() && !serve)
@@ -108,8 +134,7 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
     if (auto st = session.FollowPid(o.pid); !st.ok())
       return fmt::print(stderr, "stallscope record: {}\n", st.error().message), 2;
   }
-  auto opened = session.OpenRecording(
-      path, o.csv ? sample::RecordingFormat::kCsv : sample::RecordingFormat::kJsonl);
+  auto opened = session.OpenRecording(path, *format);
   if (!opened.ok()) {
     fmt::print(stderr, "stallscope record: {}\n", opened.error().message);
     if (auto* child = session.child()) child->Signal(SIGTERM), child->Wait();

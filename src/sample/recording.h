@@ -22,7 +22,10 @@ void AppendHeaderJson(const RecordingHeader& header, std::string& out);
 void AppendSampleJson(const RecordingHeader& header, const Sample& sample, std::string& out);
 
 /// Output formats of `record`.
-enum class RecordingFormat { kJsonl, kCsv };
+/// kSeed: seed 002's GPU monitor objects, one per line (the legacy single-GPU object for one
+/// GPU, the multi-GPU object with aggregate_stats otherwise), for scripts that parse them; no
+/// header, events or trailer.
+enum class RecordingFormat { kJsonl, kCsv, kSeed };
 
 /// Writes a recording line by line. Each line goes out in one write(2) on an O_APPEND fd, so a
 /// writer killed with SIGKILL leaves a file that is valid up to its last complete line.
@@ -60,6 +63,9 @@ class RecordingWriter {
   std::string line_;
   int64_t samples_ = 0;
 };
+
+/// One sample as seed 002's monitor object (no newline).
+void AppendSeedObject(const RecordingHeader& header, const Sample& sample, std::string& out);
 
 /// CSV column header for `header`'s GPUs (one row per sample; per-GPU columns gpuN_*).
 void AppendCsvHeader(const RecordingHeader& header, std::string& out);

@@ -5,7 +5,10 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <optional>
 
 #include "base/json_writer.h"
 #include "base/units.h"
@@ -277,6 +280,62 @@ void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
   w.EndArray().EndObject();
 }
 
+namespace {
+
+// Seed 002's timestamp: Python's naive datetime.isoformat() with microseconds, here in UTC.
+void AppendSeedTimestamp(int64_t wall_ns, std::string& out) {
+  const std::time_t secs = static_cast<std::time_t>(wall_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const auto micros = static_cast<long>((wall_ns % 1'000'000'000) / 1000);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ld", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
+  out += buf;
+}
+
+std::optional<int64_t> MiB(const std::optional<uint64_t>& bytes) {
+  if (!bytes) return std::nullopt;
+  return static_cast<int64_t>(static_cast<double>(*bytes) / kBytesPerMiB + 0.5);
+}
+
+// One GPU's seed keys (the legacy object's, or one multi_gpu_data entry).
+void WriteSeedGpu(JsonWriter& w, const gpu::GpuStatic& g, const gpu::GpuSample& s, bool temp) {
+  w.Field("gpu_index", g.index)
+      .Field("gpu_name", g.name)
+      .Field("utilization", s.util_gpu_pct)
+      .Field("memory_used", MiB(s.mem_used_bytes))
+      .Field("memory_total", MiB(s.mem_total_bytes ? s.mem_total_bytes : g.mem_total_bytes))
+      .Field("power", s.power_mw ? std::optional<double>(*s.power_mw / 1000.0) : std::nullopt, 1);
+  if (temp) w.Field("temperature", s.temperature_c);
+}
+
+}  // namespace
+
+void AppendSeedObject(const RecordingHeader& header, const Sample& s, std::string& out) {
+  JsonWriter w(out);
+  w.BeginObject().Key("timestamp");
+  std::string ts;
+  AppendSeedTimestamp(s.wall_ns, ts);
+  w.String(ts);
+  const size_t n = std::min(header.gpus.size(), s.gpus.size());
+  if (header.gpus.size() == 1 && n == 1) {
+    WriteSeedGpu(w, header.gpus[0], s.gpus[0], false);
+    w.EndObject();
+    return;
+  }
+  w.Key("multi_gpu_data").BeginArray();
+  for (size_t i = 0; i < n; ++i) {
+    if (s.gpus[i].lost) continue;  // the seed's monitor lists the GPUs that answered
+    w.BeginObject();
+    WriteSeedGpu(w, header.gpus[i], s.gpus[i], true);
+    w.EndObject();
+  }
+  w.EndArray().Key("aggregate_stats");
+  WriteAggregate(w, Aggregate(s.gpus));
+  w.EndObject();
+}
+
 void AppendSampleJson(const RecordingHeader& header, const Sample& s, std::string& out) {
   JsonWriter w(out);
   std::array<char, 32> iso;
@@ -319,6 +378,7 @@ Result<RecordingWriter> RecordingWriter::Open(const std::string& path,
     owns = true;
   }
   RecordingWriter writer(fd, owns, path, header, format);
+  if (format == RecordingFormat::kSeed) return writer;  // seed files have no header line
   if (format == RecordingFormat::kJsonl) {
     AppendHeaderJson(header, writer.line_);
   } else {
@@ -373,6 +433,8 @@ Status RecordingWriter::WriteLine() {
 Status RecordingWriter::Append(const Sample& sample) {
   if (format_ == RecordingFormat::kJsonl) {
     AppendSampleJson(header_, sample, line_);
+  } else if (format_ == RecordingFormat::kSeed) {
+    AppendSeedObject(header_, sample, line_);
   } else {
     AppendCsvRow(header_, sample, line_);
   }

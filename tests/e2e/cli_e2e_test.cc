@@ -292,6 +292,49 @@ TEST_F(E2e, RecordThenSummary) {
   EXPECT_EQ(doc["gpus"].size(), 4u);
 }
 
+// `record --format seed` writes seed 002's objects (legacy form for one GPU, multi-GPU form with
+// aggregate_stats otherwise), one per line, no header, events or trailer; summary reads them
+// back; a wrong --format is a usage error.
+TEST_F(E2e, RecordFormatSeedWritesTheSeedsObjects) {
+  for (int gpus : {1, 4}) {
+    const std::string rec = (dir_ / ("seed" + std::to_string(gpus) + ".jsonl")).string();
+    auto r = Run({"record", "-i", "100ms", "--duration", "600ms", "--format", "seed", "-o", rec},
+                 Scenario(gpus));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(Slurp(rec));
+    std::string line;
+    int n = 0;
+    while (std::getline(lines, line)) {
+      auto o = nlohmann::json::parse(line);
+      ++n;
+      ASSERT_TRUE(o["timestamp"].is_string());
+      EXPECT_EQ(o["timestamp"].get<std::string>().size(), 26u) << line;  // ...T10:30:00.123456
+      if (gpus == 1) {
+        EXPECT_EQ(o["gpu_index"], 0) << line;
+        EXPECT_EQ(o["gpu_name"], "NVIDIA H100 80GB HBM3");
+        EXPECT_EQ(o["memory_total"], 81559);
+        EXPECT_EQ(o["memory_used"], 20000);
+        EXPECT_FALSE(o.contains("multi_gpu_data"));
+      } else {
+        ASSERT_EQ(o["multi_gpu_data"].size(), 4u) << line;
+        EXPECT_EQ(o["multi_gpu_data"][3]["memory_used"], 23000);
+        EXPECT_EQ(o["aggregate_stats"]["gpu_count"], 4);
+        EXPECT_EQ(o["aggregate_stats"]["total_memory_used"], 86000.0);
+      }
+    }
+    EXPECT_GE(n, 3);
+    auto back = Run({"summary", rec});
+    ASSERT_EQ(back.exit_code, 0) << back.err;
+    EXPECT_NE(back.out.find(gpus == 1 ? "legacy single-GPU" : "multi-GPU objects"),
+              std::string::npos)
+        << back.out;
+  }
+  auto bad =
+      Run({"record", "--format", "xml", "--duration", "1s", "-o", (dir_ / "x.jsonl").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "stallscope record: --format xml: give jsonl, csv or seed\n");
+}
+
 // Seed 002's monitor files (issue 17): both forms, one object per line or one JSON array, are
 // read by summary and report with the per-GPU breakdown and the load-balance classes, and say
 // which form was read.
