@@ -264,8 +264,19 @@ def every_step_nodes(loop):
             todo.extend((c, guarded) for c in ast.iter_child_nodes(n))
 
 
-def mentions(node, names):
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "grad_fn"}
+META_CALLS = {"size", "dim", "numel", "len", "type", "isinstance", "id", "str"}
+
+
+def tensor_ref(node, names):
+    """True when `node` reads the value of a tensor in `names` (not its shape, dtype, ...)."""
+    if isinstance(node, ast.Attribute) and node.attr in META_ATTRS:
+        return False
+    if isinstance(node, ast.Call) and callee_name(node) in META_CALLS:
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return any(tensor_ref(c, names) for c in ast.iter_child_nodes(node))
 
 
 def has_sync_call(node):
@@ -351,7 +362,9 @@ class Checker(object):
                 if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.BinOp)):
                     calls_model = any(isinstance(c, ast.Call) and callee_name(c) in models
                                       for c in ast.walk(n.value))
-                    if calls_model or mentions(n.value, names):
+                    if has_sync_call(n.value):
+                        continue  # x = loss.item(): a Python number (the .item() is reported)
+                    if calls_model or tensor_ref(n.value, names):
                         for t in n.targets:
                             for x in ast.walk(t):
                                 if isinstance(x, ast.Name):
@@ -377,7 +390,7 @@ class Checker(object):
             elif chain == "torch.save":
                 self.add("loop-save-every-step", n)
             elif isinstance(n.func, ast.Name) and n.func.id == "print":
-                if any(mentions(a, tensors) and not has_sync_call(a) for a in n.args):
+                if any(tensor_ref(a, tensors) and not has_sync_call(a) for a in n.args):
                     self.add("loop-print-tensor", n)
         if m in ("to", "cuda") and self.facts.pins_memory and self.is_batch_copy(n):
             if not is_const(keyword(n, "non_blocking"), True):
