@@ -89,6 +89,13 @@ PATTERNS = {
         "the DataLoader pins memory, but this copy has no non_blocking=True: the CPU waits for "
         "each host-to-GPU copy instead of queueing the next kernels",
         "pass non_blocking=True: x.to(device, non_blocking=True)"),
+    # Seed 003: a tf.numpy_function in the input pipeline gave a cyclic 2-40% GPU utilisation.
+    "tf-py-function": (
+        "warn",
+        "tf.numpy_function / tf.py_function runs Python under the GIL: a tf.data map that calls it "
+        "cannot run in parallel (num_parallel_calls does not help), so the GPU waits for input",
+        "rewrite the function with TensorFlow ops (tf.image, tf.io, tf.strings) so tf.data can "
+        "run it in parallel, or preprocess the data offline"),
     "cudnn-benchmark": (
         "info",
         "the file runs convolutions on CUDA but never sets torch.backends.cudnn.benchmark = "
@@ -318,8 +325,12 @@ class Checker(object):
                 v = keyword(n, "set_to_none")
                 if v is None or is_const(v, False):
                     self.add("zero-grad-set-to-none", n)
-            if attr_chain(n.func).endswith("cuda.empty_cache") and id(n) not in loop_nodes:
+            chain = attr_chain(n.func)
+            if chain.endswith("cuda.empty_cache") and id(n) not in loop_nodes:
                 self.add("empty-cache", n)
+            if chain.split(".")[0] in ("tf", "tensorflow") and \
+                    chain.endswith((".numpy_function", ".py_function")):
+                self.add("tf-py-function", n)
         f = self.facts
         if f.uses_conv and f.uses_cuda and not f.sets_benchmark:
             self.add("cudnn-benchmark", self.first_conv())
