@@ -3,9 +3,11 @@
 # Standard library only, pure `ast` (it never imports torch or the code it reads), Python 3.8+.
 # It prints one line: STALLSCOPE_CODE_CHECK, a blank, then a JSON object (src/doctor/README.md).
 import ast
+import io
 import json
 import os
 import sys
+import tokenize
 
 MARKER = "STALLSCOPE_CODE_CHECK"
 SKIP_DIRS = {"venv", ".venv", "site-packages", "dist-packages", ".git", "__pycache__", ".tox",
@@ -293,7 +295,11 @@ def has_sync_call(node):
 class Checker(object):
     def __init__(self, path, source, tree):
         self.path = path
-        self.lines = source.decode("utf-8", "replace").splitlines()
+        try:  # the file's own encoding (PEP 263), for the line shown with each finding
+            encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        except (SyntaxError, LookupError):
+            encoding = "utf-8"
+        self.lines = source.decode(encoding, "replace").splitlines()
         self.tree = tree
         self.facts = FileFacts(tree)
         self.findings = []
@@ -458,8 +464,8 @@ def check_file(path, findings, warnings):
                          "message": "SyntaxError: %s (not checked)" % e.msg})
         return False
     except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
-        warnings.append({"file": path, "line": 0,
-                         "message": "%s: %s (not checked)" % (type(e).__name__, e)})
+        reason = ("%s: %s" % (type(e).__name__, e)) if str(e) else type(e).__name__
+        warnings.append({"file": path, "line": 0, "message": "%s (not checked)" % reason})
         return False
     try:
         findings.extend(Checker(path, source, tree).run())
