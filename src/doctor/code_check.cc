@@ -166,6 +166,10 @@ std::string RenderCodeText(const CodeReport& r) {
     out += fmt::format("warning: {}: {}\n", EscapeControl(Location(w.file, w.line)),
                        EscapeControl(w.message));
   }
+  if (r.files_checked == 0 && r.warnings.empty()) {
+    out += fmt::format("warning: no .py file in {} (venv, site-packages and .git are skipped)\n",
+                       EscapeControl(r.path));
+  }
   if (r.malformed > 0) {
     out += fmt::format("warning: {} malformed entries in the analyzer's answer were skipped\n",
                        r.malformed);

@@ -115,6 +115,9 @@ TEST(RenderCodeText, CleanAndFailed) {
   clean.path = "train.py";
   EXPECT_EQ(RenderCodeText(clean),
             "OK: 0 GPU-stalling patterns, 0 notes in 1 file (train.py, Python 3.8.18)\n");
+  CodeReport empty = ParseCodeCheck("STALLSCOPE_CODE_CHECK {\"files_checked\": 0}\n");
+  empty.path = "docs";
+  EXPECT_NE(RenderCodeText(empty).find("warning: no .py file in docs"), std::string::npos);
   CodeReport failed;
   failed.path = "x.py";
   failed.error = "python9 not found on PATH";
