@@ -331,7 +331,8 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
       ->default_val(".");
   doctor_cmd
       ->add_option("--python", doc.python,
-                   "The job's Python, asked about torch and CUDA (default: python3 on PATH)")
+                   "The job's Python: asked about torch and CUDA; parses the --code files "
+                   "(default: python3 on PATH)")
       ->default_val("python3");
   auto* no_python = doctor_cmd->add_flag("--no-python", doc.no_python, "Do not run Python");
   doctor_cmd
@@ -339,6 +340,7 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
                    "Only check training code (a .py file or a directory of them) for patterns "
                    "that stall the GPU: .item()/.cpu()/print(loss) every step, DataLoader "
                    "without workers or pinned memory, ... (parsed by --python, never run)")
+      ->type_name("PATH")
       ->excludes(no_python);
   AddSamplingFlags(doctor_cmd, doc.sampling);
   doctor_cmd->add_option("--sys-root", doc.sys_root, "Root of sysfs (for tests)")
