@@ -331,9 +331,17 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
       ->default_val(".");
   doctor_cmd
       ->add_option("--python", doc.python,
-                   "The job's Python, asked about torch and CUDA (default: python3 on PATH)")
+                   "The job's Python: asked about torch and CUDA; parses the --code files "
+                   "(default: python3 on PATH)")
       ->default_val("python3");
-  doctor_cmd->add_flag("--no-python", doc.no_python, "Do not run Python");
+  auto* no_python = doctor_cmd->add_flag("--no-python", doc.no_python, "Do not run Python");
+  doctor_cmd
+      ->add_option("--code", doc.code,
+                   "Only check training code (a .py file or a directory of them) for patterns "
+                   "that stall the GPU: .item()/.cpu()/print(loss) every step, DataLoader "
+                   "without workers or pinned memory, ... (parsed by --python, never run)")
+      ->type_name("PATH")
+      ->excludes(no_python);
   AddSamplingFlags(doctor_cmd, doc.sampling);
   doctor_cmd->add_option("--sys-root", doc.sys_root, "Root of sysfs (for tests)")
       ->default_val("/sys")
@@ -347,8 +355,12 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
   doctor_cmd->footer(
       "Each check is OK, WARN, FAIL or SKIP, with the fix. Exit status: 0 when no check FAILs,\n"
       "1 when one does, 2 on bad flags. Run it in the job's environment (venv, container).\n"
+      "--code PATH runs only the code check: each finding is file:line, the pattern, why it\n"
+      "stalls the GPU and the fix; exit 0 when no finding is WARN, 1 when one is, 2 when PATH\n"
+      "is missing or Python cannot run it.\n"
       "Examples:\n  stallscope doctor\n  stallscope doctor --workers 8 --data /data/train "
-      "--checkpoint-dir /ckpt\n  stallscope doctor --python ~/venvs/train/bin/python --json\n");
+      "--checkpoint-dir /ckpt\n  stallscope doctor --python ~/venvs/train/bin/python --json\n"
+      "  stallscope doctor --code train.py\n  stallscope doctor --code src/ --json\n");
   return doctor_cmd;
 }
 

@@ -196,8 +196,10 @@ struct DoctorOptions {
   std::string python = "python3";    ///< --python: the job's interpreter
   bool no_python = false;            ///< --no-python: do not run it
   std::optional<int64_t> workers;    ///< --workers: the DataLoader workers the job will use
+  std::string code;                  ///< --code PATH: only the static check of training code
 };
-/// `stallscope doctor`: 0 when no check FAILs, 1 when one does, 2 on bad flags.
+/// `stallscope doctor`: 0 when no check FAILs, 1 when one does, 2 on bad flags. With --code: 0
+/// when no finding is a warn, 1 when one is, 2 when PATH is missing or the check cannot run.
 int RunDoctor(const DoctorOptions& options);
 
 }  // namespace stallscope::cli

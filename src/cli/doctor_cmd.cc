@@ -14,6 +14,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "doctor/check.h"
+#include "doctor/code_check.h"
 #include "doctor/data_probe.h"
 #include "doctor/gather.h"
 #include "doctor/python_probe.h"
@@ -26,6 +27,8 @@ namespace {
 
 // Importing torch takes seconds (CUDA libraries load); a hung import must not hang doctor.
 constexpr int64_t kPythonTimeoutNs = 20'000'000'000;
+// Parsing is fast (a large repository in seconds); the bound only catches a hung interpreter.
+constexpr int64_t kCodeCheckTimeoutNs = 120'000'000'000;
 
 /// A line on stderr while something slow runs, for people at a terminal only.
 void Progress(bool show, std::string_view what) {
@@ -41,9 +44,29 @@ std::string AbsolutePath(const std::string& path) {
   return out;
 }
 
+/// `doctor --code PATH`: only the static check of the training code (src/doctor/code_check.h).
+int RunDoctorCode(const DoctorOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(o.code, ec)) {
+    fmt::print(stderr, "stallscope doctor: --code {}: no such file or directory\n",
+               EscapeControl(o.code));
+    return 2;
+  }
+  Progress(!o.json && isatty(STDERR_FILENO) != 0,
+           fmt::format("{} parses {} (never runs it)", o.python, o.code));
+  const doctor::CodeReport r = doctor::CheckCode(o.python, o.code, kCodeCheckTimeoutNs);
+  if (!r.ran && !o.json) {
+    fmt::print(stderr, "{}", doctor::RenderCodeText(r));
+  } else {
+    fmt::print("{}", o.json ? doctor::RenderCodeJson(r, ToolVersion()) : doctor::RenderCodeText(r));
+  }
+  return doctor::CodeExitCode(r);
+}
+
 }  // namespace
 
 int RunDoctor(const DoctorOptions& o) {
+  if (!o.code.empty()) return RunDoctorCode(o);
   auto data_time = ParseDurationNs(o.data_time);
   if (!data_time.ok()) {
     fmt::print(stderr, "stallscope doctor: --data-time: {}\n",

@@ -1,0 +1,72 @@
+#pragma once
+
+// `stallscope doctor --code PATH`: a static check of training code for patterns that stall GPUs.
+// The analysis is a Python script (code_check.py, embedded) that the job's interpreter runs on
+// PATH with the standard library's `ast`: it never imports torch or the code it reads. This side
+// runs it, parses its one JSON line and renders the findings (src/doctor/README.md).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stallscope::doctor {
+
+/// The analyzer script (src/doctor/code_check.py). It prints one line: kCodeCheckMarker, a blank,
+/// then a JSON object: "python", "files_checked", "findings", "truncated", "warnings".
+[[nodiscard]] std::string_view CodeCheckScript();
+inline constexpr std::string_view kCodeCheckMarker = "STALLSCOPE_CODE_CHECK";
+
+enum class CodeSeverity { kInfo, kWarn };
+
+/// One pattern found at file:line.
+struct CodeFinding {
+  std::string file;
+  int64_t line = 0;
+  std::string id;  ///< the pattern, e.g. "loop-item" (README-doctor-code.md lists them)
+  CodeSeverity severity = CodeSeverity::kInfo;
+  std::string why;
+  std::string fix;
+  std::string source;  ///< the line's text, stripped, at most 160 characters
+};
+
+/// A file that was not checked (a SyntaxError, unreadable, too large); line 0 when unknown.
+struct CodeWarning {
+  std::string file;
+  int64_t line = 0;
+  std::string message;
+};
+
+struct CodeReport {
+  std::string path;    ///< what was checked, as given
+  std::string python;  ///< the interpreter that ran the analyzer, as given
+  bool ran = false;    ///< false: `error` says why there are no findings
+  std::string error;
+  std::string python_version;  ///< e.g. "3.11.7"
+  int64_t files_checked = 0;
+  bool truncated = false;  ///< more findings than the analyzer reports (2000)
+  std::vector<CodeFinding> findings;
+  std::vector<CodeWarning> warnings;
+  int64_t malformed = 0;  ///< findings or warnings in the JSON that lacked a field (skipped)
+};
+
+/// Reads the analyzer's output (the marker line; other lines are ignored). `ran` is false, with
+/// the reason in `error`, when there is no marker line or its JSON is not an object.
+[[nodiscard]] CodeReport ParseCodeCheck(std::string_view stdout_text);
+
+/// Runs the analyzer under `python` on `path` (a .py file or a directory; it must exist). Never
+/// fails: a missing interpreter, a timeout or garbage is reported in `error`.
+[[nodiscard]] CodeReport CheckCode(const std::string& python, const std::string& path,
+                                   int64_t timeout_ns);
+
+/// Human output: the verdict first, then each finding (file:line, id, the line, why, fix), the
+/// warnings, and what to do next. Control characters from the code are escaped.
+[[nodiscard]] std::string RenderCodeText(const CodeReport& report);
+
+/// `--json`: schema_version 1 (src/doctor/README.md), stable key order.
+[[nodiscard]] std::string RenderCodeJson(const CodeReport& report, std::string_view tool_version);
+
+/// 0 when no finding is "warn" (or worse), 1 when one is, 2 when the check could not run.
+[[nodiscard]] int CodeExitCode(const CodeReport& report);
+
+}  // namespace stallscope::doctor

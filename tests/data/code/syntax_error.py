@@ -1,0 +1,4 @@
+import torch
+
+for x in loader
+    pass
