@@ -180,12 +180,12 @@ def is_trigger(call):
 
 def walk_scope(node):
     """The nodes under `node`, not entering nested functions, lambdas and classes."""
-    todo = list(ast.iter_child_nodes(node))
-    while todo:
-        n = todo.pop()
+    pending = list(ast.iter_child_nodes(node))
+    while pending:
+        n = pending.pop()
         yield n
         if not isinstance(n, SCOPES):
-            todo.extend(ast.iter_child_nodes(n))
+            pending.extend(ast.iter_child_nodes(n))
 
 
 class FileFacts(object):
@@ -253,24 +253,24 @@ def training_loops(tree):
 
 def every_step_nodes(loop):
     """(node, guarded) under the loop's body; guarded: inside an `if` or `try` handler there."""
-    todo = [(s, False) for s in loop.body]
-    while todo:
-        n, guarded = todo.pop()
+    pending = [(s, False) for s in loop.body]
+    while pending:
+        n, guarded = pending.pop()
         yield n, guarded
         if isinstance(n, SCOPES):
             continue
         if isinstance(n, ast.If):
-            todo.append((n.test, guarded))
-            todo.extend((s, True) for s in n.body + n.orelse)
+            pending.append((n.test, guarded))
+            pending.extend((s, True) for s in n.body + n.orelse)
         elif isinstance(n, ast.Try):
-            todo.extend((s, guarded) for s in n.body + n.finalbody)
-            todo.extend((s, True) for s in n.orelse)
-            todo.extend((h, True) for h in n.handlers)
+            pending.extend((s, guarded) for s in n.body + n.finalbody)
+            pending.extend((s, True) for s in n.orelse)
+            pending.extend((h, True) for h in n.handlers)
         elif isinstance(n, ast.IfExp):
-            todo.append((n.test, guarded))
-            todo.extend([(n.body, True), (n.orelse, True)])
+            pending.append((n.test, guarded))
+            pending.extend([(n.body, True), (n.orelse, True)])
         else:
-            todo.extend((c, guarded) for c in ast.iter_child_nodes(n))
+            pending.extend((c, guarded) for c in ast.iter_child_nodes(n))
 
 
 META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "grad_fn"}
