@@ -361,28 +361,70 @@ class LineHandler {
     return OkStatus();
   }
 
-  /// A file that is one JSON array: only seed 002's monitor objects are read from one.
+  /// A file that is one JSON array: only seed 002's monitor objects are read from one. An array
+  /// cut off (a monitor killed mid-write) gives the objects it holds, with a warning.
   [[nodiscard]] Status HandleArray(const std::string& text) {
     array_ = true;
     simdjson::dom::array items;
-    if (parser_.parse(text).get_array().get(items) != simdjson::SUCCESS) {
+    if (parser_.parse(text).get_array().get(items) != simdjson::SUCCESS)
+      return HandleCutArray(text);
+    for (element item : items) TRY_STATUS(HandleArrayItem(item));
+    return OkStatus();
+  }
+
+  [[nodiscard]] Status HandleArrayItem(element item) {
+    object o;
+    if (item.get_object().get(o) != simdjson::SUCCESS) {
+      ++tail_.malformed_lines;
+      return OkStatus();
+    }
+    if (!seed_ && !(seed_ = SeedFormOf(o))) {
+      return MakeError(ErrorCode::kParse,
+                       "{}: not a stallscope recording (a JSON array, but its first object is "
+                       "not one of seed 002's GPU monitor objects)",
+                       path_);
+    }
+    return HandleSeed(o);
+  }
+
+  /// An array that is not valid JSON: its top-level objects one by one, up to where it breaks.
+  [[nodiscard]] Status HandleCutArray(const std::string& text) {
+    size_t i = text.find('[') + 1;
+    size_t objects = 0;
+    int depth = 0;
+    bool in_string = false;
+    size_t start = 0;
+    for (; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+        }
+        continue;
+      }
+      if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        if (depth++ == 0) start = i;
+      } else if (c == '}' || c == ']') {
+        if (depth == 0) break;  // the array's own end: not cut off after all, broken inside
+        if (--depth > 0) continue;
+        element item;
+        if (parser_.parse(text.data() + start, i + 1 - start).get(item) != simdjson::SUCCESS) break;
+        TRY_STATUS(HandleArrayItem(item));
+        ++objects;
+      }
+    }
+    if (objects == 0) {
       return MakeError(ErrorCode::kParse, "{}: not a stallscope recording (invalid JSON array)",
                        path_);
     }
-    for (element item : items) {
-      object o;
-      if (item.get_object().get(o) != simdjson::SUCCESS) {
-        ++tail_.malformed_lines;
-        continue;
-      }
-      if (!seed_ && !(seed_ = SeedFormOf(o))) {
-        return MakeError(ErrorCode::kParse,
-                         "{}: not a stallscope recording (a JSON array, but its first object is "
-                         "not one of seed 002's GPU monitor objects)",
-                         path_);
-      }
-      TRY_STATUS(HandleSeed(o));
-    }
+    tail_.warnings.push_back(fmt::format(
+        "{}: the JSON array breaks off after {} complete object(s) (cut off mid-write?); read "
+        "what it holds",
+        path_, objects));
     return OkStatus();
   }
 

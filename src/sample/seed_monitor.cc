@@ -1,8 +1,10 @@
 #include "sample/seed_monitor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 
 #include <simdjson.h>
 
@@ -50,8 +52,11 @@ std::optional<double> Number(const object& o, std::string_view key) {
 
 template <typename T>
 std::optional<T> Scaled(const object& o, std::string_view key, double scale) {
+  // What T holds and llround can return (found by the recording fuzzer: a utilization of 6e12
+  // cast to uint32_t).
+  constexpr double kMax = std::min(static_cast<double>(std::numeric_limits<T>::max()), 9.2e18);
   auto v = Number(o, key);
-  if (!v || *v * scale > 1.8e19) return std::nullopt;
+  if (!v || *v * scale > kMax) return std::nullopt;
   return static_cast<T>(std::llround(*v * scale));
 }
 
@@ -75,9 +80,11 @@ void ForEachGpu(const object& o, SeedForm form, Fn&& fn) {
 std::optional<int64_t> ParseIsoTimestampNs(std::string_view s) {
   const int year = Digits(s, 0, 4), month = Digits(s, 5, 2), day = Digits(s, 8, 2);
   const int hour = Digits(s, 11, 2), minute = Digits(s, 14, 2), second = Digits(s, 17, 2);
-  if (year < 1970 || month < 1 || month > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 ||
-      minute < 0 || minute > 59 || second < 0 || second > 60 || s[4] != '-' || s[7] != '-' ||
-      (s[10] != 'T' && s[10] != ' ') || s[13] != ':' || s[16] != ':') {
+  // Nanoseconds since 1970 in an int64_t end in April 2262 (found by the recording fuzzer: year
+  // 5025 overflowed); 2261 leaves room for the fraction and a zone offset.
+  if (year < 1970 || year > 2261 || month < 1 || month > 12 || day < 1 || day > 31 || hour < 0 ||
+      hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 60 || s[4] != '-' ||
+      s[7] != '-' || (s[10] != 'T' && s[10] != ' ') || s[13] != ':' || s[16] != ':') {
     return std::nullopt;
   }
   std::tm tm{};
@@ -142,7 +149,8 @@ bool SeedSample(const object& o, SeedForm form, const RecordingHeader& header, S
   ForEachGpu(o, form, [&](const object& g) {
     auto index = Number(g, "gpu_index");
     for (size_t i = 0; i < header.gpus.size(); ++i) {
-      if (index && header.gpus[i].index != static_cast<uint32_t>(*index)) continue;
+      // As doubles: an index past uint32_t (fuzzer input) matches no GPU instead of wrapping.
+      if (index && static_cast<double>(header.gpus[i].index) != *index) continue;
       gpu::GpuSample& s = out.gpus[i];
       s.lost = false;
       s.util_gpu_pct = Scaled<uint32_t>(g, "utilization", 1);

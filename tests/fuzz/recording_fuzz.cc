@@ -1,5 +1,6 @@
 // Recording reader (src/sample/recording_read.cc): the input is a recording file as-is. A JSON
-// Lines recording is parsed; a CSV one (record --csv) is recognised and refused with its message.
+// Lines recording is parsed; a CSV one (record --csv) is recognised and refused with its message;
+// seed 002's monitor files (objects per line or one JSON array, whole or cut off) are read.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -14,8 +15,9 @@ namespace fs = std::filesystem;
 using stallscope::fuzz::ReadPrefix;
 using stallscope::fuzz::WriteSeed;
 
-// The recordings of tests/data/runs (first 4 KiB: a header and some samples), and a CSV
-// recording written from the first one.
+// The recordings of tests/data/runs (first 4 KiB: a header and some samples), a CSV recording
+// written from each, and seed 002's monitor files (tests/data/seed: objects per line, one JSON
+// array, and that array cut off mid-object).
 void WriteSeeds(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(STALLSCOPE_SOURCE_DIR "/tests/data/runs", ec)) {
@@ -30,6 +32,13 @@ void WriteSeeds(const std::string& dir) {
     for (size_t i = 0; i < recording->samples.size() && i < 4; ++i)
       stallscope::sample::AppendCsvRow(recording->header, recording->samples[i], csv);
     WriteSeed(dir, name + ".csv", csv);
+  }
+  for (const auto& e : fs::directory_iterator(STALLSCOPE_SOURCE_DIR "/tests/data/seed", ec)) {
+    const std::string text = ReadPrefix(e.path(), 16384);
+    WriteSeed(dir, "seed-" + e.path().filename().string(), text);
+    if (!text.empty() && text[0] == '[')
+      WriteSeed(dir, "seed-cut-" + e.path().filename().string(),
+                text.substr(0, text.size() * 2 / 3));
   }
 }
 
