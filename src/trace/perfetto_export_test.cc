@@ -1,5 +1,7 @@
 #include "trace/perfetto_export.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -89,12 +91,17 @@ std::vector<RankTrace> ExportRanks() {
 }
 
 nlohmann::json ExportAndParse(const std::vector<RankTrace>& ranks, PerfettoExportStats& stats) {
-  std::string path = ::testing::TempDir() + "/perfetto_export_test.json";
+  // One file per test process: ctest runs this file's tests in parallel.
+  const std::string path =
+      ::testing::TempDir() + "/perfetto_export_test." + std::to_string(::getpid()) + "." +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
   auto result = WritePerfettoJsonFile(ranks, path);
   EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
   if (result.ok()) stats = *result;
   std::ifstream in(path);
-  return nlohmann::json::parse(in);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  std::remove(path.c_str());
+  return doc;
 }
 
 int64_t Ns(const nlohmann::json& micros) { return std::llround(micros.get<double>() * 1000.0); }
