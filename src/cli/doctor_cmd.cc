@@ -56,9 +56,9 @@ int RunDoctorCode(const DoctorOptions& o) {
            fmt::format("{} parses {} (never runs it)", o.python, o.code));
   const doctor::CodeReport r = doctor::CheckCode(o.python, o.code, kCodeCheckTimeoutNs);
   if (!r.ran && !o.json) {
-    fmt::print(stderr, "{}", doctor::RenderCodeText(r));
+    fmt::print(stderr, "{}", report::RenderCodeText(r));
   } else {
-    fmt::print("{}", o.json ? doctor::RenderCodeJson(r, ToolVersion()) : doctor::RenderCodeText(r));
+    fmt::print("{}", o.json ? report::RenderCodeJson(r, ToolVersion()) : report::RenderCodeText(r));
   }
   return doctor::CodeExitCode(r);
 }

@@ -3,7 +3,8 @@
 // `stallscope doctor --code PATH`: a static check of training code for patterns that stall GPUs.
 // The analysis is a Python script (code_check.py, embedded) that the job's interpreter runs on
 // PATH with the standard library's `ast`: it never imports torch or the code it reads. This side
-// runs it, parses its one JSON line and renders the findings (src/doctor/README.md).
+// runs it and parses its one JSON line (src/doctor/README.md); src/report/doctor_render.cc renders
+// the findings.
 
 #include <cstdint>
 #include <string>
@@ -59,12 +60,11 @@ struct CodeReport {
 [[nodiscard]] CodeReport CheckCode(const std::string& python, const std::string& path,
                                    int64_t timeout_ns);
 
-/// Human output: the verdict first, then each finding (file:line, id, the line, why, fix), the
-/// warnings, and what to do next. Control characters from the code are escaped.
-[[nodiscard]] std::string RenderCodeText(const CodeReport& report);
+/// How many findings are "warn".
+[[nodiscard]] int64_t CountWarnFindings(const CodeReport& report);
 
-/// `--json`: schema_version 1 (src/doctor/README.md), stable key order.
-[[nodiscard]] std::string RenderCodeJson(const CodeReport& report, std::string_view tool_version);
+/// "warn" or "info": the JSON's and the text's word.
+[[nodiscard]] std::string_view SeverityName(CodeSeverity severity);
 
 /// 0 when no finding is "warn" (or worse), 1 when one is, 2 when the check could not run.
 [[nodiscard]] int CodeExitCode(const CodeReport& report);

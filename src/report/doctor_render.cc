@@ -10,6 +10,7 @@
 
 #include "base/json_writer.h"
 #include "base/units.h"
+#include "doctor/code_check.h"
 #include "doctor/env_checks.h"
 #include "doctor/gpu_checks.h"
 #include "doctor/host_checks.h"
@@ -245,6 +246,14 @@ void WriteFactsJson(JsonWriter& w, const doctor::Facts& f) {
   w.EndObject().EndObject();
 }
 
+std::string Location(std::string_view file, int64_t line) {
+  return line > 0 ? fmt::format("{}:{}", file, line) : std::string(file);
+}
+
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 }  // namespace
 
 std::string RenderDoctorText(const doctor::Report& r) {
@@ -291,6 +300,82 @@ std::string RenderDoctorJson(const doctor::Report& r) {
   w.EndArray();
   WriteFactsJson(w, r.facts);
   w.EndObject();
+  out += '\n';
+  return out;
+}
+
+std::string RenderCodeText(const doctor::CodeReport& r) {
+  if (!r.ran) {
+    return fmt::format("stallscope doctor --code: could not check {}: {}\n", EscapeControl(r.path),
+                       EscapeControl(r.error));
+  }
+  const int64_t warns = doctor::CountWarnFindings(r);
+  const int64_t infos = static_cast<int64_t>(r.findings.size()) - warns;
+  std::string out =
+      fmt::format("{}: {}, {} in {} ({}, Python {})\n", warns > 0 ? "WARN" : "OK",
+                  Plural(warns, "GPU-stalling pattern", "GPU-stalling patterns"),
+                  Plural(infos, "note", "notes"), Plural(r.files_checked, "file", "files"),
+                  EscapeControl(r.path), EscapeControl(r.python_version));
+  size_t width = 0;
+  for (const doctor::CodeFinding& f : r.findings) {
+    width = std::max(width, EscapeControl(Location(f.file, f.line)).size());
+  }
+  for (const doctor::CodeFinding& f : r.findings) {
+    out += fmt::format("\n{:<4}  {:<{}}  {}\n",
+                       f.severity == doctor::CodeSeverity::kWarn ? "WARN" : "INFO",
+                       EscapeControl(Location(f.file, f.line)), width, f.id);
+    if (!f.source.empty()) out += fmt::format("      | {}\n", EscapeControl(f.source));
+    out +=
+        fmt::format("      why: {}\n      fix: {}\n", EscapeControl(f.why), EscapeControl(f.fix));
+  }
+  if (r.truncated) out += "\n(more findings than these: fix these and run it again)\n";
+  if (!r.warnings.empty()) out += "\n";
+  for (const doctor::CodeWarning& w : r.warnings) {
+    out += fmt::format("warning: {}: {}\n", EscapeControl(Location(w.file, w.line)),
+                       EscapeControl(w.message));
+  }
+  if (r.files_checked == 0 && r.warnings.empty()) {
+    out += fmt::format("warning: no .py file in {} (venv, site-packages and .git are skipped)\n",
+                       EscapeControl(r.path));
+  }
+  if (r.malformed > 0) {
+    out += fmt::format("warning: {} malformed entries in the analyzer's answer were skipped\n",
+                       r.malformed);
+  }
+  if (warns > 0) {
+    out +=
+        "\nNext: fix the WARN lines (each costs GPU time every step), then measure the change:\n"
+        "  stallscope run -- python train.py\n";
+  } else if (infos > 0) {
+    out += "\nNext: nothing stalls every step; the INFO notes are worth a look.\n";
+  }
+  return out;
+}
+
+std::string RenderCodeJson(const doctor::CodeReport& r, std::string_view tool_version) {
+  std::string out;
+  JsonWriter w(out);
+  const int64_t warns = doctor::CountWarnFindings(r);
+  w.BeginObject().Field("schema_version", 1).Field("tool", "stallscope doctor --code");
+  w.Field("version", tool_version).Field("path", r.path).Field("python", r.python);
+  w.FieldBool("ran", r.ran).Key("error");
+  r.ran ? w.Null() : w.String(r.error);
+  w.Field("python_version", r.python_version).Field("files_checked", r.files_checked);
+  w.Key("summary").BeginObject().Field("warn", warns);
+  w.Field("info", static_cast<int64_t>(r.findings.size()) - warns);
+  w.Field("exit_code", doctor::CodeExitCode(r)).FieldBool("truncated", r.truncated).EndObject();
+  w.Key("findings").BeginArray();
+  for (const doctor::CodeFinding& f : r.findings) {
+    w.BeginObject().Field("file", f.file).Field("line", f.line).Field("id", f.id);
+    w.Field("severity", doctor::SeverityName(f.severity)).Field("source", f.source);
+    w.Field("why", f.why).Field("fix", f.fix).EndObject();
+  }
+  w.EndArray().Key("warnings").BeginArray();
+  for (const doctor::CodeWarning& x : r.warnings) {
+    w.BeginObject().Field("file", x.file).Field("line", x.line).Field("message", x.message);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
   out += '\n';
   return out;
 }

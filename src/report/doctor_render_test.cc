@@ -123,5 +123,90 @@ TEST(DoctorRender, JsonSummaryAndNoSecrets) {
   EXPECT_NEAR(j["facts"]["data"]["mb_per_s"].get<double>(), 50.0, 0.1);
 }
 
+/// What the analyzer's answer in src/doctor/code_check_test.cc parses to: a warn and an info
+/// finding in two files, a file it could not read, two malformed entries.
+doctor::CodeReport CodeAnswer() {
+  doctor::CodeReport r;
+  r.ran = true;
+  r.path = "src";
+  r.python = "python3";
+  r.python_version = "3.11.7";
+  r.files_checked = 2;
+  r.findings.push_back({"train.py", 12, "loop-item", doctor::CodeSeverity::kWarn, "a sync",
+                        "do not", "total += loss.item()"});
+  r.findings.push_back({"train.py", 3, "zero-grad-set-to-none", doctor::CodeSeverity::kInfo,
+                        "memset", "set_to_none=True", ""});
+  r.warnings.push_back({"bad.py", 4, "SyntaxError: invalid syntax (not checked)"});
+  r.malformed = 2;
+  return r;
+}
+
+TEST(RenderCodeText, VerdictFindingsWarningsAndNextStep) {
+  const doctor::CodeReport r = CodeAnswer();
+  const std::string text = RenderCodeText(r);
+  EXPECT_EQ(text.rfind("WARN: 1 GPU-stalling pattern, 1 note in 2 files (src, Python 3.11.7)\n", 0),
+            0u)
+      << text;
+  EXPECT_NE(text.find("WARN  train.py:12  loop-item\n      | total += loss.item()\n"
+                      "      why: a sync\n      fix: do not\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("INFO  train.py:3   zero-grad-set-to-none\n      why: memset\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("warning: bad.py:4: SyntaxError: invalid syntax (not checked)\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("warning: 2 malformed entries"), std::string::npos);
+  EXPECT_NE(text.find("Next: fix the WARN lines"), std::string::npos);
+}
+
+TEST(RenderCodeText, EscapesControlCharactersFromTheCode) {
+  doctor::CodeReport r;
+  r.ran = true;
+  r.findings.push_back(
+      {"a\x1b[2J.py", 1, "loop-item", doctor::CodeSeverity::kWarn, "", "", "x\rforged"});
+  const std::string text = RenderCodeText(r);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  EXPECT_NE(text.find("a\\x1b[2J.py:1"), std::string::npos) << text;
+}
+
+TEST(RenderCodeText, CleanAndFailed) {
+  doctor::CodeReport clean;
+  clean.ran = true;
+  clean.python_version = "3.8.18";
+  clean.files_checked = 1;
+  clean.path = "train.py";
+  EXPECT_EQ(RenderCodeText(clean),
+            "OK: 0 GPU-stalling patterns, 0 notes in 1 file (train.py, Python 3.8.18)\n");
+  doctor::CodeReport empty;
+  empty.ran = true;
+  empty.path = "docs";
+  EXPECT_NE(RenderCodeText(empty).find("warning: no .py file in docs"), std::string::npos);
+  doctor::CodeReport failed;
+  failed.path = "x.py";
+  failed.error = "python9 not found on PATH";
+  EXPECT_EQ(RenderCodeText(failed),
+            "stallscope doctor --code: could not check x.py: python9 not found on PATH\n");
+}
+
+TEST(RenderCodeJson, SchemaAndKeyOrder) {
+  const std::string out = RenderCodeJson(CodeAnswer(), "1.2.3");
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["tool"], "stallscope doctor --code");
+  EXPECT_EQ(j["ran"], true);
+  EXPECT_TRUE(j["error"].is_null());
+  EXPECT_EQ(j["summary"]["warn"], 1);
+  EXPECT_EQ(j["summary"]["info"], 1);
+  EXPECT_EQ(j["summary"]["exit_code"], 1);
+  ASSERT_EQ(j["findings"].size(), 2u);
+  EXPECT_EQ(j["findings"][0]["id"], "loop-item");
+  EXPECT_EQ(j["findings"][0]["severity"], "warn");
+  EXPECT_EQ(j["warnings"][0]["file"], "bad.py");
+  EXPECT_LT(out.find("\"schema_version\""), out.find("\"summary\""));
+  EXPECT_LT(out.find("\"summary\""), out.find("\"findings\""));
+}
+
 }  // namespace
 }  // namespace stallscope::report
