@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/thresholds.h"
+#include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -104,13 +105,6 @@ void Append(RunData& into, RunData& from, const std::string& label) {
     into.meta.exit_code = from.meta.exit_code;
     into.meta.status = from.meta.status;
   }
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /// The rank the straggler rule names: in lockstep (every rank waits in comm_wait) the one that
@@ -257,7 +251,7 @@ void SummarizeJob(JobNodes& job, const analysis::PhaseAnalysis& phases, Verdict&
       others.push_back(r.work_s);
     }
   }
-  const double median = Median(others);
+  const double median = rule_util::Median(others);
   job.straggler_work_ratio = median > 0 ? slow->work_s / median : 0;
   job.straggler_node = slow->node_rank;
   const auto& node = job.nodes[static_cast<size_t>(slow->node_rank)];
