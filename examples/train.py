@@ -63,6 +63,10 @@ SITUATIONS = {
     "ddp": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0, steps=40),
     "ddp_straggler": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0,
                           slow_rank=1, slow_factor=4.0, steps=40),
+    # Main-rank side work: rank 0 alone samples every 10 steps; the other ranks wait for it at
+    # their next all-reduce (in backward).
+    "ddp_main_rank": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0,
+                          sample_every=10, sample_iters=40, side_work_rank=0, steps=60),
 }
 
 
@@ -391,6 +395,9 @@ def build_parser():
     p.add_argument("--sample-batch", type=int, default=64)
     p.add_argument("--log-every-step", action=argparse.BooleanOptionalAction, default=False,
                    help=".item() and numpy metrics on CPU copies every step")
+    p.add_argument("--side-work-rank", type=int, default=-1,
+                   help="multi-rank: only this rank checkpoints, samples and logs (-1: every "
+                        "rank)")
     p.add_argument("--print-every", type=int, default=10)
     # test hooks
     p.add_argument("--slow-rank", type=int, default=-1,
@@ -550,13 +557,14 @@ def main(argv=None):
             step += 1
             if prof is not None:
                 prof.step()
-            if log_file is not None:
+            side_work = args.side_work_rank < 0 or dist.rank == args.side_work_rank
+            if log_file is not None and side_work:
                 log_file.write(json.dumps({"step": step, **heavy_metrics(model, logits, y, loss)}))
                 log_file.write("\n")
-            if args.checkpoint_every and step % args.checkpoint_every == 0:
+            if side_work and args.checkpoint_every and step % args.checkpoint_every == 0:
                 torch.save({"step": step, "model": model.state_dict(),
                             "optimizer": opt.state_dict(), "extra": ckpt_extra}, ckpt_path)
-            if args.sample_every and step % args.sample_every == 0:
+            if side_work and args.sample_every and step % args.sample_every == 0:
                 sample(model, args.sample_batch, args.sample_iters, device)
             if args.print_every and step % args.print_every == 0:
                 now = time.perf_counter()

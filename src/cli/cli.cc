@@ -280,6 +280,9 @@ CLI::App* AddPasses(CLI::App& app, PassesOptions& p) {
                   "Pass C: real batches each DataLoader caches and then repeats")
       ->default_val(4)
       ->check(AtLeast(1));
+  cmd->add_option("--ranks", p.ranks,
+                  "1,N: run the job with 1 and with N processes instead (torchrun, "
+                  "accelerate launch, examples/launch.py)");
   AddExperimentFlags(cmd, p.e);
   cmd->footer(
       "Seed 000's method: run the job bounded, A as it is, B without its side work (torch.save\n"
@@ -288,8 +291,12 @@ CLI::App* AddPasses(CLI::App& app, PassesOptions& p) {
       "that recovers the lost speed names the bottleneck; it is checked against A's verdict.\n"
       "The job's code is not changed; its output goes to job.log in each pass's run directory;\n"
       "torch.save goes to a scratch folder in every pass (removed), never the job's paths.\n"
+      "--ranks 1,N (seed 000 §1): the job with 1 and with N processes, per-step time, variation\n"
+      "and GPU utilization of each; single smooth, multi sawtooth → cross-rank sync, or\n"
+      "main-rank side work when rank 0 works while the others wait at the next all-reduce.\n"
       "Examples:\n  stallscope passes -- python train.py\n"
-      "  stallscope passes --steps 100 --json -- torchrun --nproc_per_node 8 train.py\n");
+      "  stallscope passes --steps 100 --json -- torchrun --nproc_per_node 8 train.py\n"
+      "  stallscope passes --ranks 1,8 -- accelerate launch --num_processes 8 train.py\n");
   return cmd;
 }
 

@@ -120,6 +120,8 @@ struct ExperimentOptions {
 struct PassesOptions {
   ExperimentOptions e;
   int64_t synthetic_batches = 4;
+  /// "1,N": the job with 1 and with N processes (seed 000 §1) instead of the A/B/C passes.
+  std::string ranks;
 };
 /// `stallscope passes`: 0 with a conclusion, 1 without (pass A gave no rate), 2 on bad flags,
 /// 130 when interrupted.

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "diagnose/passes.h"
 #include "diagnose/run_dir.h"
+#include "diagnose/scaling.h"
 #include "diagnose/sweep.h"
 #include "report/experiment_render.h"
 
@@ -96,6 +97,8 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
     o.failure = code > 128 ? fmt::format("failed: killed by signal {}{}", code - 128,
                                          code - 128 == SIGKILL ? " (out of memory?)" : "")
                            : fmt::format("failed: exit {}", code);
+    const std::string said = diagnose::LastErrorLine(diagnose::RunPaths{dir}.job_log());
+    if (!said.empty()) o.failure += fmt::format(" ({}/job.log: {})", dir, said);
   } else if (!digest->rate) {
     o.failure = "failed: no steps measured (does the job train with PyTorch?)";
   }
@@ -181,11 +184,65 @@ std::string SettingDirName(size_t index, const diagnose::SweepPoint& p) {
   return name.substr(0, 120);
 }
 
+/// `passes --ranks 1,N`: the job once per process count, then seed 000 §1's conclusion.
+int RunRankPasses(const PassesOptions& o) {
+  const ExperimentOptions& e = o.e;
+  auto counts = diagnose::ParseProcessCounts(o.ranks);
+  if (!counts.ok()) {
+    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(counts.error().message));
+    return 2;
+  }
+  auto launcher = diagnose::RecogniseLauncher(e.command);
+  if (!launcher.ok()) {
+    fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(launcher.error().message));
+    return 2;
+  }
+  diagnose::ScalingReport report;
+  for (int n : *counts) {
+    auto command = diagnose::WithProcessCount(e.command, n);
+    if (!command.ok()) {  // recognised above: cannot fail, but say so if it does
+      fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(command.error().message));
+      return 2;
+    }
+    report.runs.push_back({n, std::move(*command), std::nullopt, ""});
+  }
+  auto folders = MakeFolders(e, "passes");
+  if (const int* code = std::get_if<int>(&folders)) return *code;
+  const Folders& f = std::get<Folders>(folders);
+  report.dir = f.dir;
+  report.command = e.command;
+  report.launcher = launcher->name;
+  report.bound =
+      BoundText(e) + fmt::format("; rates leave out the first {} steps (start-up)", kSweepWarmup);
+  fmt::print(stderr, "[stallscope] passes --ranks {} in {} ({}), {}\n", EscapeControl(o.ranks),
+             EscapeControl(f.dir), EscapeControl(launcher->name), report.bound);
+  bool interrupted = false;
+  for (auto& run : report.runs) {
+    if (interrupted) break;
+    const std::string name = report::ScalingRunDirName(run);
+    fmt::print(stderr, "[stallscope] {} running: {}\n", name,
+               EscapeControl(diagnose::ShellJoin(run.command)));
+    Outcome out = RunOnce(e, (fs::path(f.dir) / name).string(), run.command,
+                          {"STALLSCOPE_SCRATCH_DIR=" + f.scratch}, kSweepWarmup);
+    Progress(name, out);
+    interrupted = out.interrupted;
+    run.run = std::move(out.run);
+    run.failure = std::move(out.failure);
+  }
+  report.conclusion = diagnose::ConcludeScaling(report.runs);
+  if (auto code = Finish("passes", f, report::RenderScalingText(report),
+                         report::RenderScalingJson(report), e.json, interrupted)) {
+    return *code;
+  }
+  return report.conclusion.cls == "none" ? 1 : 0;
+}
+
 }  // namespace
 
 int RunPasses(const PassesOptions& o) {
   const ExperimentOptions& e = o.e;
   if (auto bad = BadOptions(e, "passes")) return *bad;
+  if (!o.ranks.empty()) return RunRankPasses(o);
   if (o.synthetic_batches < 1) {
     fmt::print(stderr, "stallscope passes: --synthetic-batches must be 1 or more\n");
     return 2;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/json_fields.h"
 #include "diagnose/facts.h"
+#include "diagnose/rule_util.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose {
@@ -46,6 +48,71 @@ std::string GpuNames(const std::vector<gpu::GpuStatic>& gpus) {
   std::string out;
   for (const auto& [name, n] : names) {
     out += (out.empty() ? "" : ", ") + (n > 1 ? fmt::format("{}× {}", n, name) : name);
+  }
+  return out;
+}
+
+/// Every rank's steady steps and recorded phases.
+std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, size_t warmup) {
+  std::vector<RankDigest> out;
+  for (const auto& r : phases.ranks) {
+    if (r.steps.empty()) continue;
+    RankDigest d;
+    d.rank = r.rank;
+    const std::vector<double> steps = analysis::SteadyStepSeconds(r, warmup);
+    d.steps = static_cast<int64_t>(steps.size());
+    d.median_step_s = rule_util::Median(steps);
+    RunningStats st;
+    for (double s : steps) st.Add(s);
+    d.variation_ratio = st.count() > 1 && st.mean() > 0 ? st.stddev() / st.mean() : 0;
+    std::map<std::string, std::vector<double>> per_step;
+    const size_t start = analysis::SteadyStart(r, warmup);
+    for (size_t i = start; i < r.steps.size(); ++i) {
+      for (const auto& [name, s] : r.steps[i].phase_s) {
+        std::vector<double>& v = per_step[name];
+        v.resize(i - start, 0.0);  // the steps before without it
+        v.push_back(s);
+      }
+    }
+    for (auto& [name, v] : per_step) {
+      v.resize(r.steps.size() - start, 0.0);
+      d.median_phase_s[name] = rule_util::Median(v);
+    }
+    for (const auto& p : phases.phases) {
+      if (p.rank == r.rank && p.name != "other") d.phases.emplace_back(p.name, p.count, p.total_s);
+    }
+    std::sort(d.phases.begin(), d.phases.end(),
+              [](const auto& a, const auto& b) { return std::get<2>(a) > std::get<2>(b); });
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+
+/// The GPUs the job used, with their mean utilization: those whose NVML process lists named one
+/// of the job's processes; when none did (PIDs of another namespace, a driver that hides them),
+/// those that listed any process; else those that were ever busy; else every GPU.
+std::vector<GpuUse> JobGpus(const RunData& data, const RunReport& report) {
+  std::set<uint32_t> job, any, busy;
+  const auto& statics = data.recording.header.gpus;
+  for (const auto& s : data.recording.samples) {
+    std::set<int32_t> pids;
+    for (const auto& p : s.processes) pids.insert(p.pid);
+    for (size_t g = 0; g < s.gpus.size(); ++g) {
+      const uint32_t index = g < statics.size() ? statics[g].index : static_cast<uint32_t>(g);
+      if (s.gpus[g].util_gpu_pct.value_or(0) > 0) busy.insert(index);
+      for (const auto& gp : s.gpus[g].processes) {
+        any.insert(index);
+        if (pids.count(static_cast<int32_t>(gp.pid)) != 0) job.insert(index);
+      }
+    }
+  }
+  const std::set<uint32_t>& used = !job.empty() ? job : !any.empty() ? any : busy;
+  std::vector<GpuUse> out;
+  for (const auto& g : report.machine.gpus) {
+    const RunningStats& u = g.util_fine_pct.count() > 0 ? g.util_fine_pct : g.util_pct;
+    if (u.count() > 0 && (used.empty() || used.count(g.index) != 0))
+      out.push_back({g.index, u.mean()});
   }
   return out;
 }
@@ -120,6 +187,9 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
     if (u.count() > 0) util.Add(u.mean());
   }
   if (util.count() > 0) d.gpu_util_pct = util.mean();
+  d.job_gpus = JobGpus(data, report);
+  d.ranks = RankDigests(report.phases, warmup);
+  d.periodic = analysis::FindPeriodicPhases(report.phases);
   // The job's CPUs from the sampler's process tree (every process, DataLoader workers of a
   // forkserver included); getrusage only sees the children the job waited for.
   RunningStats cpus;

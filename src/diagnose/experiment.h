@@ -4,8 +4,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "analysis/detect.h"
 #include "analysis/step_rate.h"
 #include "base/result.h"
 #include "diagnose/run_report.h"
@@ -39,6 +41,26 @@ struct PhasePerStep {
   double share = 0;
 };
 
+/// One rank of a run: its steady steps and the phases it recorded (passes --ranks).
+struct RankDigest {
+  int32_t rank = 0;
+  int64_t steps = 0;  ///< steady steps
+  double median_step_s = 0;
+  double variation_ratio = 0;  ///< std/mean of the steady steps (seed 003)
+  /// Every phase the rank recorded over the run: name, count, total seconds; largest first.
+  std::vector<std::tuple<std::string, int64_t, double>> phases;
+  /// Each phase's median seconds per steady step (0 for a step without it), by name: what the
+  /// rank spends at an ordinary step, its slow steps left out.
+  std::map<std::string, double> median_phase_s;
+};
+
+/// One GPU the job used (an NVML process list named one of the job's processes; every GPU when
+/// the driver names none): its mean utilization over the run.
+struct GpuUse {
+  uint32_t index = 0;
+  double util_pct = 0;
+};
+
 /// One run reduced to what experiments compare (`compare`, `passes`, `sweep`).
 struct RunDigest {
   std::string dir;
@@ -51,12 +73,15 @@ struct RunDigest {
   std::optional<analysis::RateEstimate> rate;
   std::optional<int64_t> batch_size;  ///< of the main DataLoader (the one of the measured rank)
   std::optional<double> samples_per_s;
-  std::vector<PhasePerStep> phases;        ///< largest first, "other" included
-  std::optional<double> data_share;        ///< data_loading's share of the step
-  double host_syncs_per_step = 0;          ///< host_sync.* counters over the steady steps
-  std::optional<double> gpu_util_pct;      ///< mean over GPUs and samples
-  std::optional<uint64_t> peak_rss_bytes;  ///< the job's process tree, at its largest sample
-  std::optional<double> job_cpus;          ///< job CPU time / wall time
+  std::vector<PhasePerStep> phases;               ///< largest first, "other" included
+  std::optional<double> data_share;               ///< data_loading's share of the step
+  double host_syncs_per_step = 0;                 ///< host_sync.* counters over the steady steps
+  std::optional<double> gpu_util_pct;             ///< mean over GPUs and samples
+  std::vector<GpuUse> job_gpus;                   ///< by index
+  std::vector<RankDigest> ranks;                  ///< every rank that marked steps, by rank
+  std::vector<analysis::PeriodicPhase> periodic;  ///< analysis::FindPeriodicPhases, every rank
+  std::optional<uint64_t> peak_rss_bytes;         ///< the job's process tree, at its largest sample
+  std::optional<double> job_cpus;                 ///< job CPU time / wall time
   /// CPUs other processes on the host used during the run (Facts::other_cpu): a run beside other
   /// work is slower for it, and the step intervals do not show that.
   std::optional<double> other_cpus;

@@ -268,4 +268,42 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   return m;
 }
 
+std::string LastErrorLine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 16384);
+  in.seekg(from);
+  std::string tail(static_cast<size_t>(std::max<std::streamoff>(0, size - from)), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  std::string last;
+  std::string error;
+  size_t begin = 0;
+  while (begin < tail.size()) {
+    size_t end = tail.find_first_of("\r\n", begin);
+    if (end == std::string::npos) end = tail.size();
+    std::string_view line(tail.data() + begin, end - begin);
+    begin = end + 1;
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
+      line.remove_suffix(1);
+    if (line.empty()) continue;
+    // "torch.OutOfMemoryError: ...", "RuntimeError: ...": a name at the line's start.
+    const std::string_view name = line.substr(0, line.find(':'));
+    const bool exception =
+        name.size() < line.size() && !name.empty() &&
+        std::all_of(name.begin(), name.end(),
+                    [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+                    }) &&
+        (name.ends_with("Error") || name.ends_with("Exception") || name.ends_with("Interrupt"));
+    const size_t lead = line.find_first_not_of(" \t");
+    (exception ? error : last) = std::string(line.substr(lead));
+  }
+  std::string out = error.empty() ? last : error;
+  if (out.size() > 200) out = out.substr(0, 197) + "...";
+  return out;
+}
+
 }  // namespace stallscope::diagnose

@@ -29,7 +29,13 @@ struct RunPaths {
   std::string report_txt() const { return dir + "/report.txt"; }
   std::string report_json() const { return dir + "/report.json"; }
   std::string report_html() const { return dir + "/report.html"; }
+  std::string job_log() const { return dir + "/job.log"; }
 };
+
+/// The line of a job's log that most likely says why it failed: of the file's last 16 KiB, the
+/// last Python exception line ("ModuleNotFoundError: No module named 'numpy'"), else the last
+/// non-blank line; trimmed and cut to 200 bytes. Empty when the file is missing or blank.
+[[nodiscard]] std::string LastErrorLine(const std::string& path);
 
 /// What `run` knows about the job, written at start and rewritten (atomically) at the end.
 struct RunMeta {

@@ -195,5 +195,39 @@ TEST(ShellJoin, QuotesWhatAShellWouldSplitOrExpand) {
   EXPECT_EQ(ShellJoin({"a\nb"}), "'a\nb'");
 }
 
+TEST(LastErrorLine, ThePythonExceptionElseTheLastNonBlankLine) {
+  stallscope::testing::TempDir dir("last_line");
+  const std::string path = (dir.path() / "job.log").string();
+  EXPECT_EQ(LastErrorLine(path), "");  // missing
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary) << text; };
+  write("");
+  EXPECT_EQ(LastErrorLine(path), "");
+  write("  \n\n");
+  EXPECT_EQ(LastErrorLine(path), "");
+  write(
+      "Traceback (most recent call last):\n  File \"t.py\"\nModuleNotFoundError: No module named "
+      "'torch'\n\n");
+  EXPECT_EQ(LastErrorLine(path), "ModuleNotFoundError: No module named 'torch'");
+  // The launcher's own last words come after the rank's exception.
+  write(
+      "  File \"t.py\", line 3\n    import numpy\nModuleNotFoundError: No module named 'numpy'\n"
+      "launch.py: local rank 0 exited with 1; stopping the other ranks\n");
+  EXPECT_EQ(LastErrorLine(path), "ModuleNotFoundError: No module named 'numpy'");
+  write(
+      "[rank1]: torch.OutOfMemoryError: CUDA out of memory.\ntorch.OutOfMemoryError: CUDA out "
+      "of memory. Tried to allocate 2.00 GiB\nE1125 03:00 failed (exitcode: 1)\n");
+  EXPECT_EQ(LastErrorLine(path),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  write("Error: nothing\nsee: the docs\n");  // "see" is no exception name
+  EXPECT_EQ(LastErrorLine(path), "Error: nothing");
+  write("one line, no newline");
+  EXPECT_EQ(LastErrorLine(path), "one line, no newline");
+  write("progress 1\rprogress 2\r\n");  // a progress bar's carriage returns
+  EXPECT_EQ(LastErrorLine(path), "progress 2");
+  // A 1 MB log: only its end is read; a long line is cut.
+  write(std::string(1 << 20, 'x') + "\n   " + std::string(300, 'e') + "\n");
+  EXPECT_EQ(LastErrorLine(path), std::string(197, 'e') + "...");
+}
+
 }  // namespace
 }  // namespace stallscope::diagnose

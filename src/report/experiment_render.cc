@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/json_writer.h"
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "report/run_render.h"
 
@@ -64,6 +65,20 @@ void WriteRate(JsonWriter& w, const RunDigest& d) {
   } else {
     w.Null();
   }
+}
+
+/// {ratio, lo, hi, significant} of a rate change, or null.
+void WriteChange(JsonWriter& w, const std::optional<analysis::RateChange>& c) {
+  if (!c) {
+    w.Null();
+    return;
+  }
+  w.BeginObject()
+      .Field("ratio", c->ratio, 4)
+      .Field("lo", c->lo, 4)
+      .Field("hi", c->hi, 4)
+      .FieldBool("significant", c->significant)
+      .EndObject();
 }
 
 std::string PassDid(const diagnose::PassResult& p) {
@@ -159,17 +174,7 @@ std::string RenderPassesJson(const diagnose::PassesReport& r) {
         .Field("run_dir", p.run ? p.run->dir : std::string())
         .Field("failure", p.failure);
     if (p.run) WriteRate(w, *p.run);
-    w.Key("vs_a");
-    if (p.vs_baseline) {
-      w.BeginObject()
-          .Field("ratio", p.vs_baseline->ratio, 4)
-          .Field("lo", p.vs_baseline->lo, 4)
-          .Field("hi", p.vs_baseline->hi, 4)
-          .FieldBool("significant", p.vs_baseline->significant)
-          .EndObject();
-    } else {
-      w.Null();
-    }
+    WriteChange(w.Key("vs_a"), p.vs_baseline);
     w.Field("did", PassDid(p)).FieldBool("removed_nothing", p.removed_nothing);
     w.EndObject();
   }
@@ -182,6 +187,162 @@ std::string RenderPassesJson(const diagnose::PassesReport& r) {
       .Field("agrees", r.conclusion.agrees)
       .Field("text", r.conclusion.text)
       .FieldArray("caveats", r.conclusion.caveats)
+      .EndObject();
+  w.EndObject();
+  out += "\n";
+  return out;
+}
+
+namespace {
+
+std::string Variation(const RunDigest& d) {
+  if (d.ranks.empty()) return "-";
+  return fmt::format("{:.2f} {}", d.ranks.front().variation_ratio,
+                     diagnose::Sawtooth(d) ? "SAW" : "smooth");
+}
+
+std::string GpuUtil(const RunDigest& d) {
+  auto u = diagnose::JobGpuUtil(d);
+  if (!u) return "-";
+  auto s = diagnose::GpuUtilSpread(d);
+  return s ? fmt::format("{:.0f}% ({:.0f})", *u, *s) : fmt::format("{:.0f}%", *u);
+}
+
+std::string RunDirName(const diagnose::ScalingRun& r) {
+  return fmt::format("{}-process{}", r.processes, r.processes == 1 ? "" : "es");
+}
+
+}  // namespace
+
+std::string ScalingRunDirName(const diagnose::ScalingRun& r) { return RunDirName(r); }
+
+std::string RenderScalingText(const diagnose::ScalingReport& r) {
+  std::string out = Header("passes --ranks", r.dir, r.command, r.bound);
+  out += fmt::format("{:<5}  {:>11}  {:>8}  {:<15}  {:<11}  {:<14}  {}\n", "PROCS", "STEP MEDIAN",
+                     "STEPS/S", "95% INTERVAL", "VARIATION", "GPU (SPREAD)", "VERDICT");
+  for (const auto& run : r.runs) {
+    if (!run.run || !run.run->rate || !run.failure.empty()) {
+      out += fmt::format("{:>5}  {}\n", run.processes,
+                         EscapeControl(run.failure.empty() ? "no steps measured" : run.failure));
+      continue;
+    }
+    const RunDigest& d = *run.run;
+    out += fmt::format("{:>5}  {:>11}  {:>8}  {:<15}  {:<11}  {:<14}  {}\n", run.processes,
+                       d.ranks.empty() ? "-" : FormatDurationSeconds(d.ranks.front().median_step_s),
+                       Rate(d), Interval(d), Variation(d), GpuUtil(d), VerdictClass(d));
+  }
+  out += fmt::format(
+      "VARIATION: std/mean of rank 0's step time, SAW above {:.1f} (seed 003); GPU: mean "
+      "utilization of the job's GPUs (spread: max - min, points)\n",
+      kThresholds.oscillation_ratio.value);
+  if (const auto& c = r.conclusion.change; c && r.runs.size() >= 2) {
+    out += fmt::format(
+        "{} vs {} processes: {:.2f}x the steps/s (95% {:.2f}-{:.2f}){}; ideal 1.00x when each "
+        "process trains its own batch\n",
+        r.runs.back().processes, r.runs.front().processes, c->ratio, c->lo, c->hi,
+        c->significant ? "" : ", not significant");
+  }
+  for (const auto& run : r.runs) {
+    if (!run.run || run.run->ranks.size() < 2) continue;
+    out += fmt::format("\nRanks of the {}-process run:\n", run.processes);
+    for (const auto& rank : run.run->ranks) {
+      std::string periodic;
+      for (const auto& p : run.run->periodic) {
+        if (p.rank != rank.rank) continue;
+        periodic += fmt::format("{}{} {} (+{} each)", periodic.empty() ? "  slow: " : ", ", p.phase,
+                                p.every_steps > 0 ? fmt::format("every {} steps", p.every_steps)
+                                                  : fmt::format("{}×", p.occurrences),
+                                FormatDurationSeconds(p.extra_s_each));
+      }
+      out += fmt::format("  rank {:<3} {:>4} steps  median {:>9}  variation {:.2f}{}\n", rank.rank,
+                         rank.steps, FormatDurationSeconds(rank.median_step_s),
+                         rank.variation_ratio, EscapeControl(periodic));
+    }
+  }
+  const auto& c = r.conclusion;
+  out += fmt::format("\nCONCLUSION  {}: {}\n", c.cls, EscapeControl(c.text));
+  for (const auto& e : c.evidence) out += fmt::format("EVIDENCE    {}\n", EscapeControl(e));
+  for (size_t i = 0; i < c.fixes.size(); ++i) {
+    out += fmt::format("{}{}. {}\n", i == 0 ? "FIX         " : "            ", i + 1,
+                       EscapeControl(c.fixes[i]));
+  }
+  std::string dirs;
+  for (const auto& run : r.runs) dirs += (dirs.empty() ? "" : ",") + RunDirName(run);
+  out += fmt::format("Runs        {}/{{{}}} (stallscope diagnose DIR for each run's report)\n",
+                     EscapeControl(r.dir), dirs);
+  return out;
+}
+
+std::string RenderScalingJson(const diagnose::ScalingReport& r) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject()
+      .Field("kind", "ranks")
+      .Field("dir", r.dir)
+      .FieldArray("command", r.command)
+      .Field("launcher", r.launcher)
+      .Field("bound", r.bound);
+  w.Key("runs").BeginArray();
+  for (const auto& run : r.runs) {
+    w.BeginObject()
+        .Field("processes", static_cast<int64_t>(run.processes))
+        .FieldArray("command", run.command)
+        .Field("run_dir", run.run ? run.run->dir : std::string())
+        .Field("failure", run.failure);
+    if (run.run) {
+      const RunDigest& d = *run.run;
+      WriteRate(w, d);
+      w.Field("median_step_s",
+              d.ranks.empty() ? std::nullopt : std::optional<double>(d.ranks.front().median_step_s),
+              6)
+          .Field("variation_ratio",
+                 d.ranks.empty() ? std::nullopt
+                                 : std::optional<double>(d.ranks.front().variation_ratio),
+                 3)
+          .FieldBool("sawtooth", diagnose::Sawtooth(d))
+          .Field("job_gpu_util_pct", diagnose::JobGpuUtil(d), 1)
+          .Field("job_gpu_util_spread_pct", diagnose::GpuUtilSpread(d), 1);
+      w.Key("job_gpus").BeginArray();
+      for (const auto& g : d.job_gpus) {
+        w.BeginObject()
+            .Field("index", static_cast<int64_t>(g.index))
+            .Field("util_pct", g.util_pct, 1)
+            .EndObject();
+      }
+      w.EndArray().Key("ranks").BeginArray();
+      for (const auto& rank : d.ranks) {
+        w.BeginObject()
+            .Field("rank", static_cast<int64_t>(rank.rank))
+            .Field("steps", rank.steps)
+            .Field("median_step_s", rank.median_step_s, 6)
+            .Field("variation_ratio", rank.variation_ratio, 3);
+        w.Key("slow").BeginArray();
+        for (const auto& p : d.periodic) {
+          if (p.rank != rank.rank) continue;
+          w.BeginObject()
+              .Field("phase", p.phase)
+              .Field("every_steps", p.every_steps)
+              .Field("occurrences", p.occurrences)
+              .Field("extra_s_each", p.extra_s_each, 4)
+              .Field("share_of_wall", p.share_of_wall, 3)
+              .EndObject();
+        }
+        w.EndArray().EndObject();
+      }
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  const auto& c = r.conclusion;
+  WriteChange(w.Key("change"), c.change);
+  w.Key("conclusion")
+      .BeginObject()
+      .Field("class", c.cls)
+      .Field("text", c.text)
+      .Field("cost_fraction", c.cost_fraction, 3)
+      .FieldArray("evidence", c.evidence)
+      .FieldArray("fixes", c.fixes)
       .EndObject();
   w.EndObject();
   out += "\n";

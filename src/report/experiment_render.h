@@ -3,6 +3,7 @@
 #include <string>
 
 #include "diagnose/passes.h"
+#include "diagnose/scaling.h"
 #include "diagnose/sweep.h"
 
 namespace stallscope::report {
@@ -12,6 +13,14 @@ namespace stallscope::report {
 [[nodiscard]] std::string RenderPassesText(const diagnose::PassesReport& r);
 /// passes.json (README "passes --json").
 [[nodiscard]] std::string RenderPassesJson(const diagnose::PassesReport& r);
+
+/// `stallscope passes --ranks 1,N`: one row per process count, each multi-rank run's ranks, the
+/// conclusion with its evidence and fixes.
+[[nodiscard]] std::string RenderScalingText(const diagnose::ScalingReport& r);
+/// passes.json of `passes --ranks` (README "passes --ranks --json").
+[[nodiscard]] std::string RenderScalingJson(const diagnose::ScalingReport& r);
+/// "1-process", "8-processes": the run's folder in the experiment's folder.
+[[nodiscard]] std::string ScalingRunDirName(const diagnose::ScalingRun& r);
 
 /// `stallscope sweep`: the combinations fastest first, a bar chart, the best and the recommended
 /// setting, and the verdict's prediction against the measurement.

@@ -79,6 +79,69 @@ TEST(PassesRender, HostileNamesAreEscaped) {
   EXPECT_EQ(testing::RawControlBytes(RenderPassesText(r)), "");
 }
 
+/// 1 vs 2 processes of a job whose rank 0 evaluates every 10 steps while rank 1 waits.
+diagnose::ScalingReport Scaling() {
+  diagnose::ScalingReport r;
+  r.dir = "runs/train-passes";
+  r.command = {"torchrun", "--nproc_per_node", "2", "train.py"};
+  r.launcher = "torchrun";
+  r.bound = "50 steps per run; rates leave out the first 2 steps (start-up)";
+  for (int n : {1, 2}) {
+    diagnose::RunDigest d =
+        Digest("runs/train-passes/" + std::to_string(n) + "-process" + (n == 1 ? "" : "es"), 0.05,
+               0.1, diagnose::FindingClass::kPeriodicSideWork);
+    for (int32_t rank = 0; rank < n; ++rank) {
+      diagnose::RankDigest rd;
+      rd.rank = rank;
+      rd.steps = 40;
+      rd.median_step_s = 0.055;
+      rd.variation_ratio = 1.9;
+      rd.phases.emplace_back(rank == 0 ? "evaluation" : "comm_wait", 4, 2.0);
+      d.ranks.push_back(rd);
+      analysis::PeriodicPhase p;
+      p.rank = rank;
+      p.phase = rank == 0 ? "evaluation" : "comm_wait";
+      p.every_steps = 10;
+      p.occurrences = 4;
+      p.extra_s_each = 0.5;
+      p.share_of_wall = 0.45;
+      p.steps = {10, 20, 30, 40};
+      d.periodic.push_back(p);
+    }
+    d.job_gpus = n == 1 ? std::vector<diagnose::GpuUse>{{0, 61}}
+                        : std::vector<diagnose::GpuUse>{{0, 58}, {1, 40}};
+    r.runs.push_back({n, {"torchrun", "--nproc_per_node", std::to_string(n), "train.py"}, d, ""});
+  }
+  r.conclusion = diagnose::ConcludeScaling(r.runs);
+  return r;
+}
+
+TEST(ScalingRender, TextAndJsonGolden) {
+  auto r = Scaling();
+  testing::ExpectGolden("passes_ranks.txt", RenderScalingText(r));
+  std::string json = RenderScalingJson(r);
+  testing::ExpectGolden("passes_ranks.json", json);
+  auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["conclusion"]["class"], "main_rank_side_work");
+  EXPECT_EQ(j["runs"][1]["job_gpu_util_spread_pct"], 18);
+  EXPECT_EQ(j["runs"][1]["ranks"][1]["slow"][0]["phase"], "comm_wait");
+  EXPECT_EQ(ScalingRunDirName(r.runs[0]), "1-process");
+  EXPECT_EQ(ScalingRunDirName(r.runs[1]), "2-processes");
+}
+
+TEST(ScalingRender, AFailedRunAndHostileNamesAreEscaped) {
+  auto r = Scaling();
+  r.command.push_back(testing::kHostileName);
+  r.runs[1].failure = testing::kHostileName;
+  r.runs[1].run->periodic[0].phase = testing::kHostileName;
+  r.conclusion = diagnose::ConcludeScaling(r.runs);
+  const std::string text = RenderScalingText(r);
+  EXPECT_EQ(testing::RawControlBytes(text), "");
+  EXPECT_NE(text.find("CONCLUSION  none: no conclusion: the 2-process run gave no steps/s"),
+            std::string::npos)
+      << text;
+}
+
 diagnose::SweepReport Sweep() {
   diagnose::SweepReport r;
   r.dir = "runs/train-sweep";

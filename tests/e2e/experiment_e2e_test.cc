@@ -66,6 +66,45 @@ class ExperimentE2e : public ::testing::Test {
     return j;
   }
 
+  /// `stallscope passes --ranks 1,2 --json ... -- python3 examples/launch.py --nproc-per-node 2
+  /// examples/train.py JOB...`: the 2-rank gloo example with 1 and with 2 processes.
+  json RankPasses(const std::vector<std::string>& job) {
+    std::vector<std::string> args = {"passes",
+                                     "--ranks",
+                                     "1,2",
+                                     "--json",
+                                     "--out",
+                                     (dir_ / "out").string(),
+                                     "--",
+                                     "/usr/bin/python3",
+                                     STALLSCOPE_SOURCE_DIR "/examples/launch.py",
+                                     "--nproc-per-node",
+                                     "2",
+                                     STALLSCOPE_SOURCE_DIR "/examples/train.py",
+                                     "--print-every",
+                                     "1000"};
+    args.insert(args.end(), job.begin(), job.end());
+    ProcessOutput r = Stallscope(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    EXPECT_TRUE(fs::exists(dir_ / "out" / "passes.txt"));
+    if (j.is_discarded() || j["runs"].size() != 2) {
+      ADD_FAILURE() << r.out << r.err;
+      return json::object();
+    }
+    // The same job with 1 and with 2 processes, each in its own run directory.
+    EXPECT_EQ(j["kind"], "ranks");
+    EXPECT_EQ(j["launcher"], "examples/launch.py");
+    EXPECT_EQ(j["runs"][0]["processes"], 1);
+    EXPECT_EQ(j["runs"][0]["command"][3], "1") << j["runs"][0]["command"].dump();
+    EXPECT_EQ(j["runs"][1]["command"][3], "2");
+    EXPECT_EQ(j["runs"][0]["ranks"].size(), 1u);
+    EXPECT_EQ(j["runs"][1]["ranks"].size(), 2u);
+    EXPECT_TRUE(fs::exists(dir_ / "out" / "2-processes" / "run.json"));
+    return j;
+  }
+
   static const json& Pass(const json& r, const std::string& id) {
     for (const auto& p : r["passes"]) {
       if (p["id"] == id) return p;
@@ -171,8 +210,43 @@ TEST_F(ExperimentE2e, AFailingSettingIsRecordedAndTheSweepGoesOn) {
                       {"--situation", "compute", "--steps", "500"});
   ASSERT_EQ(r["rows"].size(), 2u) << r.dump(1);
   EXPECT_EQ(r["rows"][0]["label"], "crash=-1");
-  EXPECT_EQ(r["rows"][1]["failure"], "failed: exit 1") << r.dump(1);
+  // The exit status, and the error the job printed last (from its job.log).
+  const std::string failure = r["rows"][1]["failure"];
+  EXPECT_EQ(failure.rfind("failed: exit 1 (", 0), 0u) << failure;
+  EXPECT_NE(failure.find("/job.log: RuntimeError: crash requested at step 2 (--crash-at-step)"),
+            std::string::npos)
+      << failure;
   EXPECT_EQ(r["best"], "crash=-1");
+}
+
+// Seed 000 §1 on the 2-rank gloo example: rank 0 alone samples every 10 steps while rank 1
+// waits for it in its next all-reduce.
+TEST_F(ExperimentE2e, RankPassesNameMainRankSideWork) {
+  json r = RankPasses({"--situation", "ddp_main_rank", "--steps", "500"});
+  if (!r.contains("conclusion")) return;
+  EXPECT_EQ(r["conclusion"]["class"], "main_rank_side_work") << r.dump(1);
+  EXPECT_NE(r["conclusion"]["text"].get<std::string>().find("rank 0 alone does"),
+            std::string::npos);
+  const json& ranks = r["runs"][1]["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  // Rank 1's slow steps are waits at the all-reduce, every 10 steps like rank 0's work.
+  bool waits = false;
+  for (const auto& s : ranks[1]["slow"])
+    waits |= s["phase"] == "comm_wait" && s["every_steps"] == 10;
+  EXPECT_TRUE(waits) << ranks.dump(1);
+}
+
+// The straggler variant: rank 1 loads 4x slower; both runs are smooth, the 2-process steps
+// take several times as long, and the 2-process verdict names the straggler, or on a busy host
+// (CI beside stress-ng: 3 busy processes on 2 CPUs) the input pipeline that makes it one.
+TEST_F(ExperimentE2e, RankPassesOfAStragglerSeeTheProcessesCostEachOther) {
+  json r = RankPasses({"--situation", "ddp_straggler", "--steps", "500"});
+  if (!r.contains("conclusion")) return;
+  EXPECT_EQ(r["conclusion"]["class"], "multi_process_overhead") << r.dump(1);
+  EXPECT_LT(r["change"]["ratio"].get<double>(), 0.7) << r.dump(1);
+  EXPECT_TRUE(r["change"]["significant"].get<bool>());
+  const std::string verdict = r["runs"][1]["verdict"]["class"];
+  EXPECT_TRUE(verdict == "straggler" || verdict == "data_bound_cpu") << r.dump(1);
 }
 
 // Usage errors: no job runs, so no torch or Python package is needed.
@@ -190,6 +264,12 @@ TEST_F(ExperimentUsage, BadFlagsAreOneLineUsageErrors) {
       {{"sweep", "--set", "lr=1,2", "--", "true"}, "no {lr} in the command"},
       {{"passes", "--duration", "0s", "--", "true"}, "--duration 0s"},
       {{"passes", "--steps", "0", "--", "true"}, "--steps"},
+      {{"passes", "--ranks", "1,2", "--", "python3", "train.py"},
+       "stallscope passes: cannot change the process count of this command: it is not a "
+       "launcher stallscope knows; run it by hand"},
+      {{"passes", "--ranks", "1,2", "--", "torchrun", "--nnodes", "2", "train.py"},
+       "multi-node job (--nnodes 2)"},
+      {{"passes", "--ranks", "2", "--", "torchrun", "train.py"}, "--ranks 2: give two or more"},
   };
   for (const auto& c : cases) {
     ProcessOutput r = Stallscope(c.args);

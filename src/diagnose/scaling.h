@@ -1,0 +1,83 @@
+#pragma once
+// `stallscope passes --ranks 1,N`: seed 000 §1, the same job with one process and with N.
+// "Single smooth, multi sawtooth → cross-rank sync or main-rank side work is primary."
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/step_rate.h"
+#include "base/result.h"
+#include "diagnose/experiment.h"
+
+namespace stallscope::diagnose {
+
+/// "1,8" → {1, 8}: two or more distinct counts from 1 to 1024, returned ascending.
+[[nodiscard]] Result<std::vector<int>> ParseProcessCounts(std::string_view text);
+
+/// The launcher of a command whose process count stallscope can set.
+struct Launcher {
+  std::string name;    ///< "torchrun", "python -m torch.distributed.run", "accelerate launch", ...
+  std::string option;  ///< the option that sets the count: "--nproc_per_node"
+  std::optional<size_t> at;   ///< index of that option's word in the command, when given
+  bool inline_value = false;  ///< given as "--option=N"
+  size_t options_begin = 0;   ///< index of the launcher's first option word
+  std::string given;          ///< the value as the command gives it ("" when absent)
+  /// accelerate's --multi_gpu words: dropped for 1 process (accelerate refuses the pair).
+  std::vector<size_t> multi_gpu_at;
+};
+
+/// Recognises torchrun, `python -m torch.distributed.run` (or `.launch`), `accelerate launch`
+/// (or `python -m accelerate.commands.launch`) and the examples' launch.py (given
+/// --nproc-per-node). The error for any other command, or a multi-node one, begins "cannot
+/// change the process count of this command" and says how to run the passes by hand.
+[[nodiscard]] Result<Launcher> RecogniseLauncher(const std::vector<std::string>& command);
+
+/// `command` with its launcher's process count set to `n`: the option's value replaced, or the
+/// option added as the launcher's first option; for 1 process, accelerate's --multi_gpu is
+/// dropped.
+[[nodiscard]] Result<std::vector<std::string>> WithProcessCount(
+    const std::vector<std::string>& command, int n);
+
+/// One run of the job with a process count.
+struct ScalingRun {
+  int processes = 0;
+  std::vector<std::string> command;
+  std::optional<RunDigest> run;
+  std::string failure;  ///< why it gave no steps/s, or ""
+};
+
+/// The variation ratio above which a run saws (seed 003's oscillation threshold).
+[[nodiscard]] bool Sawtooth(const RunDigest& d);
+/// The spread of the job's GPUs' mean utilization (max - min, points); empty with < 2 GPUs.
+[[nodiscard]] std::optional<double> GpuUtilSpread(const RunDigest& d);
+/// Mean utilization of the job's GPUs; empty without GPU metrics.
+[[nodiscard]] std::optional<double> JobGpuUtil(const RunDigest& d);
+
+/// What the runs say, in seed 000 §1's terms.
+struct ScalingConclusion {
+  /// "main_rank_side_work", "cross_rank_sync", "sawtooth_in_every_process",
+  /// "multi_process_overhead", "scales", or "none" (a run gave no steps/s).
+  std::string cls = "none";
+  std::string text;  ///< one sentence
+  std::vector<std::string> evidence;
+  std::vector<std::string> fixes;  ///< cheapest first
+  /// Steps/s of the largest process count relative to the smallest.
+  std::optional<analysis::RateChange> change;
+  std::optional<double> cost_fraction;  ///< of the larger run's wall time, when known
+};
+
+[[nodiscard]] ScalingConclusion ConcludeScaling(const std::vector<ScalingRun>& runs);
+
+/// What `stallscope passes --ranks` prints and writes (passes.txt, passes.json).
+struct ScalingReport {
+  std::string dir;
+  std::vector<std::string> command;
+  std::string launcher;
+  std::string bound;
+  std::vector<ScalingRun> runs;  ///< ascending process counts
+  ScalingConclusion conclusion;
+};
+
+}  // namespace stallscope::diagnose
