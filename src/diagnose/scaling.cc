@@ -295,20 +295,23 @@ std::optional<std::string> EveryStepImbalance(const RunDigest& d) {
   for (const auto& waiter : d.ranks) {
     const double wait = MedianPhase(waiter, std::string(kCommWait));
     if (waiter.median_step_s <= 0 || wait < share * waiter.median_step_s) continue;
-    return fmt::format("rank {} waits in {} {} of every {} step (median): the ranks are uneven at "
-                       "every step, not only at the slow ones (a straggler, or uneven work)",
-                       waiter.rank, kCommWait, FormatDurationSeconds(wait),
-                       FormatDurationSeconds(waiter.median_step_s));
+    return fmt::format(
+        "rank {} waits in {} {} of every {} step (median): the ranks are uneven at "
+        "every step, not only at the slow ones (a straggler, or uneven work)",
+        waiter.rank, kCommWait, FormatDurationSeconds(wait),
+        FormatDurationSeconds(waiter.median_step_s));
   }
   for (const auto& slow : d.ranks) {
     for (const auto& [phase, s] : slow.median_phase_s) {
       if (phase == "other" || phase == kCommWait) continue;
       double others = 0;
-      for (const auto& r : d.ranks) others = r.rank == slow.rank ? others : std::max(others, MedianPhase(r, phase));
+      for (const auto& r : d.ranks)
+        others = r.rank == slow.rank ? others : std::max(others, MedianPhase(r, phase));
       if (slow.median_step_s <= 0 || s - others < share * slow.median_step_s) continue;
-      return fmt::format("rank {} spends {} in {} at every step (median), the others at most {}: "
-                         "it is slower at every step, not only at its slow ones (a straggler)",
-                         slow.rank, FormatDurationSeconds(s), phase, FormatDurationSeconds(others));
+      return fmt::format(
+          "rank {} spends {} in {} at every step (median), the others at most {}: "
+          "it is slower at every step, not only at its slow ones (a straggler)",
+          slow.rank, FormatDurationSeconds(s), phase, FormatDurationSeconds(others));
     }
   }
   return std::nullopt;

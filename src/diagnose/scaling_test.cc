@@ -203,7 +203,8 @@ TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
   two.principal->cls = FindingClass::kStraggler;
   c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
   EXPECT_EQ(c.cls, "multi_process_overhead") << c.text;
-  for (const auto& e : c.evidence) EXPECT_EQ(e.find("rank 0 waits in comm_wait"), std::string::npos);
+  for (const auto& e : c.evidence)
+    EXPECT_EQ(e.find("rank 0 waits in comm_wait"), std::string::npos);
   two.principal.reset();
   // Without the waiting rank's comm_wait phase, rank 1's longer loading at every step says it.
   two.ranks[0].median_phase_s.erase("comm_wait");
