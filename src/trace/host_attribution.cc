@@ -51,13 +51,11 @@ namespace {
 
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-// Visits the events in (ts, -dur) order: in place when PrepareTimeline sorted them (the usual
-// case), else through one sorted index vector.
+// Visits the events in EventOrder (ts, -dur, ...): in place when PrepareTimeline sorted them (the
+// usual case), else through one sorted index vector.
 template <typename Fn>
 void ForEachSorted(const std::vector<Event>& events, Fn&& fn) {
-  auto before = [](const Event& a, const Event& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
-  };
+  constexpr EventOrder before;
   if (std::is_sorted(events.begin(), events.end(), before)) {
     for (const Event& e : events) fn(e);
     return;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -130,26 +131,61 @@ TEST(PrepareTimeline, SortsByBeginThenLongestFirst) {
   EXPECT_EQ(names, (std::vector<std::string>{"a", "long", "short", "c"}));
 }
 
-// Above 32768 events the sort runs on two threads and merges: the same order as one sort.
-TEST(PrepareTimeline, LargeTraceSortedLikeSmall) {
+/// 40,000 events (the sort runs on two threads above 32768) with many equal starts and lengths,
+/// differing in kind, thread and name.
+RankTrace ManyTies(uint64_t seed) {
   RankTrace t;
-  uint64_t x = 88172645463325252ULL;
+  uint64_t x = seed;
+  const EventKind kinds[] = {kOp, kRt, kK, kAnn};
+  const char* names[] = {"a", "b", "c"};
   for (int i = 0; i < 40000; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    Add(t, {kOp, "op", static_cast<int64_t>(x % 5000), static_cast<int64_t>((x >> 20) % 100)});
+    Add(t, {kinds[(x >> 40) % 4], names[(x >> 50) % 3], static_cast<int64_t>(x % 5000),
+            static_cast<int64_t>((x >> 20) % 100)});
+    t.events.back().tid = static_cast<int64_t>((x >> 30) % 3);
   }
+  return t;
+}
+
+std::vector<std::tuple<int64_t, int64_t, EventKind, int64_t, std::string>> Keys(
+    const RankTrace& t) {
+  std::vector<std::tuple<int64_t, int64_t, EventKind, int64_t, std::string>> out;
+  for (const Event& e : t.events) out.emplace_back(e.ts_ns, e.dur_ns, e.kind, e.tid, t.NameOf(e));
+  return out;
+}
+
+// Above 32768 events the sort runs on two threads: the same order as one sort of the whole.
+TEST(PrepareTimeline, LargeTraceSortedLikeSmall) {
+  RankTrace t = ManyTies(88172645463325252ULL);
   std::vector<Event> want = t.events;
-  std::stable_sort(want.begin(), want.end(), [](const Event& a, const Event& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
-  });
+  std::sort(want.begin(), want.end(), EventOrder{});
   (void)PrepareTimeline(t, AnalysisOptions{});
   ASSERT_EQ(t.events.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(t.events[i].ts_ns, want[i].ts_ns) << i;
     ASSERT_EQ(t.events[i].dur_ns, want[i].dur_ns) << i;
+    ASSERT_EQ(t.events[i].kind, want[i].kind) << i;
+    ASSERT_EQ(t.events[i].tid, want[i].tid) << i;
+    ASSERT_EQ(t.events[i].name_id, want[i].name_id) << i;
   }
+}
+
+// Events with the same start and length come out in one order whatever order they were read in
+// (the numbers of a trace must not depend on the sort algorithm or on how many threads sorted).
+TEST(PrepareTimeline, TiesComeOutInOneOrderWhateverTheInputOrder) {
+  RankTrace a = ManyTies(88172645463325252ULL);
+  RankTrace b = a;
+  std::reverse(b.events.begin(), b.events.end());
+  RankTrace c = a;
+  std::rotate(c.events.begin(), c.events.begin() + 12345, c.events.end());
+  (void)PrepareTimeline(a, AnalysisOptions{});
+  (void)PrepareTimeline(b, AnalysisOptions{});
+  (void)PrepareTimeline(c, AnalysisOptions{});
+  EXPECT_TRUE(Keys(a) == Keys(b));
+  EXPECT_TRUE(Keys(a) == Keys(c));
+  EXPECT_TRUE(std::is_sorted(a.events.begin(), a.events.end(), EventOrder{}));
 }
 
 std::vector<Ev> ThreeSteps() {

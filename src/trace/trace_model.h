@@ -76,6 +76,29 @@ struct Event {
 };
 static_assert(sizeof(Event) == 48, "Event grew: README and bench/trace_mem.sh quote its size");
 
+/// The order of a prepared timeline (PrepareTimeline sorts by it): by start, the longer (the
+/// enclosing) first, then by what the event is. A total order: which of two events with the same
+/// start and length comes first never depends on the sort algorithm or on how many threads
+/// sorted, so the numbers do not either.
+struct EventOrder {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.ts_ns != b.ts_ns) return a.ts_ns < b.ts_ns;
+    const int64_t ad = a.dur_ns;
+    const int64_t bd = b.dur_ns;
+    if (ad != bd) return ad > bd;
+    const auto ak = static_cast<uint8_t>(a.kind);
+    const auto bk = static_cast<uint8_t>(b.kind);
+    if (ak != bk) return ak < bk;
+    if (a.pid != b.pid) return a.pid < b.pid;
+    if (a.tid != b.tid) return a.tid < b.tid;
+    if (a.name_id != b.name_id) return a.name_id < b.name_id;
+    if (a.correlation != b.correlation) return a.correlation < b.correlation;
+    const auto af = static_cast<uint8_t>(a.flags);
+    const auto bf = static_cast<uint8_t>(b.flags);
+    return a.bytes != b.bytes ? a.bytes < b.bytes : af < bf;
+  }
+};
+
 /// Hash for heterogeneous (string_view) lookups in StringTable: interning a name must not
 /// allocate when the name is already known (the reader calls Intern once per event).
 struct StringViewHash {
