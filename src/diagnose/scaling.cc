@@ -318,9 +318,7 @@ std::optional<std::string> EveryStepImbalance(const RunDigest& d) {
 }
 
 std::optional<MainRankWork> FindMainRankWork(const RunDigest& d) {
-  // Side work makes some steps slow; a rank slow at every step is a straggler, whose noise can
-  // look periodic too.
-  if (d.ranks.size() < 2 || EveryStepImbalance(d)) return std::nullopt;
+  if (d.ranks.size() < 2) return std::nullopt;
   std::optional<MainRankWork> best;
   for (const auto& worker : d.ranks) {
     MainRankWork m;
@@ -465,7 +463,10 @@ ScalingConclusion ConcludeScaling(const std::vector<ScalingRun>& runs) {
   out.change = analysis::CompareRates(a.step_s, b.step_s, kThresholds.rate_change_min.value);
   out.evidence.push_back(RunLine(*small));
   out.evidence.push_back(RunLine(*big));
-  if (auto m = FindMainRankWork(b)) {
+  // Side work makes some steps slow; a rank slow at every step is a straggler, whose noise can
+  // look periodic too.
+  const std::optional<std::string> uneven = EveryStepImbalance(b);
+  if (auto m = uneven ? std::nullopt : FindMainRankWork(b)) {
     MainRankConclusion(*big, *m, out);
     return out;
   }
@@ -517,8 +518,9 @@ ScalingConclusion ConcludeScaling(const std::vector<ScalingRun>& runs) {
   }
   // The straggler verdict's evidence says it already.
   const bool straggler = b.principal && b.principal->cls == FindingClass::kStraggler;
-  if ((out.cls == "cross_rank_sync" || out.cls == "multi_process_overhead") && !straggler) {
-    if (auto uneven = EveryStepImbalance(b)) out.evidence.push_back(*uneven);
+  if ((out.cls == "cross_rank_sync" || out.cls == "multi_process_overhead") && !straggler &&
+      uneven) {
+    out.evidence.push_back(*uneven);
   }
   if (out.cls == "cross_rank_sync") {
     out.fixes.push_back(
