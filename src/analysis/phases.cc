@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/life.h"
 #include "base/stats.h"
 #include "base/units.h"
 #include "phase/ring_format.h"
@@ -460,6 +461,7 @@ PhaseStats OtherStats(const std::vector<int64_t>& other_ns, int32_t rank, int64_
 void FillStepCounters(const std::vector<CounterHit>& counters, const std::vector<int64_t>& bounds,
                       const NameTable& names, std::vector<StepRecord>& steps) {
   for (const CounterHit& c : counters) {
+    if (c.ts_ns < bounds.front()) continue;  // start-up: only in counters_total
     auto k = static_cast<size_t>(std::lower_bound(bounds.begin() + 1, bounds.end(), c.ts_ns) -
                                  bounds.begin());
     if (k >= bounds.size()) continue;  // after the last step: only in counters_total
@@ -521,7 +523,40 @@ void AddGpuTimes(const std::vector<GpuSpan>& spans, int64_t span_begin, int64_t 
   }
 }
 
-/// Steps, per-step phases, phase stats and "other" of one rank's main process.
+/// Where step 1 begins: after the data_loading that opens the process's records (the
+/// iterator's creation, which starts the DataLoader workers, and the first batch), when it comes
+/// before every other phase (phases nested inside it do not count) and before the first step
+/// mark `first_mark_ns`. Else the first record, `scan.first_ts_ns`.
+int64_t StepsBegin(const ProcessScan& scan, const NameTable& names, int64_t first_mark_ns) {
+  int64_t data_end = scan.first_ts_ns;
+  bool any_data = false;
+  for (const Interval& iv : scan.intervals) {  // by begin
+    if (iv.begin_ns >= first_mark_ns) break;
+    if (names.Name(iv.name) == phase_name::kDataLoading) {
+      data_end = std::max(data_end, iv.end_ns);
+      any_data = true;
+    } else if (!any_data || iv.begin_ns >= data_end) {
+      break;  // other work began (not inside a data_loading): the step's work
+    }
+  }
+  return any_data ? std::min(data_end, first_mark_ns) : scan.first_ts_ns;
+}
+
+/// Host time per phase name of the intervals' parts inside [begin, end].
+std::map<std::string, double> PhaseTimeIn(const std::vector<Interval>& intervals, int64_t begin,
+                                          int64_t end, const NameTable& names) {
+  std::map<std::string, double> out;
+  if (end <= begin) return out;
+  for (const Interval& iv : intervals) {
+    if (iv.begin_ns >= end) break;  // by begin
+    const int64_t len = std::min(iv.end_ns, end) - std::max(iv.begin_ns, begin);
+    if (len > 0) out[names.Name(iv.name)] += NsToSeconds(len);
+  }
+  return out;
+}
+
+/// Steps, per-step phases, phase stats and "other" of one rank's main process; the first batch
+/// is start-up and the leading WarmupSteps are warm-up (phases.h).
 void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t world_ranks,
                  const NameTable& names, const ThresholdSet& t, PhaseAnalysis& out) {
   std::vector<int64_t> bounds{scan.first_ts_ns};
@@ -532,26 +567,46 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
     out.warnings.push_back(std::move(warning));
   } else {
     bounds.insert(bounds.end(), scan.step_ts_ns.begin(), scan.step_ts_ns.end());
+    bounds[0] = StepsBegin(scan, names, bounds[1]);
   }
   RankSteps rs;
   rs.rank = rank;
   rs.pid = pid;
   rs.steps.resize(bounds.size() - 1);
+  std::vector<double> step_s(rs.steps.size());
   for (size_t k = 1; k < bounds.size(); ++k) {
     rs.steps[k - 1].index = static_cast<int64_t>(k);
     rs.steps[k - 1].begin_ns = bounds[k - 1];
     rs.steps[k - 1].end_ns = bounds[k];
+    step_s[k - 1] = NsToSeconds(bounds[k] - bounds[k - 1]);
   }
   const std::vector<int64_t> other_ns = FillStepPhases(scan.intervals, bounds, names, rs.steps);
   FillStepCounters(scan.counters, bounds, names, rs.steps);
+  // Warm-up: a rank without step marks has one pseudo-step, nothing to settle. When step 1's
+  // batch came with the start-up, step 1 is no ordinary step (it waited for no data): warm-up.
+  size_t w = scan.step_ts_ns.empty() ? 0 : WarmupSteps(step_s, t);
+  if (bounds.front() > scan.first_ts_ns && step_s.size() >= 2) w = std::max<size_t>(w, 1);
+  rs.warmup.assign(std::make_move_iterator(rs.steps.begin()),
+                   std::make_move_iterator(rs.steps.begin() + static_cast<std::ptrdiff_t>(w)));
+  rs.steps.erase(rs.steps.begin(), rs.steps.begin() + static_cast<std::ptrdiff_t>(w));
   FillStepSeries(rs, t.oscillation_ratio.value);
+  const int64_t steady_begin = bounds[w];
+  rs.life.first_event_ns = scan.first_ts_ns;
+  rs.life.steps_begin_ns = bounds.front();
+  rs.life.steady_begin_ns = steady_begin;
+  rs.life.steady_end_ns = bounds.back();
+  rs.life.last_event_ns = scan.last_ts_ns;
+  rs.life.startup_phase_s = PhaseTimeIn(scan.intervals, scan.first_ts_ns, bounds.front(), names);
+  rs.life.tail_phase_s = PhaseTimeIn(scan.intervals, bounds.back(), scan.last_ts_ns, names);
 
   int64_t outside_ns = 0;
   std::vector<PhaseStats> stats =
-      StatsInSpan(scan.intervals, bounds.front(), bounds.back(), names, rank, &outside_ns);
+      StatsInSpan(scan.intervals, steady_begin, bounds.back(), names, rank, &outside_ns);
   out.outside_steps_s += NsToSeconds(outside_ns);
-  AddGpuTimes(scan.gpu_spans, bounds.front(), bounds.back(), names, stats);
-  stats.push_back(OtherStats(other_ns, rank, bounds.back() - bounds.front()));
+  AddGpuTimes(scan.gpu_spans, steady_begin, bounds.back(), names, stats);
+  stats.push_back(OtherStats(
+      std::vector<int64_t>(other_ns.begin() + static_cast<std::ptrdiff_t>(w), other_ns.end()), rank,
+      bounds.back() - steady_begin));
   out.phases.insert(out.phases.end(), std::make_move_iterator(stats.begin()),
                     std::make_move_iterator(stats.end()));
   out.ranks.push_back(std::move(rs));

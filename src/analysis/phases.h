@@ -56,18 +56,37 @@ struct StepRecord {
   std::map<std::string, int64_t> counters;  ///< counter growth inside the step (e.g. host syncs)
 };
 
-/// Per-rank step series (seed 003: steps/s, variation ratio, oscillation flag).
+/// Where one rank's start-up, warm-up, steady state and tail lie (analysis/life.h), on the
+/// CLOCK_MONOTONIC of the phase records. Start-up runs from the job's start (run.json; not known
+/// here) to `steps_begin_ns`; warm-up is RankSteps::warmup; the steady state is RankSteps::steps,
+/// [steady_begin_ns, steady_end_ns]; the tail follows.
+struct RankLife {
+  int64_t first_event_ns = 0;   ///< the rank's first phase record
+  int64_t steps_begin_ns = 0;   ///< step 1 begins: its first batch in hand (see AnalyzePhases)
+  int64_t steady_begin_ns = 0;  ///< the first steady step begins
+  int64_t steady_end_ns = 0;    ///< the last step ends
+  int64_t last_event_ns = 0;    ///< the rank's last phase record
+  /// Host time per phase before step 1 (first_event → steps_begin: the iterator's creation,
+  /// which starts the DataLoader workers, and the first batch), and after the last step.
+  std::map<std::string, double> startup_phase_s;
+  std::map<std::string, double> tail_phase_s;
+};
+
+/// Per-rank step series (seed 003: steps/s, variation ratio, oscillation flag), over the steady
+/// state: the warm-up steps are apart, and every statistic here and in PhaseStats leaves them out.
 struct RankSteps {
   int32_t rank = 0;
-  int32_t pid = 0;  ///< the process that marked the steps
-  int64_t count = 0;
-  double duration_s = 0;  ///< sum of step windows
+  int32_t pid = 0;        ///< the process that marked the steps
+  int64_t count = 0;      ///< steady steps
+  double duration_s = 0;  ///< sum of steady step windows
   double per_second = 0;
   double mean_step_s = 0;
   double std_step_s = 0;
-  double variation_ratio = 0;  ///< std/mean
-  bool oscillating = false;    ///< variation_ratio > thresholds.oscillation_ratio (seed 003)
-  std::vector<StepRecord> steps;
+  double variation_ratio = 0;      ///< std/mean
+  bool oscillating = false;        ///< variation_ratio > thresholds.oscillation_ratio (seed 003)
+  std::vector<StepRecord> steps;   ///< the steady steps (StepRecord::index counts from step 1)
+  std::vector<StepRecord> warmup;  ///< the warm-up steps before them (WarmupSteps)
+  RankLife life;
 };
 
 /// Phases of processes that mark no steps (e.g. DataLoader workers with user markers).
@@ -83,8 +102,8 @@ struct PhaseAnalysis {
   std::vector<PhaseStats> phases;  ///< by rank, then by total descending; "other" last
   std::vector<ProcessPhases> other_processes;
   std::map<std::string, int64_t> counters_total;  ///< e.g. "host_sync.item" → 1234
-  double outside_steps_s =
-      0;  ///< phase time before the first / after the last step (setup, final save)
+  /// Phase time outside the steady steps: start-up, warm-up, and after the last step (final save).
+  double outside_steps_s = 0;
   int64_t unmatched_begins =
       0;  ///< phases still open at the end (crash) — clipped to the last event
   int64_t unmatched_ends = 0;
@@ -98,6 +117,14 @@ struct PhaseAnalysis {
 /// per-step series. A process without step records but with phases lands in other_processes.
 /// With no step records at all, the whole span of each rank's busiest process is one "step".
 /// A rank oscillates when its variation ratio exceeds `t.oscillation_ratio`.
+///
+/// The life of a run (analysis/life.h): step 1 begins once its first batch is in hand (the
+/// data_loading that opens the rank's records, before any other phase and the first step mark,
+/// is start-up: the iterator's creation starts the workers); the leading steps WarmupSteps
+/// names are warm-up (RankSteps::warmup), and step 1 always when its batch came with the
+/// start-up (it waited for no data: no ordinary step). Step and phase statistics (shares, counts,
+/// GPU times, "other") cover the steady steps only; phase time before and after them is
+/// outside_steps_s.
 [[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t);
 
 /// One closed phase instance of one process, for drawing (the HTML report's phase bands).

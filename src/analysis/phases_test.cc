@@ -126,12 +126,22 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
   ASSERT_EQ(a.ranks.size(), 1u);
   const RankSteps& r = a.ranks[0];
   EXPECT_EQ(r.pid, 100);
-  EXPECT_EQ(r.count, 3);
-  EXPECT_NEAR(r.duration_s, 0.3, kEps);
+  // The first batch is start-up (phases.h): step 1 begins at 10 ms, once it is in hand, and is
+  // warm-up (it waited for no data); the steady state is steps 2 and 3.
+  ASSERT_EQ(r.warmup.size(), 1u);
+  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 10 * kMs);
+  EXPECT_EQ(r.count, 2);
+  EXPECT_NEAR(r.duration_s, 0.2, kEps);
   EXPECT_NEAR(r.per_second, 10, 1e-6);
   EXPECT_NEAR(r.mean_step_s, 0.1, kEps);
   EXPECT_NEAR(r.variation_ratio, 0, 1e-6);
   EXPECT_FALSE(r.oscillating);
+  EXPECT_EQ(r.life.first_event_ns, kT0);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 10 * kMs);
+  EXPECT_EQ(r.life.steady_begin_ns, kT0 + 100 * kMs);
+  EXPECT_EQ(r.life.steady_end_ns, kT0 + 300 * kMs);
+  EXPECT_EQ(r.life.startup_phase_s, (std::map<std::string, double>{{"data_loading", 0.01}}));
+  EXPECT_TRUE(r.life.tail_phase_s.empty());
   EXPECT_EQ(Names(a), (std::vector<std::string>{"optimizer_step", "backward_pass", "forward_pass",
                                                 "data_loading", "other"}));
   struct Want {
@@ -145,23 +155,23 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
     SCOPED_TRACE(w.name);
     const PhaseStats* s = Find(a, w.name);
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->count, 3);
+    EXPECT_EQ(s->count, 2);
     EXPECT_NEAR(s->share, w.share, kEps);
-    EXPECT_NEAR(s->total_s, 3 * w.each_s, kEps);
+    EXPECT_NEAR(s->total_s, 2 * w.each_s, kEps);
     EXPECT_NEAR(s->mean_s, w.each_s, kEps);
     EXPECT_NEAR(s->std_s, 0, 1e-9);
     EXPECT_NEAR(s->min_s, w.each_s, kEps);
     EXPECT_NEAR(s->max_s, w.each_s, kEps);
     EXPECT_NEAR(s->p99_s, w.each_s, kEps);
   }
-  ASSERT_EQ(r.steps.size(), 3u);
-  EXPECT_EQ(r.steps[1].index, 2);
-  EXPECT_EQ(r.steps[1].begin_ns, kT0 + 100 * kMs);
-  EXPECT_EQ(r.steps[1].end_ns, kT0 + 200 * kMs);
-  EXPECT_NEAR(r.steps[1].phase_s.at("backward_pass"), 0.03, kEps);
-  EXPECT_NEAR(r.steps[1].phase_s.at("other"), 0, kEps);
-  EXPECT_EQ(r.steps[1].phase_s.size(), 5u);
-  EXPECT_NEAR(a.outside_steps_s, 0, kEps);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].index, 2);
+  EXPECT_EQ(r.steps[0].begin_ns, kT0 + 100 * kMs);
+  EXPECT_EQ(r.steps[0].end_ns, kT0 + 200 * kMs);
+  EXPECT_NEAR(r.steps[0].phase_s.at("backward_pass"), 0.03, kEps);
+  EXPECT_NEAR(r.steps[0].phase_s.at("other"), 0, kEps);
+  EXPECT_EQ(r.steps[0].phase_s.size(), 5u);
+  EXPECT_NEAR(a.outside_steps_s, 0.1, kEps) << "the first batch and step 1";
   EXPECT_EQ(a.unmatched_begins, 0);
   EXPECT_EQ(a.unmatched_ends, 0);
   EXPECT_TRUE(a.warnings.empty());
@@ -254,13 +264,14 @@ TEST(AnalyzePhases, TwoThreadsOverlapOnce) {
 
 TEST(AnalyzePhases, PhaseCrossingAStepIsSplitPerStepButCountedOnce) {
   LogBuilder b;
-  b.Proc(100).Phase("data_loading", 0, 10).Begin("forward_pass", 80).Step(100);
+  b.Proc(100).Phase("setup", 0, 10).Begin("forward_pass", 80).Step(100);
   b.End("forward_pass", 120).Step(200);
   PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
+  ASSERT_EQ(r.steps.size(), 2u);
   EXPECT_NEAR(r.steps[0].phase_s.at("forward_pass"), 0.02, kEps);
   EXPECT_NEAR(r.steps[1].phase_s.at("forward_pass"), 0.02, kEps);
-  EXPECT_EQ(r.steps[1].phase_s.count("data_loading"), 0u);
+  EXPECT_EQ(r.steps[1].phase_s.count("setup"), 0u);
   const PhaseStats* fwd = Find(a, "forward_pass");
   EXPECT_EQ(fwd->count, 1);
   EXPECT_NEAR(fwd->max_s, 0.04, kEps);
@@ -323,12 +334,99 @@ TEST(AnalyzePhases, CrashClipsOpenPhaseAndCountsOutsideTime) {
 }
 
 TEST(AnalyzePhases, SetupBeforeFirstStepIsInsideStepOne) {
-  // Step 1 begins at the first event, so setup phases belong to step 1, not outside.
+  // Step 1 begins at the first event (no first batch opens it), so setup phases belong to step 1.
   LogBuilder b;
   b.Proc(100).Phase("setup", 0, 500).Phase("forward_pass", 500, 600).Step(600);
   PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   EXPECT_NEAR(a.ranks.at(0).duration_s, 0.6, kEps);
   EXPECT_NEAR(a.outside_steps_s, 0, kEps);
+}
+
+/// A loop as the hooks record it: the iterator's creation (which starts the workers) and the
+/// first batch, then `steps` steps of 100 ms (data 10, forward 20, backward 30, optimizer 40);
+/// the first `slow` steps' forward takes `slow_ms` more (compile, cuDNN autotuning).
+LogBuilder HookedLoop(int steps, int slow, double slow_ms) {
+  LogBuilder b;
+  b.Proc(100).Phase("data_loading", 0, 3000).Phase("data_loading", 3000, 3500);  // 3 s spawn
+  double t = 3500;
+  for (int k = 0; k < steps; ++k) {
+    const double extra = k < slow ? slow_ms : 0;
+    if (k > 0) b.Phase("data_loading", t, t + 10), t += 10;
+    b.Phase("forward_pass", t, t + 20 + extra)
+        .Gpu("forward_pass", t, 15 + extra)
+        .Phase("backward_pass", t + 20 + extra, t + 50 + extra)
+        .Phase("optimizer_step", t + 50 + extra, t + 90 + extra)
+        .Counter("host_sync.item", 1, t + 5)
+        .Step(t + 90 + extra);
+    t += 90 + extra;
+  }
+  return b;
+}
+
+TEST(AnalyzePhases, TheFirstBatchIsStartupAndStepOneBeginsAfterIt) {
+  PhaseAnalysis a = AnalyzePhases(HookedLoop(20, 0, 0).Build(), kThresholds);
+  const RankSteps& r = a.ranks.at(0);
+  EXPECT_EQ(r.life.first_event_ns, kT0);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 3500 * kMs);
+  EXPECT_EQ(r.life.startup_phase_s, (std::map<std::string, double>{{"data_loading", 3.5}}));
+  // Step 1 waited for no data: warm-up, and the 19 others are the steady state.
+  ASSERT_EQ(r.warmup.size(), 1u);
+  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 3500 * kMs);
+  ASSERT_EQ(r.count, 19);
+  EXPECT_EQ(r.steps.front().index, 2);
+  EXPECT_NEAR(r.mean_step_s, 0.1, kEps);
+  EXPECT_EQ(Find(a, "data_loading")->count, 19);
+  EXPECT_NEAR(Find(a, "data_loading")->max_s, 0.01, kEps);
+  EXPECT_NEAR(a.outside_steps_s, 3.5 + 0.09, kEps);
+}
+
+TEST(AnalyzePhases, PhasesNestedInTheFirstBatchAreStartupToo) {
+  LogBuilder b;
+  b.Proc(100)
+      .Begin("data_loading", 0)
+      .Phase("decode", 100, 400)  // a user phase inside the Dataset, in the main process
+      .End("data_loading", 500)
+      .Phase("forward_pass", 500, 600)
+      .Step(600)
+      .Phase("data_loading", 600, 610)
+      .Phase("forward_pass", 610, 700)
+      .Step(700);
+  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 500 * kMs);
+  EXPECT_NEAR(r.life.startup_phase_s.at("decode"), 0.3, kEps);
+}
+
+TEST(AnalyzePhases, SlowLeadingStepsAreWarmupAndLeftOutOfEveryStatistic) {
+  // Two 5 s first forwards (compile), then 30 steps of 100 ms.
+  PhaseAnalysis a = AnalyzePhases(HookedLoop(32, 2, 5000).Build(), kThresholds);
+  const RankSteps& r = a.ranks.at(0);
+  ASSERT_EQ(r.warmup.size(), 2u);
+  EXPECT_EQ(r.warmup[0].index, 1);
+  EXPECT_NEAR(r.warmup[0].phase_s.at("forward_pass"), 5.02, kEps);
+  EXPECT_EQ(r.warmup[0].counters.at("host_sync.item"), 1);
+  ASSERT_EQ(r.count, 30);
+  EXPECT_EQ(r.steps.front().index, 3);
+  EXPECT_EQ(r.life.steady_begin_ns, r.steps.front().begin_ns);
+  EXPECT_EQ(r.life.steady_end_ns, r.steps.back().end_ns);
+  EXPECT_NEAR(r.mean_step_s, 0.1, kEps);
+  EXPECT_NEAR(r.variation_ratio, 0, 1e-9);
+  const PhaseStats* fwd = Find(a, "forward_pass");
+  EXPECT_EQ(fwd->count, 30);
+  EXPECT_NEAR(fwd->max_s, 0.02, kEps);
+  EXPECT_NEAR(fwd->share, 0.2, kEps);
+  ASSERT_TRUE(fwd->gpu.has_value());
+  EXPECT_EQ(fwd->gpu->count, 30) << "the warm-up's GPU spans are not steady GPU time";
+  EXPECT_NEAR(fwd->gpu->max_s, 0.015, kEps);
+  EXPECT_NEAR(a.outside_steps_s, 3.5 + 5.09 + 5.10, 1e-6);
+  EXPECT_EQ(a.counters_total.at("host_sync.item"), 32) << "totals are the whole run's";
+}
+
+TEST(AnalyzePhases, WorkAfterTheLastStepIsTheTail) {
+  LogBuilder b = HookedLoop(10, 0, 0);
+  b.Phase("checkpointing", 4500, 5100);  // the final save, after the last step (4.49 s)
+  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  EXPECT_EQ(r.life.tail_phase_s, (std::map<std::string, double>{{"checkpointing", 0.6}}));
+  EXPECT_EQ(r.life.last_event_ns, kT0 + 5100 * kMs);
 }
 
 struct PairingCase {

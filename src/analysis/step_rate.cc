@@ -92,15 +92,11 @@ std::optional<RateChange> CompareRates(std::span<const double> a, std::span<cons
   return c;
 }
 
-size_t SteadyStart(const RankSteps& rank, size_t warmup) {
-  return rank.steps.size() >= warmup + kMinSteps ? warmup : 0;
-}
-
-std::vector<double> SteadyStepSeconds(const RankSteps& rank, size_t warmup) {
+std::vector<double> StepSeconds(const RankSteps& rank) {
   std::vector<double> out;
-  for (size_t i = SteadyStart(rank, warmup); i < rank.steps.size(); ++i) {
-    out.push_back(static_cast<double>(rank.steps[i].end_ns - rank.steps[i].begin_ns) / 1e9);
-  }
+  out.reserve(rank.steps.size());
+  for (const StepRecord& s : rank.steps)
+    out.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e9);
   return out;
 }
 

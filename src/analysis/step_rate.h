@@ -41,12 +41,8 @@ struct RateChange {
                                                      std::span<const double> b,
                                                      double min_ratio = 1.0);
 
-/// The first step of a rank's steady state: `warmup` (start-up: worker start, lazy
-/// initialisation; 1 is what the verdict's prediction skips), or 0 when fewer than 3 steps would
-/// be left.
-[[nodiscard]] size_t SteadyStart(const RankSteps& rank, size_t warmup = 1);
-
-/// The step durations of a rank from SteadyStart on.
-[[nodiscard]] std::vector<double> SteadyStepSeconds(const RankSteps& rank, size_t warmup = 1);
+/// The durations of a rank's steps, in seconds: its steady steps (AnalyzePhases leaves the
+/// warm-up apart, analysis/life.h), what every rate is measured over.
+[[nodiscard]] std::vector<double> StepSeconds(const RankSteps& rank);
 
 }  // namespace stallscope::analysis

@@ -100,7 +100,7 @@ TEST(CompareRates, TooFewStepsIsNeverSignificant) {
   EXPECT_FALSE(CompareRates(std::vector<double>{}, std::vector<double>{0.1}));
 }
 
-TEST(SteadyStepSeconds, DropsTheFirstStep) {
+TEST(StepSeconds, EveryStepOfTheRank) {
   RankSteps r;
   for (int i = 0; i < 4; ++i) {
     StepRecord s;
@@ -108,10 +108,8 @@ TEST(SteadyStepSeconds, DropsTheFirstStep) {
     s.end_ns = s.begin_ns + (i == 0 ? 900'000'000 : 100'000'000);
     r.steps.push_back(s);
   }
-  EXPECT_EQ(SteadyStepSeconds(r), (std::vector<double>{0.1, 0.1, 0.1}));
-  EXPECT_EQ(SteadyStepSeconds(r, 2).size(), 4u);  // 2 would leave fewer than 3: all of them
-  r.steps.resize(2);
-  EXPECT_EQ(SteadyStepSeconds(r).size(), 2u);
+  EXPECT_EQ(StepSeconds(r), (std::vector<double>{0.9, 0.1, 0.1, 0.1}));
+  EXPECT_TRUE(StepSeconds(RankSteps{}).empty());
 }
 
 }  // namespace

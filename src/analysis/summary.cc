@@ -11,7 +11,10 @@ constexpr uint64_t kThrottleMask = gpu::kClockEventSwPowerCap | gpu::kClockEvent
                                    gpu::kClockEventSwThermal | gpu::kClockEventHwThermal |
                                    gpu::kClockEventHwPowerBrake;
 
-void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g) {
+/// `wall_to_mono_ns`: the sample's wall − monotonic clock (the driver stamps its sub-second
+/// samples in wall-clock µs); those outside [fine_begin, fine_end] (monotonic) are skipped.
+void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t wall_to_mono_ns,
+                  int64_t fine_begin_ns, int64_t fine_end_ns) {
   if (g.lost) {
     ++s.lost_samples;
     return;
@@ -22,7 +25,11 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g) {
   if (g.mem_total_bytes)
     s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
   if (g.util_gpu_pct) s.util_pct.Add(*g.util_gpu_pct);
-  for (size_t k = 0; k < g.util_sample_count; ++k) s.util_fine_pct.Add(g.util_samples[k].util_pct);
+  for (size_t k = 0; k < g.util_sample_count; ++k) {
+    const int64_t mono = static_cast<int64_t>(g.util_samples[k].ts_us) * 1000 - wall_to_mono_ns;
+    if (mono >= fine_begin_ns && mono <= fine_end_ns)
+      s.util_fine_pct.Add(g.util_samples[k].util_pct);
+  }
   if (g.power_mw) s.power_w.Add(*g.power_mw / 1000.0);
   if (g.temperature_c) s.temperature_c.Add(*g.temperature_c);
   if (g.sm_clock_mhz) s.sm_clock_mhz.Add(*g.sm_clock_mhz);
@@ -55,7 +62,7 @@ void SummaryBuilder::Add(const sample::Sample& s) {
   last_mono_ns_ = s.mono_ns;
   ++out_.samples;
   for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i)
-    AddGpuSample(out_.gpus[i], s.gpus[i]);
+    AddGpuSample(out_.gpus[i], s.gpus[i], s.wall_ns - s.mono_ns, fine_begin_ns_, fine_end_ns_);
   if (s.host.cpu) {
     out_.cpu_busy_pct.Add(s.host.cpu->busy_pct);
     out_.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
@@ -87,6 +94,15 @@ RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) 
   SummaryBuilder builder(rec.header, t);
   for (const auto& s : rec.samples) builder.Add(s);
   return std::move(builder).Finish(rec.exit_code, rec.warnings);
+}
+
+RecordingSummary SummarizeWindow(const sample::RecordingHeader& header,
+                                 std::span<const sample::Sample> samples, int64_t fine_begin_ns,
+                                 int64_t fine_end_ns, const ThresholdSet& t) {
+  SummaryBuilder builder(header, t);
+  builder.SetFineWindow(fine_begin_ns, fine_end_ns);
+  for (const auto& s : samples) builder.Add(s);
+  return std::move(builder).Finish(std::nullopt, {});
 }
 
 namespace {

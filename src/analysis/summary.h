@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,13 @@ class SummaryBuilder {
   explicit SummaryBuilder(const sample::RecordingHeader& header,
                           const ThresholdSet& t = kThresholds);
   void Add(const sample::Sample& s);
+  /// From now on, the driver's sub-second utilization samples count only when their own time
+  /// (converted to CLOCK_MONOTONIC) lies in [begin_ns, end_ns]: a sample taken just after a
+  /// window's end carries the driver's samples of the time before it, some of them outside.
+  void SetFineWindow(int64_t begin_ns, int64_t end_ns) {
+    fine_begin_ns_ = begin_ns;
+    fine_end_ns_ = end_ns;
+  }
   /// The summary, with the trailer's exit code and the reader's warnings.
   [[nodiscard]] RecordingSummary Finish(std::optional<int> exit_code,
                                         std::vector<std::string> warnings) &&;
@@ -67,12 +76,22 @@ class SummaryBuilder {
   RecordingSummary out_;
   int64_t first_mono_ns_ = 0;
   int64_t last_mono_ns_ = 0;
+  int64_t fine_begin_ns_ = std::numeric_limits<int64_t>::min();
+  int64_t fine_end_ns_ = std::numeric_limits<int64_t>::max();
 };
 
 /// Statistics of `rec`. Never fails: an empty recording gives zero samples. Balance classes cut
 /// at `t`'s balance_*_cv.
 [[nodiscard]] RecordingSummary Summarize(const sample::Recording& rec,
                                          const ThresholdSet& t = kThresholds);
+
+/// Statistics of `samples` (a window of a recording with `header`, e.g. the steady state of a
+/// run), the sub-second utilization samples only within [fine_begin_ns, fine_end_ns]
+/// (SummaryBuilder::SetFineWindow). No exit code, no warnings.
+[[nodiscard]] RecordingSummary SummarizeWindow(const sample::RecordingHeader& header,
+                                               std::span<const sample::Sample> samples,
+                                               int64_t fine_begin_ns, int64_t fine_end_ns,
+                                               const ThresholdSet& t = kThresholds);
 
 /// Statistics of the recording at `path`, streamed (sample::StreamRecording): memory is one
 /// sample plus O(GPUs), not the file. Fails like StreamRecording (unreadable, no header, CSV).

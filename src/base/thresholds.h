@@ -74,6 +74,35 @@ struct ThresholdSet {
   Threshold gpu_time_coverage{"gpu_time_coverage", 0.80, "fraction of a phase's instances",
                               "stallscope: a compute phase's share uses its CUDA-event GPU time "
                               "when at least this many of its instances have one"};
+  // --- the life of a run: start-up, warm-up, steady state (issue 26) -------------------------
+  Threshold warmup_robust_z{"warmup_robust_z", 3.5, "robust σ above the steady median step",
+                            "Iglewicz & Hoaglin: a modified z-score above 3.5 is an outlier; a "
+                            "leading step that far above the steady state is warm-up"};
+  Threshold warmup_min_excess{"warmup_min_excess", 0.5, "fraction of the steady median step",
+                              "stallscope: and at least 50% longer than the steady median, so "
+                              "the jitter of a very regular loop is no warm-up"};
+  Threshold warmup_min_excess_s{"warmup_min_excess_s", 0.001, "s over the steady median step",
+                                "stallscope: and at least 1 ms longer: microsecond loops (a "
+                                "recorder test, a no-op step) have no warm-up worth naming"};
+  Threshold warmup_settle_steps{"warmup_settle_steps", 5, "steps",
+                                "stallscope: warm-up ends at the first step that, with the median "
+                                "of it and the next 4, is back at the steady level"};
+  Threshold warmup_max_share{"warmup_max_share", 0.5, "fraction of the steps",
+                             "stallscope: the steady reference is the second half of the steps, "
+                             "so warm-up is at most the first half"};
+  Threshold steady_sure_steps{"steady_sure_steps", 20, "steps",
+                              "stallscope: fewer steady steps than this give a verdict, not a "
+                              "sure one (seed 000 §1 measures over a few hundred steps)"};
+  Threshold steady_sure_s{"steady_sure_s", 5.0, "s",
+                          "stallscope: a sure verdict needs 5 s of steady state: 25 samples at "
+                          "200 ms, and NVML averages utilization over up to 1 s (seed 004)"};
+  Threshold startup_most_share{"startup_most_share", 0.5, "fraction of the run's wall time",
+                               "stallscope (issue 26): when start-up and warm-up are most of "
+                               "the run, the report says so first"};
+  Threshold gpu_busy_by_events{"gpu_busy_by_events", 0.5, "fraction of steady step time",
+                               "stallscope (issue 26): CUDA events outrank NVML averages; when "
+                               "the compute phases' GPU time is most of the step, the GPU is "
+                               "busy whatever the sampled utilization says"};
   // --- CPU threads ----------------------------------------------------------------------------
   Threshold oversub_threads_per_cpu{"oversub_threads_per_cpu", 2.0,
                                     "runnable (or intra-op) threads per allowed CPU",
@@ -195,7 +224,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 63> kThresholdTable{{
+inline constexpr std::array<Threshold, 72> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -215,6 +244,15 @@ inline constexpr std::array<Threshold, 63> kThresholdTable{{
     kThresholds.min_cost,
     kThresholds.oscillation_ratio,
     kThresholds.gpu_time_coverage,
+    kThresholds.warmup_robust_z,
+    kThresholds.warmup_min_excess,
+    kThresholds.warmup_min_excess_s,
+    kThresholds.warmup_settle_steps,
+    kThresholds.warmup_max_share,
+    kThresholds.steady_sure_steps,
+    kThresholds.steady_sure_s,
+    kThresholds.startup_most_share,
+    kThresholds.gpu_busy_by_events,
     kThresholds.oversub_threads_per_cpu,
     kThresholds.oversub_nvcsw_per_cpu,
     kThresholds.cpu_compute_share,

@@ -5,10 +5,8 @@
 
 #include "base/units.h"
 #include "cli/commands.h"
-#include "diagnose/facts.h"
 #include "diagnose/job_merge.h"
-#include "diagnose/run_report.h"
-#include "diagnose/verdict.h"
+#include "diagnose/run_analysis.h"
 #include "report/job_render.h"
 
 namespace stallscope::cli {
@@ -28,8 +26,7 @@ int RunDiagnoseNodes(const DiagnoseOptions& o) {
     fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(job.error().message));
     return 1;
   }
-  auto report = diagnose::BuildRunReport(job->data);
-  report.verdict = diagnose::Diagnose(job->data, report);
+  diagnose::RunReport report = diagnose::AnalyzeRun(job->data).report;
   diagnose::SummarizeJob(job->nodes, report.phases, report.verdict);
   fmt::print("{}", o.json ? report::RenderJobReportJson(report, job->nodes)
                           : report::RenderJobReportText(report, job->nodes));

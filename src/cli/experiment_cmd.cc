@@ -27,8 +27,9 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultSteps = 50;
 constexpr int kInterrupted = 128 + SIGINT;
-/// Steps a sweep leaves out of each setting's rate: start-up (workers, lazy init).
-constexpr size_t kSweepWarmup = 2;
+/// How every experiment's output says what its rates are.
+constexpr std::string_view kSteadyRates =
+    "rates are the steady state's: start-up and warm-up are left out";
 
 /// The experiment's folder: --out (new, empty, or reused with --force), else a fresh
 /// stallscope-runs/<date>-<time>-<name>-<kind>.
@@ -70,7 +71,7 @@ struct Outcome {
 
 Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
                 const std::vector<std::string>& command, std::vector<std::string> env,
-                size_t warmup) {
+                int64_t skip_through_step = 0) {
   RunOptions ro;
   ro.sampling = e.sampling;
   ro.out = dir;
@@ -86,7 +87,7 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   ro.command = command;
   Outcome o;
   int code = RunRun(ro);
-  auto digest = diagnose::LoadDigest(dir, warmup);
+  auto digest = diagnose::LoadDigest(dir, skip_through_step);
   if (!digest.ok()) {
     o.failure = "failed: " + digest.error().message;
     return o;
@@ -212,8 +213,7 @@ int RunRankPasses(const PassesOptions& o) {
   report.dir = f.dir;
   report.command = e.command;
   report.launcher = launcher->name;
-  report.bound =
-      BoundText(e) + fmt::format("; rates leave out the first {} steps (start-up)", kSweepWarmup);
+  report.bound = BoundText(e) + "; " + std::string(kSteadyRates);
   fmt::print(stderr, "[stallscope] passes --ranks {} in {} ({}), {}\n", EscapeControl(o.ranks),
              EscapeControl(f.dir), EscapeControl(launcher->name), report.bound);
   bool interrupted = false;
@@ -223,7 +223,7 @@ int RunRankPasses(const PassesOptions& o) {
     fmt::print(stderr, "[stallscope] {} running: {}\n", name,
                EscapeControl(diagnose::ShellJoin(run.command)));
     Outcome out = RunOnce(e, (fs::path(f.dir) / name).string(), run.command,
-                          {"STALLSCOPE_SCRATCH_DIR=" + f.scratch}, kSweepWarmup);
+                          {"STALLSCOPE_SCRATCH_DIR=" + f.scratch});
     Progress(name, out);
     interrupted = out.interrupted;
     run.run = std::move(out.run);
@@ -254,9 +254,9 @@ int RunPasses(const PassesOptions& o) {
   report.dir = f.dir;
   report.command = e.command;
   report.bound = BoundText(e) + fmt::format(
-                                    "; rates leave out the first {} steps (start-up, "
-                                    "and pass C's real batches)",
-                                    o.synthetic_batches + 1);
+                                    "; {}, and so are the first {} steps (pass C's "
+                                    "real batches)",
+                                    kSteadyRates, o.synthetic_batches + 1);
   auto specs = diagnose::StandardPasses(f.scratch, static_cast<int>(o.synthetic_batches));
   fmt::print(stderr,
              "[stallscope] passes in {}, {}; every pass sends torch.save to {} "
@@ -269,9 +269,9 @@ int RunPasses(const PassesOptions& o) {
   for (const auto& spec : specs) {
     if (interrupted) break;
     fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
-    // Every pass leaves out the same start: worker start-up, and pass C's real batches.
+    // Every pass leaves out its start-up and warm-up, and the steps of pass C's real batches.
     Outcome out = RunOnce(e, (fs::path(f.dir) / spec.id).string(), e.command, spec.env,
-                          static_cast<size_t>(o.synthetic_batches) + 1);
+                          static_cast<int64_t>(o.synthetic_batches) + 1);
     Progress("pass " + spec.id, out);
     interrupted = out.interrupted;
     report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
@@ -304,8 +304,7 @@ int RunSweep(const SweepOptions& o) {
   diagnose::SweepReport report;
   report.dir = f.dir;
   report.command = e.command;
-  report.bound =
-      BoundText(e) + fmt::format("; rates leave out the first {} steps (start-up)", kSweepWarmup);
+  report.bound = BoundText(e) + "; " + std::string(kSteadyRates);
   fmt::print(stderr, "[stallscope] sweep of {} settings in {}, {}; torch.save goes to {}\n",
              points->size(), EscapeControl(f.dir), report.bound, EscapeControl(f.scratch));
   bool interrupted = false;
@@ -315,8 +314,7 @@ int RunSweep(const SweepOptions& o) {
     env.push_back("STALLSCOPE_SCRATCH_DIR=" + f.scratch);
     fmt::print(stderr, "[stallscope] {}/{} {} running\n", i + 1, points->size(),
                EscapeControl(p.label));
-    Outcome out =
-        RunOnce(e, (fs::path(f.dir) / SettingDirName(i, p)).string(), p.command, env, kSweepWarmup);
+    Outcome out = RunOnce(e, (fs::path(f.dir) / SettingDirName(i, p)).string(), p.command, env);
     Progress(p.label, out);
     interrupted = out.interrupted;
     report.rows.push_back({p, std::move(out.run), std::move(out.failure)});

@@ -9,10 +9,10 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "diagnose/run_analysis.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/run_report.h"
 #include "diagnose/trace_report.h"
-#include "diagnose/verdict.h"
 #include "report/html_render.h"
 #include "report/png_render.h"
 #include "sample/recording.h"
@@ -55,11 +55,10 @@ void PrintWarnings(const std::vector<std::string>& warnings) {
 }
 
 Result<Rendered> RunInput(const std::string& dir) {
-  TRY(diagnose::RunData data, diagnose::LoadRun(dir));
-  auto report = diagnose::BuildRunReport(data);
-  report.verdict = diagnose::Diagnose(data, report);
+  TRY(diagnose::LoadedRun run, diagnose::LoadAndAnalyzeRun(dir));
+  const diagnose::RunReport& report = run.analysis.report;
   PrintWarnings(report.warnings);
-  return Rendered{report::RenderRunHtml(data, report), true, report.machine, report.series};
+  return Rendered{report::RenderRunHtml(run.data, report), true, report.machine, report.series};
 }
 
 Result<Rendered> TraceInput(const std::string& path, unsigned threads) {

@@ -17,12 +17,12 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/top_tui.h"
+#include "diagnose/run_analysis.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/run_follower.h"
 #include "diagnose/run_report.h"
 #include "diagnose/suspicion.h"
 #include "diagnose/thresholds.h"
-#include "diagnose/verdict.h"
 #include "monitor/session.h"
 #include "report/html_render.h"
 #include "report/render.h"
@@ -107,17 +107,17 @@ double CpuSeconds(int who) {
 /// Writes report.txt, report.json and report.html from the run directory; prints the text
 /// unless quiet.
 int Report(const diagnose::RunPaths& paths, bool quiet) {
-  auto data = diagnose::LoadRun(paths.dir);
-  if (!data.ok()) {
-    fmt::print(stderr, "stallscope run: {}\n", EscapeControl(data.error().message));
+  auto run = diagnose::LoadAndAnalyzeRun(paths.dir);
+  if (!run.ok()) {
+    fmt::print(stderr, "stallscope run: {}\n", EscapeControl(run.error().message));
     return 1;
   }
-  auto report = diagnose::BuildRunReport(*data);
-  report.verdict = diagnose::Diagnose(*data, report);
+  const diagnose::RunReport& report = run->analysis.report;
   std::string text = report::RenderRunReportText(report);
   auto st1 = diagnose::WriteFileAtomic(paths.report_txt(), text);
   auto st2 = diagnose::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
-  auto st3 = diagnose::WriteFileAtomic(paths.report_html(), report::RenderRunHtml(*data, report));
+  auto st3 =
+      diagnose::WriteFileAtomic(paths.report_html(), report::RenderRunHtml(run->data, report));
   for (const Status* st : {&st1, &st2, &st3}) {
     if (!st->ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st->error().message));
   }
@@ -461,13 +461,12 @@ int RunDiagnose(const DiagnoseOptions& o) {
     return 2;
   }
   if (o.dirs.size() > 1) return RunDiagnoseNodes(o);
-  auto data = diagnose::LoadRun(o.dirs[0]);
-  if (!data.ok()) {
-    fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(data.error().message));
+  auto run = diagnose::LoadAndAnalyzeRun(o.dirs[0]);
+  if (!run.ok()) {
+    fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(run.error().message));
     return 1;
   }
-  auto report = diagnose::BuildRunReport(*data);
-  report.verdict = diagnose::Diagnose(*data, report);
+  const diagnose::RunReport& report = run->analysis.report;
   fmt::print("{}",
              o.json ? report::RenderRunReportJson(report) : report::RenderRunReportText(report));
   return 0;

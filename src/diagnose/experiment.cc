@@ -10,6 +10,7 @@
 #include "base/json_fields.h"
 #include "diagnose/facts.h"
 #include "diagnose/rule_util.h"
+#include "diagnose/run_analysis.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose {
@@ -52,30 +53,53 @@ std::string GpuNames(const std::vector<gpu::GpuStatic>& gpus) {
   return out;
 }
 
-/// Every rank's steady steps and recorded phases.
-std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, size_t warmup) {
+/// The steady steps of `rank` a digest counts: from the first numbered above `skip_through`,
+/// unless fewer than 3 would be left (then all of them).
+std::span<const analysis::StepRecord> CountedSteps(const analysis::RankSteps& rank,
+                                                   int64_t skip_through) {
+  constexpr size_t kMinSteps = 3;  // as the rate's interval needs (analysis/step_rate.h)
+  const auto from = static_cast<size_t>(
+      std::find_if(rank.steps.begin(), rank.steps.end(),
+                   [&](const analysis::StepRecord& s) { return s.index > skip_through; }) -
+      rank.steps.begin());
+  std::span<const analysis::StepRecord> all(rank.steps);
+  return all.size() - from >= kMinSteps ? all.subspan(from) : all;
+}
+
+std::vector<double> Durations(std::span<const analysis::StepRecord> steps) {
+  std::vector<double> out;
+  out.reserve(steps.size());
+  for (const auto& s : steps) out.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e9);
+  return out;
+}
+
+/// Every rank's steady steps (AnalyzePhases leaves the warm-up apart) and recorded phases.
+std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, int64_t skip_through) {
   std::vector<RankDigest> out;
-  for (const auto& r : phases.ranks) {
-    if (r.steps.empty()) continue;
+  for (const auto& rank : phases.ranks) {
+    if (rank.steps.empty()) continue;
+    analysis::RankSteps r;  // the counted steps only
+    r.rank = rank.rank;
+    const auto counted = CountedSteps(rank, skip_through);
+    r.steps.assign(counted.begin(), counted.end());
     RankDigest d;
     d.rank = r.rank;
-    const std::vector<double> steps = analysis::SteadyStepSeconds(r, warmup);
+    const std::vector<double> steps = Durations(r.steps);
     d.steps = static_cast<int64_t>(steps.size());
     d.median_step_s = rule_util::Median(steps);
     RunningStats st;
     for (double s : steps) st.Add(s);
     d.variation_ratio = st.count() > 1 && st.mean() > 0 ? st.stddev() / st.mean() : 0;
     std::map<std::string, std::vector<double>> per_step;
-    const size_t start = analysis::SteadyStart(r, warmup);
-    for (size_t i = start; i < r.steps.size(); ++i) {
+    for (size_t i = 0; i < r.steps.size(); ++i) {
       for (const auto& [name, s] : r.steps[i].phase_s) {
         std::vector<double>& v = per_step[name];
-        v.resize(i - start, 0.0);  // the steps before without it
+        v.resize(i, 0.0);  // the steps before without it
         v.push_back(s);
       }
     }
     for (auto& [name, v] : per_step) {
-      v.resize(r.steps.size() - start, 0.0);
+      v.resize(r.steps.size(), 0.0);
       d.median_phase_s[name] = rule_util::Median(v);
     }
     for (const auto& p : phases.phases) {
@@ -89,9 +113,10 @@ std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, size_
   return out;
 }
 
-/// The GPUs the job used, with their mean utilization: those whose NVML process lists named one
-/// of the job's processes; when none did (PIDs of another namespace, a driver that hides them),
-/// those that listed any process; else those that were ever busy; else every GPU.
+/// The GPUs the job used, with their mean utilization over the steady window: those whose NVML
+/// process lists named one of the job's processes; when none did (PIDs of another namespace, a
+/// driver that hides them), those that listed any process; else those that were ever busy; else
+/// every GPU.
 std::vector<GpuUse> JobGpus(const RunData& data, const RunReport& report) {
   std::set<uint32_t> job, any, busy;
   const auto& statics = data.recording.header.gpus;
@@ -144,22 +169,25 @@ ExperimentNote ReadExperimentNote(const phase::EventLog& events) {
   return n;
 }
 
-RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup) {
+RunDigest DigestRun(const RunData& data, const RunAnalysis& analysis, int64_t skip_through_step) {
+  const RunReport& report = analysis.report;
   RunDigest d;
   d.dir = data.paths.dir;
   d.meta = data.meta;
   d.wall_s = report.wall_s;
+  d.life = report.life;
   if (const analysis::RankSteps* rank = MeasuredRank(report.phases)) {
-    const size_t start = analysis::SteadyStart(*rank, warmup);
-    d.warmup_steps = static_cast<int64_t>(start);
-    d.step_s = analysis::SteadyStepSeconds(*rank, warmup);
+    const auto counted = CountedSteps(*rank, skip_through_step);
+    d.warmup_steps =
+        static_cast<int64_t>(rank->warmup.size() + rank->steps.size() - counted.size());
+    d.step_s = Durations(counted);
     d.rate = analysis::EstimateRate(d.step_s);
     std::map<std::string, double> phase_s;
     double total_s = 0;
     int64_t syncs = 0;
-    for (size_t i = start; i < rank->steps.size(); ++i) {
-      for (const auto& [name, s] : rank->steps[i].phase_s) phase_s[name] += s;
-      for (const auto& [name, n] : rank->steps[i].counters) {
+    for (const auto& step : counted) {
+      for (const auto& [name, s] : step.phase_s) phase_s[name] += s;
+      for (const auto& [name, n] : step.counters) {
         if (name.starts_with("host_sync.")) syncs += n;
       }
     }
@@ -188,12 +216,12 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
   }
   if (util.count() > 0) d.gpu_util_pct = util.mean();
   d.job_gpus = JobGpus(data, report);
-  d.ranks = RankDigests(report.phases, warmup);
+  d.ranks = RankDigests(report.phases, skip_through_step);
   d.periodic = analysis::FindPeriodicPhases(report.phases);
   // The job's CPUs from the sampler's process tree (every process, DataLoader workers of a
   // forkserver included); getrusage only sees the children the job waited for.
   RunningStats cpus;
-  for (const auto& s : data.recording.samples) {
+  for (const auto& s : SteadySamples(data.recording, report)) {
     if (!s.has_processes) continue;
     uint64_t rss = 0;
     double cpu = 0;
@@ -216,9 +244,8 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
     d.job_cpus = *data.meta.job_cpu_s /
                  (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
   }
-  Facts facts = BuildRunFacts(data, report);
-  d.allowed_cpus = facts.allowed_cpus;
-  d.other_cpus = facts.other_cpu;
+  d.allowed_cpus = analysis.facts.allowed_cpus;
+  d.other_cpus = analysis.facts.other_cpu;
   d.gpus = GpuNames(data.recording.header.gpus);
   d.driver = data.recording.header.driver_version;
   d.principal = report.verdict.principal;
@@ -228,12 +255,9 @@ RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup)
   return d;
 }
 
-Result<RunDigest> LoadDigest(const std::string& dir, size_t warmup) {
-  auto data = LoadRun(dir);
-  if (!data.ok()) return data.error();
-  RunReport report = BuildRunReport(*data);
-  report.verdict = Diagnose(*data, report);
-  return DigestRun(*data, report, warmup);
+Result<RunDigest> LoadDigest(const std::string& dir, int64_t skip_through_step) {
+  TRY(LoadedRun run, LoadAndAnalyzeRun(dir));
+  return DigestRun(run.data, run.analysis, skip_through_step);
 }
 
 }  // namespace stallscope::diagnose

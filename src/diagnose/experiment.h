@@ -10,6 +10,7 @@
 #include "analysis/detect.h"
 #include "analysis/step_rate.h"
 #include "base/result.h"
+#include "diagnose/run_analysis.h"
 #include "diagnose/run_report.h"
 
 namespace stallscope::diagnose {
@@ -66,10 +67,11 @@ struct RunDigest {
   std::string dir;
   RunMeta meta;
   double wall_s = 0;
-  /// Steady-state step durations (analysis::SteadyStepSeconds) of rank 0, else the rank with the
-  /// most steps.
+  /// Steady-state step durations (analysis::StepSeconds) of rank 0, else the rank with the most
+  /// steps: start-up and warm-up (RunLife) are left out of every number below.
   std::vector<double> step_s;
-  int64_t warmup_steps = 0;  ///< steps before them, left out of every number below
+  int64_t warmup_steps = 0;  ///< that rank's steps left out before them (warm-up, skipped)
+  RunLife life;
   std::optional<analysis::RateEstimate> rate;
   std::optional<int64_t> batch_size;  ///< of the main DataLoader (the one of the measured rank)
   std::optional<double> samples_per_s;
@@ -98,11 +100,13 @@ struct RunDigest {
 /// Reads the experiment note of a run's events (info "experiment").
 [[nodiscard]] ExperimentNote ReadExperimentNote(const phase::EventLog& events);
 
-/// The digest of a loaded and analysed run (report.verdict filled); the first `warmup` steps
-/// are left out of the rates and phase shares (analysis::SteadyStart).
-[[nodiscard]] RunDigest DigestRun(const RunData& data, const RunReport& report, size_t warmup = 1);
+/// The digest of a run and its analysis (AnalyzeRun): steady-state rates and phase shares.
+/// `skip_through_step` > 0 also leaves out the steady steps numbered up to it (StepRecord::index:
+/// pass C's real batches), unless fewer than 3 steps would be left.
+[[nodiscard]] RunDigest DigestRun(const RunData& data, const RunAnalysis& analysis,
+                                  int64_t skip_through_step = 0);
 
-/// LoadRun + BuildRunReport + Diagnose + DigestRun.
-[[nodiscard]] Result<RunDigest> LoadDigest(const std::string& dir, size_t warmup = 1);
+/// LoadAndAnalyzeRun + DigestRun.
+[[nodiscard]] Result<RunDigest> LoadDigest(const std::string& dir, int64_t skip_through_step = 0);
 
 }  // namespace stallscope::diagnose

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "diagnose/verdict.h"
+#include "diagnose/run_analysis.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -24,15 +24,13 @@ RunData Load() {
   return data.ok() ? std::move(data).value() : RunData{};
 }
 
-RunDigest Digest(const RunData& data, size_t warmup = 1) {
-  RunReport report = BuildRunReport(data);
-  report.verdict = Diagnose(data, report);
-  return DigestRun(data, report, warmup);
+RunDigest Digest(const RunData& data, int64_t skip_through_step = 0) {
+  return DigestRun(data, AnalyzeRun(data), skip_through_step);
 }
 
 TEST(DigestRun, EveryRankWithItsStepsVariationAndPhases) {
   const RunData data = Load();
-  const RunDigest d = Digest(data, 2);
+  const RunDigest d = Digest(data, 3);
   ASSERT_EQ(d.ranks.size(), 1u);
   const RankDigest& r = d.ranks[0];
   EXPECT_EQ(r.rank, 0);
@@ -48,11 +46,12 @@ TEST(DigestRun, EveryRankWithItsStepsVariationAndPhases) {
   EXPECT_EQ(std::get<0>(r.phases.front()), "data_loading");  // the data-bound run's largest
   for (size_t i = 1; i < r.phases.size(); ++i)
     EXPECT_GE(std::get<2>(r.phases[i - 1]), std::get<2>(r.phases[i]));
-  // An ordinary step's loading: the median over the steady steps (after the 2 warm-up ones).
+  // An ordinary step's loading: the median over the steady steps numbered 4 and on.
   const RunReport report = BuildRunReport(data);
   std::vector<double> loading;
-  for (size_t i = 2; i < report.phases.ranks[0].steps.size(); ++i) {
-    const auto& phase_s = report.phases.ranks[0].steps[i].phase_s;
+  for (const auto& step : report.phases.ranks[0].steps) {
+    if (step.index <= 3) continue;
+    const auto& phase_s = step.phase_s;
     auto it = phase_s.find("data_loading");
     loading.push_back(it == phase_s.end() ? 0 : it->second);
   }

@@ -45,8 +45,7 @@ std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
 }
 
 /// Host-wide facts: CPUs, cgroup quota, runnable counts, I/O wait.
-void HostFacts(const RunData& data, Facts& c) {
-  const auto& samples = data.recording.samples;
+void HostFacts(const RunData& data, std::span<const sample::Sample> samples, Facts& c) {
   c.host_cpus = data.recording.header.cpu_count;
   RunningStats procs_running, iowait, psi_io, job_runnable;
   for (const auto& s : samples) {
@@ -89,9 +88,9 @@ void HostFacts(const RunData& data, Facts& c) {
 /// Other work on the host: per sample, the host's busy CPUs less the job tree's CPU. A sample
 /// where a process of the job has no CPU rate yet (first seen) would count the job's new process
 /// as other work: skipped.
-void OtherCpuFacts(const RunData& data, Facts& c) {
+void OtherCpuFacts(std::span<const sample::Sample> samples, Facts& c) {
   RunningStats other;
-  for (const auto& s : data.recording.samples) {
+  for (const auto& s : samples) {
     uint32_t cpus = s.host.cpu_count > 0 ? s.host.cpu_count : c.host_cpus;
     if (!s.host.cpu || !s.has_processes || cpus == 0) continue;
     double job = 0;
@@ -143,15 +142,18 @@ void UseGpuTimes(const analysis::PhaseAnalysis& phases, double duration_s, Facts
     if (analysis::IsComputePhase(name)) c.host_compute_share += s;
   }
   double gained = 0;
+  double busy = 0;
   for (const auto& [name, share] : gpu_share) {
     if (ranks_with[name] < c.ranks) continue;  // a rank without GPU times: host time for all
     c.compute_on_gpu = true;
+    busy += share;
     double& s = c.phase_share[name];
     if (share > s) {
       gained += share - s;
       s = share;
     }
   }
+  if (c.compute_on_gpu) c.gpu_busy_by_events = std::min(1.0, busy);
   std::vector<std::pair<std::string, double>> donors;  // "other", data_loading, then largest
   for (const auto& [name, s] : c.phase_share) {
     if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
@@ -231,7 +233,7 @@ void StepFacts(const analysis::PhaseAnalysis& phases, Facts& c) {
 }
 
 /// Main-process and worker facts from the process table and the per-sample process list.
-void ProcessFacts(const RunData& data, const RunReport& report, Facts& c) {
+void ProcessFacts(std::span<const sample::Sample> samples, const RunReport& report, Facts& c) {
   std::vector<const ProcessRow*> mains, workers;
   std::set<int32_t> worker_pids;
   for (const ProcessRow& p : report.processes) {
@@ -270,7 +272,7 @@ void ProcessFacts(const RunData& data, const RunReport& report, Facts& c) {
   // Non-persistent workers are new processes every epoch: sum the CPU of the workers alive at
   // the same moment, not the per-pid means.
   RunningStats concurrent;
-  for (const auto& s : data.recording.samples) {
+  for (const auto& s : samples) {
     double sum = 0;
     bool any = false;
     for (const auto& p : s.processes) {
@@ -283,7 +285,8 @@ void ProcessFacts(const RunData& data, const RunReport& report, Facts& c) {
   c.worker_cpu_sum = concurrent.count() > 0 ? concurrent.mean() / 100.0 : 0;
 }
 
-void GpuFactsOf(const RunData& data, const RunReport& report, Facts& c) {
+void GpuFactsOf(const RunData& data, std::span<const sample::Sample> samples,
+                const RunReport& report, Facts& c) {
   const auto& statics = data.recording.header.gpus;
   for (const auto& g : report.machine.gpus) {
     if (g.samples <= 0) continue;
@@ -291,7 +294,11 @@ void GpuFactsOf(const RunData& data, const RunReport& report, Facts& c) {
     f.index = g.index;
     f.name = g.name;
     f.samples = g.samples;
-    f.util_mean = g.util_pct.mean() / 100.0;
+    // The driver's sub-second samples are timed to the steady window (the polled value averages
+    // up to a second back, into the warm-up before it); polled when there are too few.
+    constexpr int64_t kFineEnough = 3;
+    f.util_mean =
+        (g.util_fine_pct.count() >= kFineEnough ? g.util_fine_pct : g.util_pct).mean() / 100.0;
     const gpu::GpuStatic* st = nullptr;
     for (const auto& s : statics) {
       if (s.index == g.index) st = &s;
@@ -319,7 +326,7 @@ void GpuFactsOf(const RunData& data, const RunReport& report, Facts& c) {
                                  gpu::kClockEventHwPowerBrake;
   for (GpuFacts& f : c.gpus) {
     std::map<std::string, int64_t> counts;
-    for (const auto& s : data.recording.samples) {
+    for (const auto& s : samples) {
       if (f.index >= s.gpus.size() || s.gpus[f.index].lost) continue;
       const auto& mask = s.gpus[f.index].clock_event_reasons;
       if (!mask) continue;
@@ -332,6 +339,54 @@ void GpuFactsOf(const RunData& data, const RunReport& report, Facts& c) {
                      [](const auto& a, const auto& b) { return a.second > b.second; });
   }
   c.has_gpu = !c.gpus.empty();
+}
+
+/// Whether the job used the GPU (GpuUsage). A CUDA context (info "cuda_init"), GPU phase times or
+/// the job's process in an NVML process list say it did. It did not when the hooks (which note
+/// every CUDA context created after torch's import, and the backends at the first step) saw
+/// none, when its torch has no CUDA, or (runs before those notes) when compute phases ran on a
+/// CUDA torch without one GPU time.
+void GpuUseFacts(const RunData& data, const RunReport& report, Facts& c) {
+  bool spans = false, compute = false;
+  for (const auto& p : report.phases.phases) {
+    spans = spans || p.gpu.has_value();
+    compute = compute || analysis::IsComputePhase(p.name);
+  }
+  std::set<int32_t> job;
+  for (const auto& row : report.processes) job.insert(row.pid);
+  bool listed = false;
+  for (const auto& s : data.recording.samples) {
+    for (const auto& g : s.gpus) {
+      for (const auto& p : g.processes) listed = listed || job.count(static_cast<int32_t>(p.pid));
+    }
+  }
+  const JobInfo& info = report.job_info;
+  const bool context = !info.cuda_init.empty() ||
+                       std::any_of(info.backends.begin(), info.backends.end(), [](const auto& b) {
+                         return b.cuda_initialized.value_or(false);
+                       });
+  if (context || spans || listed) {
+    c.gpu_use = GpuUsage::kUsed;
+    return;
+  }
+  bool cuda_torch = false, cpu_torch = false;
+  for (const auto& p : report.python) {
+    for (const auto& [phase, how] : p.mechanisms) {
+      if (phase != "gpu_time") continue;
+      cuda_torch = cuda_torch || how == "cuda events";
+      cpu_torch = cpu_torch || how.find("without CUDA") != std::string::npos;
+    }
+  }
+  if (!info.backends.empty()) {
+    c.gpu_use = GpuUsage::kNotUsed;
+    c.gpu_use_why = "no process of the job created a CUDA context";
+  } else if (cpu_torch && !cuda_torch) {
+    c.gpu_use = GpuUsage::kNotUsed;
+    c.gpu_use_why = "its torch is built without CUDA";
+  } else if (cuda_torch && compute && report.phases.ranks.size() > 0) {
+    c.gpu_use = GpuUsage::kNotUsed;
+    c.gpu_use_why = "no compute phase ran on the GPU (no CUDA-event time)";
+  }
 }
 
 /// A profiler trace has no samples: its GPUs are busy for the share its timeline shows
@@ -355,6 +410,10 @@ void LoaderFacts(const std::vector<LoaderInfo>& loaders, Facts& c) {
 }
 
 }  // namespace
+
+bool Facts::GpuBusyByEvents() const {
+  return gpu_busy_by_events && *gpu_busy_by_events >= kThresholds.gpu_busy_by_events.value;
+}
 
 double Facts::Share(std::string_view phase) const {
   auto it = phase_share.find(std::string(phase));
@@ -387,12 +446,21 @@ Facts BuildRunFacts(const RunData& data, const RunReport& report) {
   c.torch = TorchInfos(data.events);
   c.wall_s = report.wall_s;
   c.phases = report.phases;
-  HostFacts(data, c);
-  OtherCpuFacts(data, c);
+  // The sampled facts over the steady window, as the report's statistics (issue 26).
+  const std::span<const sample::Sample> steady = SteadySamples(data.recording, report);
+  HostFacts(data, steady, c);
+  OtherCpuFacts(steady, c);
   c.corrupt_records = data.implausible_events;
   StepFacts(c.phases, c);
-  ProcessFacts(data, report, c);
-  GpuFactsOf(data, report, c);
+  ProcessFacts(steady, report, c);
+  GpuFactsOf(data, steady, report, c);
+  GpuUseFacts(data, report, c);
+  if (c.gpu_use == GpuUsage::kNotUsed && !c.gpus.empty()) {
+    // No GPU rule speaks for a job that ran on the CPU: its GPUs are somebody else's (or idle).
+    c.idle_gpus = static_cast<int64_t>(c.gpus.size());
+    c.gpus.clear();
+    c.has_gpu = false;
+  }
   // A run's recording with no GPU samples may still come with a trace's timeline.
   if (c.gpus.empty() && data.trace) TraceGpuFacts(*data.trace, c);
   c.trace = data.trace;

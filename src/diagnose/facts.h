@@ -35,6 +35,13 @@ struct GpuFacts {
   std::vector<std::pair<std::string, int64_t>> throttle_reasons;
 };
 
+/// Whether the job used the GPU (issue 26: a job that never initialised CUDA gets no GPU class).
+enum class GpuUsage : uint8_t {
+  kUnknown,  ///< nothing says either way (an old run, a job without the hooks)
+  kUsed,     ///< a CUDA context, GPU phase times, or the job's process in an NVML process list
+  kNotUsed,  ///< the hooks saw no CUDA context, or torch has no CUDA
+};
+
 /// One process's info("torch") item (python/stallscope/_hooks.py).
 struct TorchProcess {
   int32_t pid = 0;
@@ -77,6 +84,9 @@ struct Facts {
   /// The compute phases' shares in phase_share are GPU time (CUDA events) where it exceeds the
   /// host time; what they took from other phases' shares is in gpu_moved_share.
   bool compute_on_gpu = false;
+  /// With compute_on_gpu: the compute phases' GPU time over the steady step time (pooled as the
+  /// shares; at most 1): how busy CUDA events say the GPU was. They outrank NVML's averages.
+  std::optional<double> gpu_busy_by_events;
   double host_compute_share = 0;  ///< the compute phases' host share before that
   double gpu_moved_share = 0;
   /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)".
@@ -109,14 +119,19 @@ struct Facts {
   std::optional<LoaderInfo> loader;  ///< the training loader: the first one of the lowest rank
 
   // --- GPUs -----------------------------------------------------------------------------------
-  bool has_gpu = false;
-  std::vector<GpuFacts> gpus;
+  bool has_gpu = false;  ///< GPUs were sampled and the job did not go without them (gpu_use)
+  GpuUsage gpu_use = GpuUsage::kUnknown;
+  std::string gpu_use_why;     ///< what decided gpu_use, for people ("no CUDA context was created")
+  int64_t idle_gpus = 0;       ///< kNotUsed: the GPUs sampled and left out of `gpus`
+  std::vector<GpuFacts> gpus;  ///< util_mean from the driver's sub-second samples when recorded
   std::optional<double> util_cv;    ///< utilization CV across GPUs (std/mean, seed 002)
   std::optional<double> memory_cv;  ///< memory-use CV across GPUs
   /// The GPU timeline of a profiler trace; empty for a live run.
   std::optional<TraceFacts> trace;
 
   [[nodiscard]] double Share(std::string_view phase) const;
+  /// CUDA events say the GPU was busy for most of the steady step (gpu_busy_by_events).
+  [[nodiscard]] bool GpuBusyByEvents() const;
   /// Other work used ≥ busy_host_other_share of the host's CPUs (and ≥ busy_host_other_cpus).
   [[nodiscard]] bool HostBusy() const;
   /// The CPUs `job_threads` CPU-bound threads of the job would get: allowed_cpus on a quiet

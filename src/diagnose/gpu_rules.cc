@@ -31,7 +31,66 @@ double ComputeShare(const Facts& c) {
   return share;
 }
 
+/// CUDA events say the compute phases kept the GPU busy for ≥ gpu_bound_util of the steady step:
+/// GPU-bound whatever NVML's average says (it lags, and it samples). A low clock or power is
+/// evidence that the kernels do not fill the GPU, and what to do about it.
+std::optional<Finding> GpuBoundByEvents(const Facts& c) {
+  if (!c.gpu_busy_by_events || *c.gpu_busy_by_events * 100.0 < T.gpu_bound_util.value)
+    return std::nullopt;
+  const double busy = *c.gpu_busy_by_events;
+  const GpuFacts* g = c.gpus.empty() ? nullptr : &c.gpus.front();
+  for (const auto& x : c.gpus) {
+    if (x.util_mean < g->util_mean) g = &x;
+  }
+  const bool clock_low =
+      g && g->sm_clock_fraction && *g->sm_clock_fraction < T.gpu_bound_clock.value;
+  const bool power_low = g && g->power_fraction && *g->power_fraction < T.gpu_bound_power.value;
+  Finding f =
+      Make(FindingClass::kGpuBound,
+           clock_low || power_low ? T.confidence_fair.value : T.confidence_measured.value, busy,
+           fmt::format("CUDA events: the compute phases keep the GPU busy {} of each "
+                       "steady step: the GPU itself is the limit",
+                       Pct(busy)));
+  f.evidence.push_back(Ev(fmt::format("forward, backward and optimizer on the GPU {} of the step "
+                                      "(CUDA events; threshold {:.0f}%, seed 001 T1)",
+                                      Pct(busy), T.gpu_bound_util.value),
+                          "gpu.busy_by_events", busy, "fraction", T.gpu_bound_util.value / 100.0));
+  if (g) {
+    f.evidence.push_back(Ev(fmt::format("NVML utilization {:.0f}% over the steady state (it "
+                                        "samples and lags; the events time every step)",
+                                        g->util_mean * 100.0),
+                            "gpu.util_mean_pct", g->util_mean * 100.0, "%"));
+  }
+  if (power_low) {
+    f.evidence.push_back(
+        Ev(fmt::format("power {} of limit (below {}): the kernels do not fill the GPU",
+                       Pct(*g->power_fraction), Pct(T.gpu_bound_power.value)),
+           "gpu.power_fraction", *g->power_fraction, "fraction", T.gpu_bound_power.value));
+  }
+  if (clock_low) {
+    f.evidence.push_back(Ev(fmt::format("SM clock {} of max (below {})", Pct(*g->sm_clock_fraction),
+                                        Pct(T.gpu_bound_clock.value)),
+                            "gpu.sm_clock_fraction", *g->sm_clock_fraction, "fraction",
+                            T.gpu_bound_clock.value));
+  }
+  Rec(f, 0,
+      "bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) and TF32 matmuls "
+      "(torch.set_float32_matmul_precision(\"high\")) (seed 001 T9, T13)");
+  if (power_low || clock_low) {
+    Rec(f, 1,
+        "a larger batch, or fewer and bigger kernels (torch.compile, CUDA graphs): the GPU is "
+        "busy but not full (seed 001 T15)");
+  }
+  Rec(f, 1,
+      "fused kernels: F.scaled_dot_product_attention / FlashAttention, torch.compile (seed "
+      "001 T14, T15)");
+  Rec(f, 2, "a faster GPU, or more GPUs");
+  SortRecs(f);
+  return f;
+}
+
 std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
+  if (auto f = GpuBoundByEvents(c)) return f;
   const GpuFacts* weakest = nullptr;
   bool all_known = true;
   for (const auto& g : c.gpus) {
@@ -178,6 +237,10 @@ std::optional<Finding> ThrottledRule(const Facts& c) {
 }
 
 std::optional<Finding> UtilMisleadingRule(const Facts& c) {
+  // CUDA events timing the GPU busy through the step argue against "a trickle of kernels": the
+  // events' gpu_bound names the low power as evidence and gives the same fixes.
+  if (c.gpu_busy_by_events && *c.gpu_busy_by_events * 100.0 >= T.gpu_bound_util.value)
+    return std::nullopt;
   for (const auto& g : c.gpus) {
     if (g.util_mean * 100.0 <= T.util_misleading_util.value) continue;
     // A low clock from throttling is gpu_throttled's finding, not a misleading util.
@@ -431,6 +494,8 @@ std::optional<Finding> StragglerRule(const Facts& c) {
 
 std::optional<Finding> SmallBatchRule(const Facts& c) {
   if (!c.has_gpu || c.Share(kData) >= T.data_bound_share.value) return std::nullopt;
+  // CUDA events outrank NVML's average: a GPU busy for most of the step is no small batch.
+  if (c.GpuBusyByEvents()) return std::nullopt;
   double util = MeanGpuUtil(c) * 100.0;  // the thresholds are in percent
   double mem = 0;
   const GpuFacts* fullest = nullptr;

@@ -17,6 +17,7 @@ std::string Str(const json& j, const char* key) {
 }
 
 void ApplyStart(const json& j, PythonProcess& p) {
+  p.start_ns = JsonOpt<int64_t>(j, "ts_ns");
   p.ppid = JsonOpt<int32_t>(j, "ppid").value_or(0);
   p.version = Str(j, "python");
   p.implementation = Str(j, "implementation");
@@ -36,6 +37,7 @@ void ApplyStart(const json& j, PythonProcess& p) {
 
 void ApplyHooks(const json& j, PythonProcess& p) {
   p.hooks_noted = true;
+  p.hooks_ns = JsonOpt<int64_t>(j, "ts_ns");
   p.torch_version = JsonOpt<std::string>(j, "torch");
   p.hooks_error = JsonOpt<std::string>(j, "error");
   p.mechanisms.clear();

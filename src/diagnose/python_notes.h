@@ -33,6 +33,10 @@ struct PythonProcess {
   /// Phase → how it is measured ("global hook", "patch", "not measured: …"), as noted.
   std::vector<std::pair<std::string, std::string>> mechanisms;
   std::optional<std::string> hooks_error;
+  /// When the interpreter started and when torch was imported (the notes' ts_ns,
+  /// CLOCK_MONOTONIC); empty when not noted.
+  std::optional<int64_t> start_ns;
+  std::optional<int64_t> hooks_ns;
 };
 
 /// The notes of a run directory. Lines that are not JSON objects are counted, not fatal.

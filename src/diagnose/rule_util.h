@@ -86,9 +86,10 @@ inline double MeanGpuUtil(const Facts& c) {
   return c.gpus.empty() ? 0.0 : sum / static_cast<double>(c.gpus.size());
 }
 
-/// Seed 004: low GPU utilization as supporting evidence.
+/// Seed 004: low GPU utilization as supporting evidence; none when CUDA events say the GPU was
+/// busy for most of the step (they outrank NVML's averages, issue 26).
 inline void AddLowUtilEvidence(const Facts& c, Finding& f) {
-  if (!c.has_gpu) return;
+  if (!c.has_gpu || c.GpuBusyByEvents()) return;
   double util = MeanGpuUtil(c) * 100.0;  // the threshold is in percent
   if (util >= T.low_util_warn.value) return;
   f.evidence.push_back(

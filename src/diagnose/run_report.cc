@@ -13,6 +13,7 @@
 
 #include "base/json_fields.h"
 #include "base/units.h"
+#include "diagnose/job_info.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -132,7 +133,8 @@ std::set<int32_t> Launchers(const std::map<int32_t, int32_t>& parent_of,
   return out;
 }
 
-std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysis& phases,
+std::vector<ProcessRow> Processes(const RunData& d, std::span<const sample::Sample> samples,
+                                  const analysis::PhaseAnalysis& phases,
                                   const std::vector<LoaderInfo>& loaders) {
   std::set<int32_t> workers;
   for (const auto& l : loaders) workers.insert(l.worker_pids.begin(), l.worker_pids.end());
@@ -144,7 +146,7 @@ std::vector<ProcessRow> Processes(const RunData& d, const analysis::PhaseAnalysi
 
   std::map<int32_t, ProcAccumulator> acc;
   std::vector<int32_t> order;
-  for (const auto& s : d.recording.samples) {
+  for (const auto& s : samples) {
     for (const auto& p : s.processes) {
       auto [it, fresh] = acc.try_emplace(p.pid);
       ProcAccumulator& a = it->second;
@@ -316,6 +318,18 @@ std::vector<std::string> ExplainNoPhases(const RunReport& r) {
                   hooked->torch_version.value_or("?"))};
 }
 
+/// The DataLoader workers the reference rank's first loader started (0 without workers).
+int64_t WorkersOf(const analysis::PhaseAnalysis& phases, const std::vector<LoaderInfo>& loaders) {
+  const analysis::RankSteps* ref = nullptr;
+  for (const auto& r : phases.ranks) {
+    if ((!r.steps.empty() || !r.warmup.empty()) && (ref == nullptr || r.rank < ref->rank)) ref = &r;
+  }
+  for (const auto& l : loaders) {
+    if (ref != nullptr && l.pid == ref->pid) return l.num_workers.value_or(0);
+  }
+  return 0;
+}
+
 RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
   RunOverhead o;
   o.monitor_cpu_s = d.meta.monitor_cpu_s;
@@ -324,8 +338,9 @@ RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
     o.monitor_share = *o.monitor_cpu_s / *o.job_cpu_s;
   }
   o.records = d.events.events.size();
-  int64_t steps = 0;
-  for (const auto& rank : phases.ranks) steps += rank.count;
+  int64_t steps = 0;  // every step the records were written over, warm-up included
+  for (const auto& rank : phases.ranks)
+    steps += rank.count + static_cast<int64_t>(rank.warmup.size());
   if (steps > 0) o.records_per_step = static_cast<double>(o.records) / static_cast<double>(steps);
   return o;
 }
@@ -410,13 +425,69 @@ RunReport BuildRunReport(const RunData& d) {
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
   r.loaders = Loaders(d.events);
   r.sync_sites = SyncSites(d.events);
-  r.processes = Processes(d, r.phases, r.loaders);
-  r.machine = analysis::Summarize(d.recording);
+  r.job_info = ReadJobInfo(d.events);
+  if (r.job_info.malformed > 0) {
+    r.warnings.push_back(
+        fmt::format("{}: {} malformed start-up record(s) (cuda_init, compile, "
+                    "backends) skipped",
+                    d.paths.dir, r.job_info.malformed));
+  }
+  r.life = BuildRunLife(d.meta, r.wall_s, r.phases, d.python.processes, r.job_info,
+                        WorkersOf(r.phases, r.loaders));
+  r.steady_first = 0;
+  r.steady_last = d.recording.samples.size();
+  int64_t fine_begin = std::numeric_limits<int64_t>::min();
+  int64_t fine_end = std::numeric_limits<int64_t>::max();
+  if (r.life.has_steps) {
+    const int64_t interval =
+        d.meta.interval_ns > 0 ? d.meta.interval_ns : d.recording.header.interval_ns;
+    std::tie(r.steady_first, r.steady_last) = SamplesInWindow(
+        d.recording.samples, r.life.steady_begin_ns, r.life.steady_end_ns, interval);
+    fine_begin = r.life.steady_begin_ns;
+    fine_end = r.life.steady_end_ns;
+  }
+  const std::span<const sample::Sample> steady = SteadySamples(d.recording, r);
+  r.processes = Processes(d, steady, r.phases, r.loaders);
+  r.machine = analysis::SummarizeWindow(d.recording.header, steady, fine_begin, fine_end);
+  r.machine.exit_code = d.recording.exit_code;
+  r.machine.warnings = d.recording.warnings;
   r.series = MachineSeries(d);
   r.python = d.python.processes;
   r.no_phases = ExplainNoPhases(r);
   r.overhead = Overhead(d, r.phases);
   return r;
+}
+
+std::span<const sample::Sample> SteadySamples(const sample::Recording& recording,
+                                              const RunReport& report) {
+  const size_t n = recording.samples.size();
+  const size_t first = std::min(report.steady_first, n);
+  const size_t last = std::clamp(report.steady_last, first, n);
+  return std::span<const sample::Sample>(recording.samples).subspan(first, last - first);
+}
+
+std::pair<size_t, size_t> SamplesInWindow(const std::vector<sample::Sample>& samples,
+                                          int64_t begin_ns, int64_t end_ns, int64_t interval_ns) {
+  auto at_or_after = [&](int64_t t) {
+    return static_cast<size_t>(
+        std::lower_bound(samples.begin(), samples.end(), t,
+                         [](const sample::Sample& s, int64_t v) { return s.mono_ns < v; }) -
+        samples.begin());
+  };
+  auto after = [&](int64_t t) {
+    return static_cast<size_t>(
+        std::upper_bound(samples.begin(), samples.end(), t,
+                         [](int64_t v, const sample::Sample& s) { return v < s.mono_ns; }) -
+        samples.begin());
+  };
+  const int64_t half = std::max<int64_t>(0, interval_ns) / 2;
+  const size_t first = at_or_after(begin_ns + half);
+  const size_t last = std::max(first, after(end_ns + half));
+  if (first < last) return {first, last};
+  const size_t next = at_or_after(begin_ns);
+  if (next < samples.size() && samples[next].mono_ns <= end_ns + std::max<int64_t>(0, interval_ns))
+    return {next, next + 1};
+  return {next, next};
 }
 
 std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t t0_ns) {

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "analysis/summary.h"
 #include "base/vocabulary.h"
 #include "diagnose/findings.h"
+#include "diagnose/life.h"
 #include "diagnose/python_notes.h"
 #include "diagnose/run_dir.h"
 #include "diagnose/trace_facts.h"
@@ -120,16 +123,24 @@ struct RunOverhead {
   std::optional<double> records_per_step;  ///< per step of the busiest rank
 };
 
-/// The measured breakdown of a run: what report.txt and report.json show.
+/// The measured breakdown of a run: what report.txt and report.json show. Every statistic is
+/// the steady state's (RunLife, issue 26) when steps were measured; the series are the whole run.
 struct RunReport {
   RunMeta meta;
   std::string dir;
-  double wall_s = 0;  ///< job start to end (or the last sample)
-  analysis::PhaseAnalysis phases;
-  std::vector<ProcessRow> processes;
+  double wall_s = 0;                  ///< job start to end (or the last sample)
+  analysis::PhaseAnalysis phases;     ///< steps and phase statistics of the steady steps
+  RunLife life;                       ///< start-up, warm-up, steady state, tail
+  JobInfo job_info;                   ///< CUDA context, compiles, backends, as the hooks noted them
+  std::vector<ProcessRow> processes;  ///< over the steady window's samples
   std::vector<LoaderInfo> loaders;
   std::vector<SyncSite> sync_sites;    ///< most calls first (unknown counts last)
-  analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the run
+  analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the steady window
+  /// The recording's samples of the steady window: samples[steady_first, steady_last)
+  /// (SteadySamples; `steady_last` past the end means to the end); every sample when no step
+  /// was measured, and by default.
+  size_t steady_first = 0;
+  size_t steady_last = std::numeric_limits<size_t>::max();
   std::vector<Series> series;
   std::vector<PythonProcess> python;  ///< the job's Python interpreters, as they noted themselves
   /// When no phase was recorded: the cause that applies (first line) and what supports it.
@@ -139,7 +150,21 @@ struct RunReport {
   Verdict verdict;  ///< filled by Diagnose() (verdict.h); empty from BuildRunReport alone
 };
 
-/// Builds the report from loaded data. Pure: no I/O.
+/// Builds the report from loaded data. Pure: no I/O. Commands call AnalyzeRun
+/// (diagnose/run_analysis.h), which adds the facts and the verdict.
 [[nodiscard]] RunReport BuildRunReport(const RunData& data);
+
+/// The samples of `recording` that `report`'s steady window holds (its [steady_first,
+/// steady_last)).
+[[nodiscard]] std::span<const sample::Sample> SteadySamples(const sample::Recording& recording,
+                                                            const RunReport& report);
+
+/// Which samples a window [begin_ns, end_ns] holds: a sample at t covers the interval since the
+/// one before (`interval_ns`), so it counts when the middle of that interval lies in the window;
+/// when none does (a window shorter than the interval), the first sample after its begin, if it
+/// is taken within an interval of its end. [first, last) indices, ascending samples assumed.
+[[nodiscard]] std::pair<size_t, size_t> SamplesInWindow(const std::vector<sample::Sample>& samples,
+                                                        int64_t begin_ns, int64_t end_ns,
+                                                        int64_t interval_ns);
 
 }  // namespace stallscope::diagnose

@@ -81,10 +81,6 @@ Verdict RankFindings(std::vector<Finding> findings) {
   return v;
 }
 
-Verdict Diagnose(const RunData& data, const RunReport& report) {
-  return Diagnose(BuildRunFacts(data, report));
-}
-
 namespace {
 
 /// Classes whose cause is host CPU time: other work on the host can cause or inflate them.
@@ -160,19 +156,23 @@ Verdict Diagnose(const Facts& context) {
     findings.push_back(std::move(only));
   }
   std::vector<std::string> caveats = ApplyCaveats(context, findings);
+  if (context.gpu_use == GpuUsage::kNotUsed && context.idle_gpus > 0) {
+    caveats.insert(
+        caveats.begin(),
+        fmt::format("this job does not use the GPU ({}): the verdict is the CPU side's; "
+                    "the {} GPU{} sampled are left out",
+                    context.gpu_use_why, context.idle_gpus, context.idle_gpus == 1 ? "" : "s"));
+  }
   Verdict v = RankFindings(std::move(findings));
   v.caveats = std::move(caveats);
   v.compute_time = "host";
   if (context.compute_on_gpu) {
     v.compute_time = "gpu";
-    double compute = 0;
-    for (const auto& [name, s] : context.phase_share) {
-      if (analysis::IsComputePhase(name)) compute += s;
-    }
     v.compute_time_note = fmt::format(
-        "compute phases take {:.0f}% of step time on the GPU (CUDA events) against {:.0f}% on "
-        "the host; {:.0f}% of step time elsewhere was the host waiting for the GPU",
-        compute * 100, context.host_compute_share * 100, context.gpu_moved_share * 100);
+        "CUDA events: the compute phases keep the GPU busy {:.0f}% of the step, against {:.0f}% "
+        "of it on the host; {:.0f}% of step time elsewhere was the host waiting for the GPU",
+        context.gpu_busy_by_events.value_or(0) * 100, context.host_compute_share * 100,
+        context.gpu_moved_share * 100);
   }
   return v;
 }

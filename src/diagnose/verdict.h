@@ -33,7 +33,4 @@ struct NamedRule {
 /// cost_fraction × confidence, with gpu_bound only when nothing else costs ≥ 5% of wall time.
 [[nodiscard]] Verdict Diagnose(const Facts& facts);
 
-/// Diagnose(BuildRunFacts(data, report)).
-[[nodiscard]] Verdict Diagnose(const RunData& data, const RunReport& report);
-
 }  // namespace stallscope::diagnose

@@ -418,9 +418,11 @@ TEST(GpuTimes, GpuTimesShowTheGpuIsTheLimit) {
   Verdict v = run.Diagnose();
   EXPECT_EQ(ClassOf(v), "gpu_bound");
   EXPECT_EQ(v.compute_time, "gpu");
-  EXPECT_NE(v.compute_time_note.find("90% of step time on the GPU"), std::string::npos)
+  EXPECT_NE(v.compute_time_note.find("keep the GPU busy 90% of the step"), std::string::npos)
       << v.compute_time_note;
-  EXPECT_NE(v.compute_time_note.find("against 6% on the host"), std::string::npos);
+  EXPECT_NE(v.compute_time_note.find("against 6% of it on the host"), std::string::npos);
+  ASSERT_TRUE(c.gpu_busy_by_events.has_value());
+  EXPECT_NEAR(*c.gpu_busy_by_events, 0.90, 1e-9) << "forward 30%, backward 55%, optimizer 5%";
 }
 
 TEST(GpuTimes, TheGainComesOutOfOtherThenDataLoading) {

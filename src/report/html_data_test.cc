@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "diagnose/run_analysis.h"
 #include "diagnose/verdict.h"
 #include "golden.h"
 
@@ -21,8 +22,7 @@ std::string RunData(const std::string& name, const PageLimits& limits = {}) {
   auto data = diagnose::LoadRun(dir);
   EXPECT_TRUE(data.ok()) << data.error().message;
   if (!data.ok()) return "";
-  auto report = diagnose::BuildRunReport(*data);
-  report.verdict = diagnose::Diagnose(*data, report);
+  auto report = diagnose::AnalyzeRun(*data).report;
   return RunPageData(*data, report, limits);
 }
 

@@ -1,6 +1,7 @@
 #include "report/run_render.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,6 +9,7 @@
 #include "base/json_writer.h"
 #include "base/thresholds.h"
 #include "base/units.h"
+#include "report/life_render.h"
 #include "report/render.h"
 
 namespace stallscope::report {
@@ -35,10 +37,13 @@ std::string JobLines(const diagnose::RunReport& r) {
   std::string out = fmt::format("Job     {}\n        {}, {} wall\n",
                                 EscapeControl(diagnose::ShellJoin(r.meta.command)), exit,
                                 FormatDurationSeconds(r.wall_s));
+  if (r.life.has_steps) out += fmt::format("Life    {}\n", RenderLifeLine(r.life));
   for (const auto& rank : r.phases.ranks) {
+    const std::string warmup =
+        rank.warmup.empty() ? std::string() : fmt::format(" (+{} warm-up)", rank.warmup.size());
     out += fmt::format(
-        "Steps   rank {}: {} steps, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n", rank.rank,
-        rank.count, rank.per_second, FormatDurationSeconds(rank.mean_step_s),
+        "Steps   rank {}: {} steady steps{}, {:.2f} steps/s, step {} ± {} (variation {:.2f}{})\n",
+        rank.rank, rank.count, warmup, rank.per_second, FormatDurationSeconds(rank.mean_step_s),
         FormatDurationSeconds(rank.std_step_s), rank.variation_ratio,
         rank.oscillating ? fmt::format(", OSCILLATING: > {}", kThresholds.oscillation_ratio.value)
                          : std::string());
@@ -159,9 +164,12 @@ std::string MachineLines(const diagnose::RunReport& r) {
     out += "\n";
   }
   if (m.cpu_busy_pct.count() > 0) {
-    out += fmt::format("Host    CPU busy {:.1f}% (max {:.1f}%), iowait {:.1f}%, over {} samples\n",
-                       m.cpu_busy_pct.mean(), m.cpu_busy_pct.max(), m.cpu_iowait_pct.mean(),
-                       m.samples);
+    out +=
+        fmt::format("Host    CPU busy {:.1f}% (max {:.1f}%), iowait {:.1f}%, over {} samples{}\n",
+                    m.cpu_busy_pct.mean(), m.cpu_busy_pct.max(), m.cpu_iowait_pct.mean(), m.samples,
+                    r.life.has_steps ? " of the steady state" : "");
+  } else if (r.life.has_steps && m.samples == 0) {
+    out += "Host    no sample fell in the steady state: run it longer, or sample faster (-i)\n";
   }
   return out;
 }
@@ -210,11 +218,12 @@ std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> 
   std::string note = v.compute_time_note.empty()
                          ? ""
                          : fmt::format("         ({})\n", EscapeControl(v.compute_time_note));
-  for (const auto& c : v.caveats) note += fmt::format("CAVEAT   {}\n", EscapeControl(c));
+  std::string caveats;
+  for (const auto& c : v.caveats) caveats += fmt::format("CAVEAT   {}\n", EscapeControl(c));
   if (!v.principal)
     return "VERDICT  none: no bottleneck named (no steps measured, or nothing above its threshold "
            "and the GPU not busy enough to call it GPU-bound)\n" +
-           note;
+           note + caveats;
   const diagnose::Finding& f = *v.principal;
   // Reasons, fixes and evidence quote phase, kernel and process names: escaped for the terminal.
   std::string out =
@@ -224,6 +233,7 @@ std::string RenderVerdictText(const diagnose::Verdict& v, std::optional<double> 
     out += fmt::format("         predicted after the first fix: {:.2f} steps/s (now {:.2f})\n",
                        *f.predicted_steps_per_s, *steps_per_s);
   }
+  out += caveats;
   for (size_t i = 0; i < f.recommendations.size(); ++i) {
     out += fmt::format("{}{}. {}\n", i == 0 ? "FIX      " : "         ", i + 1,
                        EscapeControl(f.recommendations[i].text));
@@ -314,18 +324,27 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
 std::string RenderRunReportText(const diagnose::RunReport& r) {
   std::string out = fmt::format("stallscope run report: {}  ({})\n", EscapeControl(r.meta.name),
                                 EscapeControl(r.dir));
+  out += RenderLifeHeadline(r.life);
   out += VerdictLines(r);
   out += '\n';
   out += JobLines(r);
   out += RenderPhaseTable(r.phases);
   if (!r.phases.counters_total.empty()) {
-    std::string syncs;
+    // Totals of the whole run; per step over the steady steps, as every rate.
+    std::map<std::string, int64_t> steady;
     int64_t steps = 0;
-    for (const auto& rank : r.phases.ranks) steps += rank.count;
+    for (const auto& rank : r.phases.ranks) {
+      steps += rank.count;
+      for (const auto& s : rank.steps) {
+        for (const auto& [name, n] : s.counters) steady[name] += n;
+      }
+    }
+    std::string syncs;
     for (const auto& [name, n] : r.phases.counters_total) {
       syncs += fmt::format("{}{} {}", syncs.empty() ? "" : ", ", n, EscapeControl(name));
       if (steps > 0)
-        syncs += fmt::format(" ({:.1f}/step)", static_cast<double>(n) / static_cast<double>(steps));
+        syncs += fmt::format(" ({:.1f}/steady step)",
+                             static_cast<double>(steady[name]) / static_cast<double>(steps));
     }
     out += "Counters  " + syncs + "\n";
   }
@@ -333,9 +352,6 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     out += fmt::format("{}{}\n", i == 0 ? "Syncs at  " : "          ",
                        EscapeControl(diagnose::SyncSiteText(r.sync_sites[i])));
   }
-  if (r.phases.outside_steps_s > 0.0005)
-    out += fmt::format("Outside steps (setup, final save): {}\n",
-                       FormatDurationSeconds(r.phases.outside_steps_s));
   if (!r.loaders.empty()) {
     out += '\n';  // (not "\n" + string: GCC 12 -O3 warns falsely, -Wrestrict)
     out += LoaderLines(r.loaders);
@@ -392,6 +408,8 @@ void WriteStepsJson(JsonWriter& w, const diagnose::RunReport& r) {
     w.Field("variation_ratio", rank.variation_ratio, 4).FieldBool("oscillating", rank.oscillating);
     w.Key("step_s").BeginArray();
     for (const auto& s : rank.steps) w.Double(NsToSeconds(s.end_ns - s.begin_ns), 6);
+    w.EndArray().Field("warmup_steps", rank.warmup.size()).Key("warmup_step_s").BeginArray();
+    for (const auto& s : rank.warmup) w.Double(NsToSeconds(s.end_ns - s.begin_ns), 6);
     w.EndArray().EndObject();
   }
   w.EndArray().EndObject();
@@ -496,6 +514,7 @@ void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
   w.Field("schema_version", diagnose::kRunSchemaVersion);
   WriteVerdictJson(w, r.verdict);
   WriteJobJson(w, r);
+  WriteLifeJson(w, r.life, r.meta.start_mono_ns);
   WriteStepsJson(w, r);
   w.Key("phases").BeginArray();
   for (const auto& p : r.phases.phases) WriteStatsJson(w, p);

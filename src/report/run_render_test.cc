@@ -7,6 +7,7 @@
 
 #include "base/units.h"
 
+#include "diagnose/run_analysis.h"
 #include "diagnose/verdict.h"
 #include "golden.h"
 #include "terminal_safe.h"
@@ -25,8 +26,7 @@ void ExpectRunGolden(const std::string& name) {
   std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/" + name;
   auto data = diagnose::LoadRun(dir);
   ASSERT_TRUE(data.ok()) << data.error().message;
-  auto report = diagnose::BuildRunReport(*data);
-  report.verdict = diagnose::Diagnose(*data, report);
+  auto report = diagnose::AnalyzeRun(*data).report;
   // The checkout's path is not part of the report's content.
   testing::ExpectGolden("run_" + name + ".txt",
                         ReplaceAll(RenderRunReportText(report), dir, "RUN_DIR"));
@@ -51,8 +51,7 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
   const std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
   auto data = diagnose::LoadRun(dir);
   ASSERT_TRUE(data.ok()) << data.error().message;
-  auto r = diagnose::BuildRunReport(*data);
-  r.verdict = diagnose::Diagnose(*data, r);
+  auto r = diagnose::AnalyzeRun(*data).report;
   const std::string& bad = testing::kHostileName;
   r.meta.name = bad;
   r.meta.command.push_back(bad);
@@ -84,7 +83,7 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
   EXPECT_EQ(text.find("pwned\x07"), std::string::npos) << text;
   // The COMMAND column is cut on the escaped text, so the CPU% column stays where it was.
   const std::string row =
-      "   8317  main               " + Elide(std::string(testing::kHostileEscaped), 26) + "   99.8";
+      "   8317  main               " + Elide(std::string(testing::kHostileEscaped), 26) + "  100.2";
   EXPECT_NE(text.find(row), std::string::npos) << text;
   EXPECT_EQ(testing::RawControlBytes(RenderRunReportJson(r)), "");
 }
