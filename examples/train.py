@@ -21,6 +21,12 @@ MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE), e.g. examples/launch.py or torchrun:
   python3 examples/launch.py --nproc-per-node 2 examples/train.py --situation ddp_straggler
 
 Explicit flags override a preset. See examples/README.md for the measured numbers.
+
+Start-up shapes (off by default; any preset): --setup-s S sleeps S seconds after the model and
+loader are built, before the loop (a long set-up); --first-batch-s S makes the first batch S
+seconds slower inside data loading (the first item served, once per run); --warmup-steps N with
+--warmup-s S makes each of the first N training forwards S seconds slower (a compile or cuDNN
+autotuning in the first steps).
 """
 
 import argparse
@@ -30,6 +36,7 @@ import mmap
 import multiprocessing
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -148,6 +155,35 @@ def calibrate_transform(transform_ms, seed):
     return max(1, round(transform_ms / per_round_ms))
 
 
+class FirstBatchDelay:
+    """--first-batch-s: the first item served in the run sleeps `seconds`, inside data loading.
+    Only the main process (no workers) or worker 0 sleeps, the worker that makes the first
+    batch, and only once per run: it claims a marker file first, so the new workers of a later
+    epoch (non-persistent workers) do not sleep again. Each process tries once."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.dir = tempfile.mkdtemp(prefix="train-first-batch-") if seconds > 0 else None
+        self._tried_in = None  # pid of the process that has tried
+
+    def __call__(self):
+        if self.dir is None or self._tried_in == os.getpid():
+            return
+        self._tried_in = os.getpid()
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None and worker.id != 0:
+            return
+        try:
+            os.close(os.open(os.path.join(self.dir, "claimed"), os.O_CREAT | os.O_EXCL))
+        except OSError:
+            return  # claimed before: a later epoch's worker, or the run is over
+        time.sleep(self.seconds)
+
+    def close(self):
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class BaseImages(Dataset):
     """Shared transform logic: uint8 image -> float 3x64x64 (+ optional expensive augment)."""
 
@@ -156,11 +192,14 @@ class BaseImages(Dataset):
         self.transform_reps = transform_reps
         self.seed = seed
         self.kernel = gaussian_kernel5()
+        self.first_item = None  # FirstBatchDelay with --first-batch-s
 
     def __len__(self):
         return len(self.labels)
 
     def finish(self, idx, img_u8):
+        if self.first_item is not None:
+            self.first_item()
         x = torch.from_numpy(np.ascontiguousarray(img_u8, dtype=np.float32)) / 255.0
         if self.transform_reps:
             x = augment(x, self.transform_reps, self.seed * 1_000_003 + idx, self.kernel)
@@ -313,6 +352,22 @@ def make_model(kind, size):
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * c, NUM_CLASSES))
 
 
+def add_warmup_delay(model, steps, seconds):
+    """--warmup-steps/--warmup-s: the model's first `steps` training forwards (grad enabled)
+    each sleep `seconds` first, inside the forward pass, as a compile or cuDNN autotuning makes
+    the first steps slow. A forward pre hook of the model itself (not a global one)."""
+    if steps <= 0 or seconds <= 0:
+        return
+    left = [steps]
+
+    def delay(module, args):
+        if left[0] > 0 and torch.is_grad_enabled():
+            left[0] -= 1
+            time.sleep(seconds)
+
+    model.register_forward_pre_hook(delay)
+
+
 def sample(model, batch, iters, device):
     """A no-grad generation loop: refine a batch of noise images by repeated forward passes."""
     was_training = model.training
@@ -399,6 +454,18 @@ def build_parser():
                    help="multi-rank: only this rank checkpoints, samples and logs (-1: every "
                         "rank)")
     p.add_argument("--print-every", type=int, default=10)
+    # start-up shapes
+    p.add_argument("--setup-s", type=float, default=0.0,
+                   help="sleep this long after the model and loader are built, before the "
+                        "loop (a long pre-loop set-up)")
+    p.add_argument("--first-batch-s", type=float, default=0.0,
+                   help="the first batch takes this much longer, inside data loading (the first "
+                        "item served sleeps; once per run, also with workers)")
+    p.add_argument("--warmup-steps", type=int, default=0,
+                   help="the first N training forwards each take --warmup-s longer")
+    p.add_argument("--warmup-s", type=float, default=0.0,
+                   help="extra seconds inside each of the first --warmup-steps forwards "
+                        "(compile-like warm-up)")
     # test hooks
     p.add_argument("--slow-rank", type=int, default=-1,
                    help="multi-rank: this rank's transform and I/O latency are --slow-factor "
@@ -517,8 +584,11 @@ def main(argv=None):
     else:
         dataset = MemoryImages(args.dataset_size, reps, args.seed, latency_ms)
         io_note = f" latency={latency_ms}ms" if latency_ms else ""
+    first_batch = FirstBatchDelay(args.first_batch_s)
+    dataset.first_item = first_batch
     loader = make_loader(args, dataset, dist)
     model = make_model(args.model, args.size).to(device)
+    add_warmup_delay(model, args.warmup_steps, args.warmup_s)
     if dist.active:
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(
@@ -536,6 +606,16 @@ def main(argv=None):
           f"threads={args.threads} transform_reps={reps} dataset={args.dataset}{io_note} "
           f"device={device}{rank_note(dist)}", flush=True)
 
+    if args.setup_s > 0:
+        time.sleep(args.setup_s)  # --setup-s: the rest of a long set-up
+    try:
+        return train(args, dist, device, loader, model, opt, ckpt_path, ckpt_extra, log_file)
+    finally:
+        first_batch.close()
+
+
+def train(args, dist, device, loader, model, opt, ckpt_path, ckpt_extra, log_file):
+    """The training loop; returns the exit code."""
     non_blocking = args.pin_memory and device.type == "cuda"
     prof = start_profiler(args, device)
     step, epoch, done = 0, 0, False

@@ -6,14 +6,15 @@ checks each result against what it should be, and prints an expected/got table.
     make gpu-check GPU_CHECK_FLAGS="--quick"            # the same, from the repo
     bin/stallscope-gpu-check --quick                     # the same, from the bundle (make dist)
 
-What it runs (README "GPU check"), each command with a time limit, in about 3 minutes (about
-1.5 with --quick), at most 9 (4.5):
+What it runs (README "GPU check"), each command with a time limit, in about 4 minutes (about
+2 with --quick), at most 9 (4.5):
   top --once --json      NVML names, memory, power, clocks, temperature, processes
   record -i 100ms        while the GPU is idle (utilization < 10%), and following a matmul burn
                          that it starts itself (> 80%; the burn's PID in the per-process memory)
   run                    examples/train.py --device cuda with the presets compute, data_cpu,
-                         logging and periodic: the verdict each is built to produce, and GPU-side
-                         phase times where this build records them
+                         logging and periodic: the verdict each is built to produce (compute: a
+                         sure one, from a long enough steady state), the report's start-up line,
+                         and GPU-side phase times where this build records them
   trace --json           a torch.profiler CUDA trace of examples/train.py recorded here
   doctor --json          where this build has `doctor`
 
@@ -54,18 +55,34 @@ IDLE_MAX_UTIL_PCT = 10.0
 INTERVAL_MS = (80.0, 150.0)  # record -i 100ms: median spacing of samples
 RAMP_NS = 1_000_000_000  # NVML utilization averages up to 1 s back: skip the burn's first second
 
-# examples/train.py presets and the verdict each is built to produce. The presets were tuned on a
-# 2-core CPU box; on a GPU `compute` gets a model and batch that keep the GPU busy, and loader
-# workers that keep the data off the critical path (else the host, not the GPU, is the limit).
+# examples/train.py presets and the verdict each is built to produce (examples/README.md, "On a
+# GPU"). The presets were tuned on a 2-core CPU box. On a GPU, `compute` and `periodic` get a
+# CNN and batch whose steps are GPU work, and loader workers that keep the data off the critical
+# path (else the host, not the GPU, is the limit). Measured on an H100 (docs/gpu-check.md,
+# 2026-11-26): the old compute (cnn/64, batch 128) ran 150 steps/s at 87-90% utilization after
+# 18 s of start-up, so 150 steps were 1 s of steady state; the old periodic (mlp/512, batch 32)
+# was a tiny-kernel run with 2 checkpoints inside its steps.
+GPU_DATA = ["--dataset-size", "8192", "--num-workers", "4", "--persistent-workers",
+            "--pin-memory"]
 SITUATIONS = [
     # (situation, expected verdict class, extra train.py flags, steps, steps with --quick)
-    ("compute", "gpu_bound",
-     ["--size", "64", "--batch-size", "128", "--dataset-size", "8192", "--num-workers", "4",
-      "--persistent-workers", "--pin-memory"], 300, 150),
+    # ~8x the old per-step GPU work (channels x2, batch x2): an estimated 20-35 steps/s on an
+    # H100, so --quick's 300 steps are ~10 s of steady state, beyond the sure verdict's 20 steps
+    # and 5 s (src/base/thresholds.h steady_sure_*).
+    ("compute", "gpu_bound", ["--size", "128", "--batch-size", "256"] + GPU_DATA, 500, 300),
     ("data_cpu", "data_bound_cpu", [], 60, 30),
     ("logging", "host_sync_or_logging", [], 100, 50),
-    ("periodic", "periodic_side_work", [], 150, 90),
+    # The old compute's GPU-bound steps (~150 steps/s), and every 50 steps a 512 MiB checkpoint
+    # (~0.5 s of host work: torch.save of the extra tensors) with a 20-forward sampling loop:
+    # 7 occurrences inside --quick's 400 steps (the one at the last step is after it), each
+    # longer than the 50 steps between them.
+    ("periodic", "periodic_side_work",
+     ["--model", "cnn", "--size", "64", "--batch-size", "128", "--checkpoint-every", "50",
+      "--checkpoint-extra-mb", "512", "--sample-every", "50", "--sample-iters", "20"] + GPU_DATA,
+     600, 400),
 ]
+# `run compute` must have a steady state long enough for a sure verdict (report.json "life").
+SURE_SITUATIONS = ("compute",)
 COMPUTE_PHASES = ("forward_pass", "backward_pass", "optimizer_step", "eval_forward")
 
 # A matmul burn: 8192^2 fp32 matmuls (~1.1 TFLOP each) in rounds of 10, until argv[1] seconds
@@ -258,21 +275,38 @@ def _principal(report):
     return verdict.get("principal") or {}
 
 
-def verdict_row(situation, expected, report, exit_code):
-    """`run` on a train.py preset: the verdict it is built to produce, and the job exited 0."""
+def life_text(report):
+    """The report's start-up line (report.json "life": {"text", "sure", "startup_s", ...}), or
+    what stands in for it: a stallscope older than issue 26 has no "life"."""
+    life = report.get("life")
+    if not isinstance(life, dict):
+        return "no start-up line (this stallscope reports no \"life\")"
+    return str(life.get("text") or "start-up line empty")
+
+
+def verdict_row(situation, expected, report, exit_code, need_sure=False):
+    """`run` on a train.py preset: the verdict it is built to produce, and the job exited 0.
+    The start-up line follows. need_sure: the steady state must also be long enough for a sure
+    verdict (life.sure; not checked where the report has no "life")."""
     p = _principal(report)
     steps = report.get("steps") or {}
     phases = sorted((x for x in report.get("phases") or [] if x.get("rank", 0) == 0),
                     key=lambda x: -(x.get("share") or 0))[:3]
-    got = "%s (confidence %s, costs ~%s%%); %s steps, %.1f/s; %s" % (
+    got = "%s (confidence %s, costs ~%s%%); %s steps, %.1f/s; %s; %s" % (
         p.get("class", "no verdict"), p.get("confidence"),
         "%.0f" % (100 * p["cost_fraction"]) if _num(p.get("cost_fraction")) else "?",
         steps.get("count"), steps.get("per_second") or 0,
-        ", ".join("%s %.0f%%" % (x.get("name"), 100 * (x.get("share") or 0)) for x in phases))
+        ", ".join("%s %.0f%%" % (x.get("name"), 100 * (x.get("share") or 0)) for x in phases),
+        life_text(report))
+    life = report.get("life")
+    unsure = need_sure and isinstance(life, dict) and life.get("sure") is False
+    if unsure:
+        got = "steady state too short for a sure verdict; " + got
     if exit_code != 0:
         got = "exit %s; %s" % (exit_code, got)
-    return check("run %s (--device cuda)" % situation, expected, got,
-                 exit_code == 0 and p.get("class") == expected)
+    return check("run %s (--device cuda)" % situation,
+                 expected + (", sure (a long enough steady state)" if need_sure else ""), got,
+                 exit_code == 0 and p.get("class") == expected and not unsure)
 
 
 def gpu_phase_times(report):
@@ -525,7 +559,8 @@ def step_runs(s, bin_, python, quick, scratch):
             continue
         with open(report_path) as f:
             report = json.load(f)
-        rows.append(verdict_row(situation, expected, report, r.rc))
+        rows.append(verdict_row(situation, expected, report, r.rc,
+                                need_sure=situation in SURE_SITUATIONS))
         if situation == "compute":
             rows.append(gpu_phase_row(report))
     return rows

@@ -120,6 +120,64 @@ class RunAndTraceRows(unittest.TestCase):
         self.assertEqual(gpu_check.verdict_row("data_cpu", "data_bound_cpu", report, 1).status,
                          "FAIL")
 
+    def test_start_up_line_in_every_run_row(self):
+        report = stallscope(["diagnose", "--json", os.path.join(REPO, "tests/data/runs/data_cpu")])
+        row = gpu_check.verdict_row("data_cpu", "data_bound_cpu", report, 0)
+        if "life" in report:  # this build writes the start-up line
+            self.assertIn(report["life"]["text"], row.got)
+            self.assertIsInstance(report["life"]["sure"], bool)
+        # an older stallscope without "life": the row still works and says so
+        old = dict(report)
+        old.pop("life", None)
+        for need_sure in (False, True):
+            row = gpu_check.verdict_row("data_cpu", "data_bound_cpu", old, 0, need_sure)
+            self.assertEqual(row.status, "OK", row.got)
+            self.assertIn('no start-up line (this stallscope reports no "life")', row.got)
+
+    def test_compute_fails_without_a_sure_steady_state(self):
+        report = {"verdict": {"principal": {"class": "gpu_bound", "confidence": 0.9,
+                                            "cost_fraction": 0.9}},
+                  "steps": {"count": 300, "per_second": 25.0},
+                  "phases": [{"name": "forward_pass", "rank": 0, "share": 0.5}],
+                  "life": {"text": "start-up 18.4 s (first step after 12.4 s; first batch 5.6 s)"
+                                   " · warm-up 0.4 s over 9 steps · steady 1.1 s over 141 steps",
+                           "sure": False, "startup_s": 18.4, "warmup_s": 0.4,
+                           "warmup_steps": 9, "steady_s": 1.1, "steady_steps": 141,
+                           "tail_s": 0.2}}
+        row = gpu_check.verdict_row("compute", "gpu_bound", report, 0, need_sure=True)
+        self.assertEqual(row.status, "FAIL")
+        self.assertTrue(row.got.startswith("steady state too short for a sure verdict; "),
+                        row.got)
+        self.assertIn("· steady 1.1 s over 141 steps", row.got)
+        # the same report passes where a sure verdict is not asked for
+        self.assertEqual(gpu_check.verdict_row("compute", "gpu_bound", report, 0).status, "OK")
+        report["life"]["sure"] = True
+        row = gpu_check.verdict_row("compute", "gpu_bound", report, 0, need_sure=True)
+        self.assertEqual(row.status, "OK", row.got)
+        self.assertEqual(row.expected, "gpu_bound, sure (a long enough steady state)")
+
+    def test_gpu_presets(self):
+        """compute and periodic are GPU work on a GPU (issue 26): a CNN, loader workers, and
+        for periodic at least 4 side-work occurrences inside the steps of --quick."""
+        presets = {s[0]: s for s in gpu_check.SITUATIONS}
+        self.assertEqual(gpu_check.SURE_SITUATIONS, ("compute",))
+        for name in ("compute", "periodic"):
+            flags = presets[name][2]
+            self.assertIn("--num-workers", flags)
+            self.assertIn("--persistent-workers", flags)
+        periodic = presets["periodic"][2]
+        self.assertEqual(periodic[periodic.index("--model") + 1], "cnn")
+        every = int(periodic[periodic.index("--checkpoint-every") + 1])
+        quick_steps = presets["periodic"][4]
+        self.assertGreaterEqual((quick_steps - 1) // every, 4)
+        train = os.path.join(REPO, "examples", "train.py")
+        with open(train) as f:
+            source = f.read()
+        for name, _, flags, _, _ in gpu_check.SITUATIONS:
+            for flag in flags:
+                if flag.startswith("--"):
+                    self.assertIn('"%s"' % flag, source, "train.py has no %s" % flag)
+
     def test_gpu_phase_times_absent_present_or_empty(self):
         report = {"phases": [{"name": "forward_pass", "total_s": 1.0}]}
         row = gpu_check.gpu_phase_row(report)

@@ -1,6 +1,7 @@
-"""Facts stallscope.auto reports as info records: the process (info "torch") and each
-DataLoader (info "dataloader", and "dataloader_workers" when its workers change). Read without
-changing anything; torch is passed in, never imported here."""
+"""Facts stallscope.auto reports as info records: the process (info "torch"), each DataLoader
+(info "dataloader", and "dataloader_workers" when its workers change) and the backend settings
+at the first step (info "backends"). Read without changing anything; torch is passed in, never
+imported here."""
 
 import os
 import weakref
@@ -30,6 +31,33 @@ def process(torch):
         "local_rank": _env_int("LOCAL_RANK"),
         "world_size": _env_int("WORLD_SIZE"),
         "pid": os.getpid(),
+    }
+
+
+def _read(getter):
+    try:
+        return getter()
+    except Exception:
+        return None
+
+
+def backends(torch):
+    """The "backends" info: settings that make the first steps slow (cudnn.benchmark autotunes
+    each new shape) or change the kernels, and whether this process has initialised CUDA. Plain
+    reads: nothing is initialised by them. A setting this torch lacks is None."""
+    cudnn = getattr(getattr(torch, "backends", None), "cudnn", None)
+
+    def flag(name):
+        value = _read(lambda: getattr(cudnn, name))
+        return value if isinstance(value, bool) else None
+
+    precision = _read(lambda: torch.get_float32_matmul_precision())
+    initialized = _read(lambda: torch.cuda.is_initialized())
+    return {
+        "cudnn_benchmark": flag("benchmark"),
+        "cudnn_deterministic": flag("deterministic"),
+        "float32_matmul_precision": precision if isinstance(precision, str) else None,
+        "cuda_initialized": bool(initialized),
     }
 
 

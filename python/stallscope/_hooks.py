@@ -124,6 +124,15 @@ def _send_process_info():
     state.api.info("torch", _facts.process(state.torch))
 
 
+def note_backends():
+    """The "backends" info, once per process, at its first step boundary. Never raises."""
+    life = state.life
+    if life is None or life.backends_sent or state.off:
+        return
+    life.backends_sent = True
+    _call_api("info", "backends", _facts.backends(state.torch))
+
+
 # ----------------------------------------------------------------------------------------------
 # Phases opened by a global pre hook and closed by its post hook
 # ----------------------------------------------------------------------------------------------
@@ -184,9 +193,10 @@ def wrap_module_call(original):
         if state.is_compiling is not None and state.is_compiling():
             return original(self, *args, **kwargs)
         # Inlined _quiet(), nested calls first: this runs for every submodule of every model.
-        # A step that raised under torch 2.0's global step hooks left optimizer_step open.
+        # Inside optimizer_step: the forward of the step's closure, or a step that raised.
         tls = state.tls
-        if tls.active is not None and (tls.active != PHASE_OPTIMIZER or not _close_if_stale()):
+        active = tls.active
+        if active is not None and (active != PHASE_OPTIMIZER or not step_gives_way(True)):
             return original(self, *args, **kwargs)
         if state.off or state.get_worker_info() is not None:
             return original(self, *args, **kwargs)
@@ -201,13 +211,17 @@ def forward_pre_hook(module, args):
     if state.is_compiling is not None and state.is_compiling():
         return None
     tls = state.tls
-    if tls.active is not None:
-        if module is not tls.owner and tls.active != PHASE_OPTIMIZER:
-            return None  # a submodule, or a module inside data_loading / backward_pass
-        if not _close_if_stale():
-            if module is tls.owner:
+    active = tls.active
+    if active is not None:
+        if active == PHASE_OPTIMIZER:
+            if not step_gives_way(True):
+                return None  # a module the optimizer calls itself, without grad
+        elif module is tls.owner:
+            if not _close_if_stale():
                 tls.depth += 1  # the outermost module called again from its own forward
-            return None
+                return None
+        else:
+            return None  # a submodule, or a module inside data_loading / backward_pass
     if state.off or state.get_worker_info() is not None:
         return None
     _open(_forward_name(module), module, sys._getframe(1))
@@ -263,10 +277,64 @@ def _wrap_optimizer_step(original):
     def step(self, *args, **kwargs):
         if _quiet():
             return original(self, *args, **kwargs)
-        result = _in_phase(PHASE_OPTIMIZER, original, self, *args, **kwargs)
+        # Opened like a global pre hook's phase (no frame: closed here, never stale), so that a
+        # closure's forward can suspend it (step_gives_way).
+        _open(PHASE_OPTIMIZER, self, None)
+        if state.tls.owner is not self:  # the API failed: reported, hooks off
+            return original(self, *args, **kwargs)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException:
+            _leave_step(self)
+            raise
+        _leave_step(self)
         _end_step(self)
         return result
     return step
+
+
+def _leave_step(optimizer):
+    """At the return of a patched step: closes its phase, or forgets it where the closure's
+    forward suspended it and no backward re-opened it."""
+    tls = state.tls
+    if tls.active == PHASE_OPTIMIZER and tls.owner is optimizer:
+        _close()
+    elif tls.suspended is not None and tls.suspended[0] is optimizer:
+        tls.suspended = None
+
+
+def step_gives_way(forward):
+    """Called where a forward (forward=True) or a backward begins on a thread whose open phase
+    is optimizer_step. True when the caller may open its own phase: the step had raised (its
+    phase is closed now, late), or it is suspended for the closure's work (torch.optim's
+    `step(closure)`, LBFGS, Lightning's automatic optimization run forward and backward inside
+    step). A forward without grad is the optimizer's own module call and does not suspend it
+    (torch runs step under no_grad and the closure under enable_grad). The suspended step is
+    re-opened when a backward returns (resume_step), once per closure call."""
+    if _close_if_stale():
+        return True
+    if state.off or (forward and not state.torch.is_grad_enabled()):
+        return False
+    tls = state.tls
+    tls.suspended = [tls.owner, tls.depth, tls.frame]
+    _close()
+    return True
+
+
+def resume_step():
+    """After a backward returned: re-opens the optimizer_step it suspended. A step whose call is
+    over (it raised under global hooks, which run no post hook) stays closed."""
+    tls = state.tls
+    suspended = tls.suspended
+    if suspended is None or tls.active is not None:
+        return
+    tls.suspended = None
+    owner, depth, frame = suspended
+    if state.off or (frame is not None and not _on_stack(frame)):
+        return
+    _open(PHASE_OPTIMIZER, owner, frame)
+    if tls.active == PHASE_OPTIMIZER:
+        tls.depth = depth
 
 
 def optimizer_pre_hook(optimizer, args, kwargs):
@@ -282,6 +350,9 @@ def optimizer_pre_hook(optimizer, args, kwargs):
             return None
     if state.off or state.get_worker_info() is not None:
         return None
+    suspended = tls.suspended
+    if suspended is not None and suspended[2] is not None and not _on_stack(suspended[2]):
+        tls.suspended = None  # a step that raised inside its closure: over
     _open(PHASE_OPTIMIZER, optimizer, sys._getframe(1))
     return None
 
@@ -291,6 +362,15 @@ def optimizer_post_hook(optimizer, args, kwargs):
     if state.is_compiling is not None and state.is_compiling():
         return None
     tls = state.tls
+    if tls.active is None and tls.suspended is not None:
+        # The closure's forward suspended the step and no backward re-opened it.
+        suspended = tls.suspended
+        if suspended[1] > 1:
+            suspended[1] -= 1
+            return None
+        tls.suspended = None
+        _end_step(suspended[0])
+        return None
     if tls.active != PHASE_OPTIMIZER or tls.owner is None:
         return None
     if tls.depth > 1:
@@ -305,6 +385,8 @@ def optimizer_post_hook(optimizer, args, kwargs):
 def _end_step(optimizer):
     if state.gpu is not None:
         state.gpu.poll()
+    if state.life is not None and not state.life.backends_sent:
+        note_backends()
     if not state.off and not state.user_marks_steps and _is_primary(optimizer):
         try:
             state.api_step()
@@ -331,12 +413,22 @@ def _is_primary(optimizer):
 def wrap_backward(original):
     @functools.wraps(original)
     def backward(*args, **kwargs):
-        if _quiet():
+        if _quiet() and not _backward_in_step():
             return original(*args, **kwargs)
         if state.ddp is None or not state.ddp.active:  # no DDP model seen: nothing to split
-            return _in_phase(PHASE_BACKWARD, original, *args, **kwargs)
-        return _ddp_backward(original, args, kwargs)
+            result = _in_phase(PHASE_BACKWARD, original, *args, **kwargs)
+        else:
+            result = _ddp_backward(original, args, kwargs)
+        if state.tls.suspended is not None:
+            resume_step()  # the closure's backward returned: the optimizer's own work goes on
+        return result
     return backward
+
+
+def _backward_in_step():
+    """A backward inside an open optimizer_step (its closure's): may it record?"""
+    return (state.tls.active == PHASE_OPTIMIZER and not state.off
+            and state.get_worker_info() is None and step_gives_way(False))
 
 
 def _ddp_backward(original, args, kwargs):

@@ -6,7 +6,9 @@ measured: <why>" (one `[stallscope]` line) and the others still install. torch i
 never imported here.
 """
 
-from . import _cuda, _ddp, _experiment, _hooks, _syncs
+import functools
+
+from . import _cuda, _ddp, _experiment, _hooks, _life, _syncs
 from ._hooks import (PHASE_BACKWARD, PHASE_CHECKPOINT, PHASE_COMM_WAIT, PHASE_DATA,
                      PHASE_FORWARD, PHASE_OPTIMIZER)
 
@@ -42,11 +44,51 @@ def _install_forward(torch, global_hooks, _done):
     # always_call (torch 2.1) is what closes the phase of a forward that raises.
     if (global_hooks and register_pre is not None and register_post is not None
             and accepts_keyword(register_post, "always_call")):
-        _hooks.state.undo.append(register_post(_hooks.forward_hook, always_call=True).remove)
-        _hooks.state.undo.append(register_pre(_hooks.forward_pre_hook).remove)
+        post = register_post(_hooks.forward_hook, always_call=True)
+        _hooks.state.undo.append(post.remove)
+        pre = register_pre(_hooks.forward_pre_hook)
+        _hooks.state.undo.append(pre.remove)
+        _hide_from_compile_warning(module_mod, (post.id, pre.id))
         return MECH_GLOBAL
     _hooks.patch(torch.nn.Module, "__call__", _hooks.wrap_module_call)
     return MECH_PATCH
+
+
+def _hide_from_compile_warning(module_mod, ours):
+    """A recent torch (2.11 did) warns at each call of a `torch.compile(module)` ("Using
+    `torch.compile(module)` when there are global hooks on modules (e.g., from
+    `register_module_forward_hook`); this will cause the hooks to fire an extra time for the
+    `OptimizedModule` ...") when torch.nn.modules.module._has_any_global_hook() is true
+    (OptimizedModule.__call__, torch/_dynamo/eval_frame.py). Ours do not fire an extra phase
+    (the OptimizedModule is the outermost module, the one it wraps a nested call), so that
+    check is wrapped to leave our hooks out: true only when another global hook is registered.
+    The job's own hooks still get the warning; no warnings filter is touched. The hook tables
+    are the globals the original reads (its co_names), so a table added in a later torch is
+    seen too."""
+    original = getattr(module_mod, "_has_any_global_hook", None)
+    names = tuple(n for n in getattr(getattr(original, "__code__", None), "co_names", ())
+                  if n.startswith("_global_"))
+    if not callable(original) or not names:
+        return  # a torch without the warning, or a check of another shape: left as it is
+    ours = frozenset(ours)
+
+    def make(original):
+        @functools.wraps(original)
+        def _has_any_global_hook():
+            result = original()
+            if not result:
+                return result
+            for name in names:
+                hooks = getattr(module_mod, name, None)
+                if not isinstance(hooks, dict):
+                    if hooks:
+                        return result
+                elif any(key not in ours for key in hooks):
+                    return result
+            return False
+        return _has_any_global_hook
+
+    _hooks.patch(module_mod, "_has_any_global_hook", make)
 
 
 def _install_optimizer(torch, global_hooks, _done):
@@ -146,6 +188,32 @@ def install_phases(torch, global_hooks):
             mechanisms[phase] = NOT_MEASURED + why
             _hooks.say(f"{phase} not measured: {why}")
     return mechanisms
+
+
+def install_life(torch):
+    """The start-up records (stallscope/_life.py): CUDA's lazy initialisation where this torch
+    has CUDA and it is not initialised yet, compile callbacks where torch has torch._dynamo.
+    Returns the _life.Life, or None when they could not be put in place (undone, one
+    `[stallscope]` line). Not a phase: the "hooks" note does not list it."""
+    state = _hooks.state
+    mark = len(state.undo)
+    try:
+        life = _life.Life(state.api.info, _hooks.report_error,
+                          lambda: state.off or state.get_worker_info() is not None)
+        cuda = getattr(torch, "cuda", None)
+        if (getattr(getattr(torch, "version", None), "cuda", None) is not None
+                and callable(getattr(cuda, "_lazy_init", None))
+                and callable(getattr(cuda, "is_initialized", None))):
+            if cuda.is_initialized():
+                life.cuda_init_done = True  # before us: nothing to time
+            else:
+                _hooks.patch(cuda, "_lazy_init", life.wrap_lazy_init(cuda))
+        _life.watch_compiles(life, state.undo)
+        return life
+    except Exception as e:
+        undo_to(mark)
+        _hooks.say(f"start-up records not made: {type(e).__name__}: {e}")
+        return None
 
 
 def install_experiment(torch, experiment):

@@ -22,6 +22,9 @@ class ThreadState(threading.local):
     depth = 0  # open calls of `owner` (a module re-entered, a step inside a step)
     frame = None  # the frame that called the pre hook; off the stack = the call is over
     gpu = None  # the open phase's GpuTimer token
+    # optimizer_step closed for the forward/backward of its closure (_hooks.step_gives_way):
+    # [owner, depth, frame] of the step, re-opened when the closure's backward returns.
+    suspended = None
 
 
 class State:
@@ -48,6 +51,7 @@ class State:
         self.syncs = None  # _syncs.SyncCounter while host syncs are counted, else None
         self.mechanisms = {}  # phase -> how it is measured, as noted by the last install()
         self.experiment = None  # _experiment.Experiment when a STALLSCOPE_* control is set
+        self.life = None  # _life.Life (cuda_init, compile, backends records) while installed
         # Per process, never reset: os.register_at_fork and atexit have no unregister.
         self.fork_handler_registered = False
         self.exit_handler_registered = False

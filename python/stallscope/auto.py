@@ -18,6 +18,22 @@
                                                 uses CUDA (stallscope/_cuda.py)
   first recorded event of the process         -> info "torch" (version, threads, rank, ...)
 
+Start-up facts, info records whose times are time.monotonic_ns() (the phase records' clock;
+stallscope/_life.py, _facts.backends):
+
+  torch.cuda._lazy_init, the call that        -> info "cuda_init" {begin_ns, end_ns}, once per
+  initialises CUDA (torch's C++ calls it)        process; nothing when CUDA was initialised
+                                                before the hooks were installed, or never
+  each torch.compile (dynamo) frame           -> info "compile" {begin_ns, end_ns, frame:
+  compilation (torch._dynamo.callback's          "file.py:LINE function" or null, trigger:
+  start/end callbacks, where torch has them)     "DYNAMO"... where torch says}, the first 64
+  process exit, when it compiled anything     -> info "compile_totals" {count, total_ns} of all
+                                                its compilations
+  the first step boundary (automatic or the   -> info "backends" {cudnn_benchmark,
+  job's stallscope.step())                       cudnn_deterministic: bool|null,
+                                                float32_matmul_precision: str|null,
+                                                cuda_initialized: bool}, once per process
+
 How: torch's public global hooks where this torch has them, else a patch of the method. Probed
 once per install by what torch's functions accept, never by version string:
 
@@ -41,10 +57,18 @@ never imports torch. An error inside a hook is reported once on stderr with a
 
 Auto phases never nest: while one is open on a thread, hooks on that thread pass through (a
 Module called by a transform inside data_loading, or by activation checkpointing inside
-backward_pass, is not a forward_pass). Nothing is recorded inside DataLoader worker processes
-or while torch.compile traces. Host syncs are counted outside phases and inside forward/backward,
-not inside data_loading, optimizer_step or checkpointing (torch's own bookkeeping there is not
-the loop's doing).
+backward_pass, is not a forward_pass). One exception keeps the closure's work visible:
+`optimizer.step(closure)` (LBFGS, torch.optim with a closure, Lightning's automatic
+optimization) runs forward and backward inside step. There optimizer_step is closed when a
+forward with grad (or a backward) begins, those are recorded as forward_pass and backward_pass,
+and optimizer_step is opened again when the backward returns: the step's phase is the
+optimizer's own work, in two or more pieces per step (once more per extra closure call), and
+the step boundary is still marked once, after step returns. A module the optimizer calls
+itself under no_grad stays inside optimizer_step.
+
+Nothing is recorded inside DataLoader worker processes or while torch.compile traces. Host
+syncs are counted outside phases and inside forward/backward, not inside data_loading,
+optimizer_step or checkpointing (torch's own bookkeeping there is not the loop's doing).
 
 DDP's all-reduce wait, "comm_wait": a backward during which a watched DDP gradient was ready is
 recorded as backward_pass up to the last one and comm_wait from there until backward returns
@@ -52,8 +76,15 @@ recorded as backward_pass up to the last one and comm_wait from there until back
 
 Not measured: a model compiled with `module.compile()` (torch >= 2.2) runs even its outermost
 hooks inside the compiled code, so under global forward hooks its forward is no phase
-(`torch.compile(model)` is: the wrapper's own call is eager); optimizer steps inside a compiled
-function.
+(`torch.compile(model)` is: the wrapper's own call is eager, one forward_pass per call, the
+module it wraps a nested call); optimizer steps inside a compiled function.
+
+torch.compile stays silent: a recent torch (2.11 did) warns at each call of a
+`torch.compile(module)` while a global module hook is registered ("... this will cause the hooks
+to fire an extra time for the `OptimizedModule`"). Ours do not, so torch's check of that,
+torch.nn.modules.module._has_any_global_hook, is wrapped to leave stallscope's own hooks out
+(stallscope/_install.py): the warning still shows for the job's own global hooks, and no
+warnings filter is touched.
 
 Experiment controls (STALLSCOPE_STOP_AFTER_STEPS, _SYNTHETIC_DATA, _SIDE_WORK_OFF, _SCRATCH_DIR,
 _LOADER_SET; set by `stallscope passes`/`sweep`) change what the job does on purpose: they are
@@ -64,7 +95,8 @@ Where: this module is the entry point (install, uninstall, the fork and exit han
 stallscope/_install.py has one installer per phase (the table above), stallscope/_hooks.py the
 hooks themselves (what runs inside the job's torch calls), stallscope/_state.py what they know
 (one State per process: the API, torch's probes, on/off, the undo list, each thread's open
-phase), stallscope/_facts.py what the info records say.
+phase), stallscope/_facts.py what the info records say, stallscope/_life.py the start-up
+facts (CUDA's initialisation, compilations).
 """
 
 import functools
@@ -118,6 +150,8 @@ def track_user_steps(api):
     @functools.wraps(original)
     def step(*args, **kwargs):
         _hooks.state.user_marks_steps = True
+        if _hooks.state.life is not None and not _hooks.state.life.backends_sent:
+            _hooks.note_backends()
         result = original(*args, **kwargs)
         experiment = _hooks.state.experiment
         if experiment is not None:
@@ -175,6 +209,7 @@ def install(api=None, global_hooks=True):
         track_user_steps(api)
         state.api_step = _raw_step(api)
         state.mechanisms = _install.install_phases(torch, global_hooks)
+        state.life = _install.install_life(torch)
         experiment = _experiment.from_env(os.environ, _at_exit)
         if experiment is not None:
             state.experiment = _install.install_experiment(torch, experiment)
@@ -198,7 +233,7 @@ def _after_fork_in_child():
     # forked inside data_loading inherits that thread state and stays quiet.)
     state = _hooks.state
     state.process_info_sent = False
-    for part in (state.gpu, state.syncs):
+    for part in (state.gpu, state.syncs, state.life):
         if part is not None:
             part.after_fork_in_child()
 
@@ -207,7 +242,7 @@ def _at_exit():
     """GPU spans that completed, the rest counted; each sync site's count; the "experiment"
     info. Never raises."""
     state = _hooks.state
-    for part in (state.gpu, state.syncs):
+    for part in (state.gpu, state.syncs, state.life):
         try:
             if part is not None and not state.off:
                 part.finish()
@@ -238,7 +273,7 @@ def uninstall():
     """Removes every patch and hook handle (for tests; a job never needs it)."""
     state = _hooks.state
     state.off = True
-    state.ddp = state.gpu = state.syncs = state.experiment = None
+    state.ddp = state.gpu = state.syncs = state.experiment = state.life = None
     state.mechanisms = {}
     _install.undo_to(0)
     state.api = None

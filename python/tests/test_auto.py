@@ -207,8 +207,17 @@ class InProcessTest(InProcessBase):
             "B:forward_pass", "E:forward_pass",
             "B:backward_pass", "E:backward_pass",  # Tensor.backward -> autograd.backward: once
             "B:optimizer_step", "E:optimizer_step",
+            "I:backends",  # once per process, at its first step boundary
             "S",
         ])
+        self.assertEqual(names.count("I:backends"), 1)
+        backends = self.api.infos("backends")[0]
+        self.assertEqual(sorted(backends), ["cuda_initialized", "cudnn_benchmark",
+                                            "cudnn_deterministic", "float32_matmul_precision"])
+        self.assertIs(backends["cudnn_benchmark"], torch.backends.cudnn.benchmark)
+        self.assertEqual(backends["float32_matmul_precision"],
+                         torch.get_float32_matmul_precision())
+        self.assertIs(backends["cuda_initialized"], False)
         self.assertEqual(names.count("S"), 6)  # 3 batches x 2 epochs
         self.assertEqual(names.count("B:forward_pass"), 6)
         self.assertEqual(names.count("B:backward_pass"), 6)

@@ -11,6 +11,12 @@ manager that changes torch until it exits; use it only where the real API is mis
 - optimizer_hooks_20(): torch 2.0's `register_optimizer_step_pre_hook` / `_post_hook` and the
   step wrapper that calls them (Optimizer.profile_hook_step), put on each class at its first
   instance as 2.0's Optimizer._patch_step_function does. Post hooks do not run when step raises.
+- compile_module_warning(): the warning a recent torch (2.11 did) prints at each call of a
+  `torch.compile(module)` while any global module hook is registered:
+  torch.nn.modules.module._has_any_global_hook() (reading the hook tables this torch has) and an
+  OptimizedModule whose __call__ warns as torch/_dynamo/eval_frame.py's does, then runs
+  Module.__call__ with a forward that calls the wrapped module (as its compiled forward does,
+  minus the compiling). Yields that class.
 """
 
 import collections
@@ -160,3 +166,47 @@ def optimizer_hooks_20():
     finally:
         for cls, had, step in reversed(wrapped):
             _restore(cls, "step", had, step)
+
+
+# torch/_dynamo/eval_frame.py, OptimizedModule.__call__ (torch 2.11 has it).
+COMPILE_WARNING = (
+    "Using `torch.compile(module)` when there are global hooks on modules (e.g., from "
+    "`register_module_forward_hook`); this will cause the hooks to fire an extra time for the "
+    "`OptimizedModule` created by `torch.compile(module)`. If this causes undesired behavior, "
+    "please try using `module.compile()`, or use the per-module hooks instead")
+
+
+def has_global_hook_check():
+    """True when this torch has _has_any_global_hook (and the warning)."""
+    return hasattr(_module_mod(), "_has_any_global_hook")
+
+
+@contextlib.contextmanager
+def compile_module_warning():
+    import torch
+
+    mod = _module_mod()
+    tables = [n for n in ("_global_backward_pre_hooks", "_global_backward_hooks",
+                          "_global_forward_pre_hooks", "_global_forward_hooks",
+                          "_global_forward_hooks_always_called",
+                          "_global_forward_hooks_with_kwargs") if hasattr(mod, n)]
+    namespace = {}
+    # Defined in the module's own namespace, as torch's is: it reads the tables as globals.
+    exec("def _has_any_global_hook():\n    return (%s)\n" % " or ".join(tables), vars(mod),
+         namespace)
+
+    class OptimizedModule(torch.nn.Module):
+        def __init__(self, mod):
+            super().__init__()
+            self._orig_mod = mod
+
+        def __call__(self, *args, **kwargs):
+            if torch.nn.modules.module._has_any_global_hook():
+                warnings.warn(COMPILE_WARNING, stacklevel=2)
+            return super().__call__(*args, **kwargs)
+
+        def forward(self, *args, **kwargs):
+            return self._orig_mod(*args, **kwargs)
+
+    with _replaced(mod, "_has_any_global_hook", namespace["_has_any_global_hook"]):
+        yield OptimizedModule
