@@ -315,6 +315,45 @@ std::map<std::string, std::vector<size_t>> AttributeOutliers(
   return groups;
 }
 
+/// The median over the steps of a per-step count or time (0 where a step has none).
+template <typename Map>
+std::map<std::string, double> MedianPerStep(const RankSteps& rank, Map StepRecord::*field) {
+  std::map<std::string, std::vector<double>> per;
+  for (size_t i = 0; i < rank.steps.size(); ++i) {
+    for (const auto& [name, v] : rank.steps[i].*field) {
+      std::vector<double>& values = per[name];
+      values.resize(i, 0.0);
+      values.push_back(static_cast<double>(v));
+    }
+  }
+  std::map<std::string, double> out;
+  for (auto& [name, values] : per) {
+    values.resize(rank.steps.size(), 0.0);
+    out[name] = Median(values);
+  }
+  return out;
+}
+
+/// Mean over `positions` of each key's value beyond `median` (positive means only).
+template <typename Map>
+std::map<std::string, double> ExtraOver(const RankSteps& rank, const std::vector<size_t>& positions,
+                                        Map StepRecord::*field,
+                                        const std::map<std::string, double>& median) {
+  std::map<std::string, double> sum;
+  for (size_t pos : positions) {
+    for (const auto& [name, v] : rank.steps[pos].*field) {
+      auto m = median.find(name);
+      sum[name] += static_cast<double>(v) - (m == median.end() ? 0.0 : m->second);
+    }
+  }
+  std::map<std::string, double> out;
+  for (const auto& [name, total] : sum) {
+    const double mean = total / static_cast<double>(positions.size());
+    if (mean > 0) out[name] = mean;
+  }
+  return out;
+}
+
 /// Periodic phases of one rank, appended to `out`.
 void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>& out) {
   std::vector<double> step_s(rank.steps.size());
@@ -323,6 +362,9 @@ void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>&
   if (slow.indices.size() < 2) return;
   const auto series = AllPhaseSeries(rank);
   const double wall_s = WallSeconds(rank);
+  const auto median_s = MedianPerStep(rank, &StepRecord::phase_s);
+  const auto median_n = MedianPerStep(rank, &StepRecord::phase_n);
+  const auto median_counters = MedianPerStep(rank, &StepRecord::counters);
   for (const auto& [name, positions] : AttributeOutliers(series, slow)) {
     if (positions.size() < 2) continue;
     PeriodicPhase p;
@@ -332,8 +374,12 @@ void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>&
     double extra = 0;
     for (size_t pos : positions) {
       p.steps.push_back(rank.steps[pos].index);
+      p.windows.emplace_back(rank.steps[pos].begin_ns, rank.steps[pos].end_ns);
       extra += step_s[pos] - slow.median;
     }
+    p.extra_phase_s = ExtraOver(rank, positions, &StepRecord::phase_s, median_s);
+    p.extra_phase_n = ExtraOver(rank, positions, &StepRecord::phase_n, median_n);
+    p.extra_counters = ExtraOver(rank, positions, &StepRecord::counters, median_counters);
     p.extra_s_each = extra / static_cast<double>(positions.size());
     p.share_of_wall =
         wall_s > 0 ? static_cast<double>(p.occurrences) * p.extra_s_each / wall_s : 0.0;

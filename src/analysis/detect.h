@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/phases.h"
@@ -51,6 +53,15 @@ struct PeriodicPhase {
   double extra_s_each = 0;     ///< mean extra time per occurrence vs the median step
   double share_of_wall = 0;    ///< occurrences × extra / sum of step times
   std::vector<int64_t> steps;  ///< step indices (1-based) of the occurrences
+  /// What an occurrence holds beyond an ordinary step (the median step), as means over the
+  /// occurrences: each phase's extra seconds ("other" is host work outside every phase) and
+  /// extra instances (40 eval_forward calls), each counter's extra growth (host syncs).
+  /// Only what grew: positive values.
+  std::map<std::string, double> extra_phase_s;
+  std::map<std::string, double> extra_phase_n;
+  std::map<std::string, double> extra_counters;
+  /// The occurrences' windows (CLOCK_MONOTONIC), in order: to place what else happened in them.
+  std::vector<std::pair<int64_t, int64_t>> windows;
 };
 
 /// Outlier steps (median + MAD on step times) matched to the phase that made each slow (the

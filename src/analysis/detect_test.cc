@@ -225,6 +225,32 @@ TEST(FindPeriodicPhases, CheckpointEveryTwentySteps) {
   EXPECT_NEAR(p.share_of_wall, 9.0 / (200 * 0.112 + 9.0), 0.005);
 }
 
+TEST(FindPeriodicPhases, WhatAnOccurrenceHoldsBeyondAnOrdinaryStep) {
+  std::vector<PhaseMap> steps = BaseSteps(120);
+  AddAt(steps, "other", 0.4, Every(15, 15, 120));
+  AddAt(steps, "eval_forward", 0.05, Every(15, 15, 120));
+  PhaseAnalysis a = OneRank(steps);
+  for (auto& s : a.ranks[0].steps) {
+    s.phase_n = {{"forward_pass", 1}, {"data_loading", 1}};
+    s.counters = {{"host_sync.item", 1}};
+    if (s.index % 15 == 0) {
+      s.phase_n["eval_forward"] = 40;
+      s.counters["host_sync.item"] = 4;
+    }
+  }
+  const auto found = FindPeriodicPhases(a);
+  ASSERT_EQ(found.size(), 1u);
+  const PeriodicPhase& p = found[0];
+  EXPECT_EQ(p.phase, "other");
+  EXPECT_NEAR(p.extra_phase_s.at("other"), 0.4, 1e-9);
+  EXPECT_NEAR(p.extra_phase_s.at("eval_forward"), 0.05, 1e-9);
+  EXPECT_EQ(p.extra_phase_n, (std::map<std::string, double>{{"eval_forward", 40.0}}));
+  EXPECT_EQ(p.extra_counters, (std::map<std::string, double>{{"host_sync.item", 3.0}}));
+  ASSERT_EQ(p.windows.size(), 8u);
+  EXPECT_EQ(p.windows[0].first, a.ranks[0].steps[14].begin_ns);
+  EXPECT_EQ(p.windows[0].second, a.ranks[0].steps[14].end_ns);
+}
+
 TEST(FindPeriodicPhases, TwoInterleavedSideWorks) {
   std::vector<PhaseMap> steps = BaseSteps(300);
   AddAt(steps, "checkpointing", 0.9, Every(30, 30, 300));

@@ -416,10 +416,12 @@ std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
   }
   const size_t width = used.size();
   std::vector<int64_t> acc(steps.size() * width, 0);
+  std::vector<int64_t> began(steps.size() * width, 0);
   for (const Interval& iv : intervals) {
     auto k = static_cast<size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), iv.begin_ns) -
                                  bounds.begin());
     const auto col = static_cast<size_t>(local[static_cast<size_t>(iv.name)]);
+    if (k < bounds.size() && iv.begin_ns >= bounds.front()) ++began[(k - 1) * width + col];
     for (; k < bounds.size() && bounds[k - 1] < iv.end_ns; ++k) {
       const int64_t len = std::min(iv.end_ns, bounds[k]) - std::max(iv.begin_ns, bounds[k - 1]);
       if (len > 0) acc[(k - 1) * width + col] += len;
@@ -437,9 +439,11 @@ std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
     const int64_t window = bounds[s + 1] - bounds[s];
     other_ns[s] = std::max<int64_t>(0, window - other_ns[s]);  // covered → uncovered
     std::map<std::string, double>& out = steps[s].phase_s;
+    std::map<std::string, int64_t>& n = steps[s].phase_n;
     for (const auto& [name, c] : columns) {
       const int64_t ns = c == width ? other_ns[s] : acc[s * width + c];
       if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, NsToSeconds(ns));
+      if (c < width && began[s * width + c] > 0) n.emplace_hint(n.end(), *name, began[s * width + c]);
     }
   }
   return other_ns;

@@ -53,6 +53,7 @@ struct StepRecord {
   int64_t begin_ns = 0;  ///< end of the previous step (or the rank's first event)
   int64_t end_ns = 0;
   std::map<std::string, double> phase_s;    ///< per phase, clipped to the window; includes "other"
+  std::map<std::string, int64_t> phase_n;   ///< instances per phase that began in the window
   std::map<std::string, int64_t> counters;  ///< counter growth inside the step (e.g. host syncs)
 };
 

@@ -380,6 +380,17 @@ TEST(AnalyzePhases, TheFirstBatchIsStartupAndStepOneBeginsAfterIt) {
   EXPECT_NEAR(a.outside_steps_s, 3.5 + 0.09, kEps);
 }
 
+TEST(AnalyzePhases, InstancesArePerStepByWhereTheyBegan) {
+  LogBuilder b;
+  b.Proc(100).Phase("setup", 0, 10).Phase("eval_forward", 10, 11).Phase("eval_forward", 11, 12);
+  b.Begin("forward_pass", 90).Step(100).End("forward_pass", 120).Step(200);
+  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].phase_n,
+            (std::map<std::string, int64_t>{{"eval_forward", 2}, {"forward_pass", 1}, {"setup", 1}}));
+  EXPECT_TRUE(r.steps[1].phase_n.empty()) << "the forward crossing into step 2 began in step 1";
+}
+
 TEST(AnalyzePhases, PhasesNestedInTheFirstBatchAreStartupToo) {
   LogBuilder b;
   b.Proc(100)

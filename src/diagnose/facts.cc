@@ -468,6 +468,7 @@ Facts BuildRunFacts(const RunData& data, const RunReport& report) {
   c.memory_cv = Fraction(report.machine.memory_balance.cv_pct);
   LoaderFacts(report.loaders, c);
   for (const auto& s : report.sync_sites) c.sync_sites.push_back(SyncSiteText(s));
+  c.sync_site_rows = report.sync_sites;
   return c;
 }
 

@@ -89,8 +89,10 @@ struct Facts {
   std::optional<double> gpu_busy_by_events;
   double host_compute_share = 0;  ///< the compute phases' host share before that
   double gpu_moved_share = 0;
-  /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)".
+  /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)", and the
+  /// same sites as the hooks noted them (rank, first seen: periodic side work names its own).
   std::vector<std::string> sync_sites;
+  std::vector<SyncSite> sync_site_rows;
   double host_syncs_per_step = 0;
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 

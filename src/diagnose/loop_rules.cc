@@ -21,12 +21,84 @@ namespace {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 
+/// "40 eval forwards", "1 checkpointing", "3 forward_pass" for `n` extra instances of `phase`.
+std::string InstancesText(const std::string& phase, double n) {
+  const auto k = static_cast<int64_t>(std::llround(n));
+  if (phase == "eval_forward") return Plural(k, "eval forward", "eval forwards");
+  if (phase == "checkpointing") return Plural(k, "checkpoint save", "checkpoint saves");
+  return fmt::format("{}× {}", k, phase);
+}
+
+/// What an occurrence of `g` holds beyond an ordinary step (issue 26: periodic work named by
+/// its content, not "other"): "40 eval forwards (52 ms) + 0.11 s host work (sync at
+/// sample.py:91)". The phases that took a tenth of the extra time or more (or ran extra
+/// instances), largest first; the host-sync sites first seen inside one of its occurrences; "".
+std::string PeriodicContent(const analysis::PeriodicPhase& g, const Facts& c) {
+  std::vector<std::pair<std::string, double>> phases(g.extra_phase_s.begin(),
+                                                     g.extra_phase_s.end());
+  for (const auto& [name, n] : g.extra_phase_n) {
+    if (!g.extra_phase_s.count(name) && n >= 0.5) phases.emplace_back(name, 0.0);
+  }
+  std::stable_sort(phases.begin(), phases.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  int parts = 0;
+  bool only_own = true;  // the only part is the group's own phase's time: its name says it all
+  for (const auto& [name, s] : phases) {
+    auto n = g.extra_phase_n.find(name);
+    const bool instances = n != g.extra_phase_n.end() && n->second >= 0.5;
+    if (name == kData || (!instances && s < 0.1 * g.extra_s_each)) continue;
+    ++parts;
+    only_own = only_own && name == g.phase && !instances;
+    std::string part;
+    if (name == kOther) {
+      part = Secs(s) + " host work";
+    } else if (instances) {
+      part = InstancesText(name, n->second) + (s > 0 ? fmt::format(" ({})", Secs(s)) : "");
+    } else {
+      part = fmt::format("{} {}", name, Secs(s));
+    }
+    out += (out.empty() ? "" : " + ") + part;
+  }
+  std::string sites;
+  int shown = 0;
+  for (const auto& site : c.sync_site_rows) {
+    if (site.rank != g.rank || shown == 2) continue;
+    const bool inside = std::any_of(g.windows.begin(), g.windows.end(), [&](const auto& w) {
+      return site.first_ts_ns >= w.first && site.first_ts_ns <= w.second;
+    });
+    if (!inside) continue;
+    const std::string& file = site.user_file.empty() ? site.file : site.user_file;
+    const int64_t line = site.user_file.empty() ? site.line : site.user_line;
+    const size_t slash = file.rfind('/');
+    sites += fmt::format("{}{}:{}", sites.empty() ? "" : ", ",
+                         slash == std::string::npos ? file : file.substr(slash + 1), line);
+    ++shown;
+  }
+  if (parts == 1 && only_own && g.phase != kOther) out = g.phase;
+  if (!sites.empty()) {
+    out += fmt::format(" (sync{} at {})", shown == 1 ? "" : "s", sites);
+  } else {
+    double syncs = 0;
+    for (const auto& [name, n] : g.extra_counters) {
+      if (name.starts_with("host_sync")) syncs += n;
+    }
+    if (syncs >= 0.5)
+      out += fmt::format(" (+{})", Plural(std::llround(syncs), "host sync", "host syncs"));
+  }
+  return out;
+}
+
 void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
   std::string interval = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
                                            : std::string("at its current interval");
   std::string doubled = g.every_steps > 0 ? fmt::format("every {} steps", 2 * g.every_steps)
                                           : std::string("half as often");
-  if (g.phase == "checkpointing") {
+  auto n = [&g](const char* phase) {
+    auto it = g.extra_phase_n.find(phase);
+    return it == g.extra_phase_n.end() ? 0.0 : it->second;
+  };
+  if (g.phase == "checkpointing" || (g.phase == kOther && n("checkpointing") >= 0.5)) {
     Rec(f, 0,
         fmt::format("checkpoint {} instead of {} (halves its {} of wall time)", doubled, interval,
                     Pct(g.share_of_wall)));
@@ -34,7 +106,8 @@ void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
         "async checkpointing: torch.distributed.checkpoint.async_save, or copy the "
         "state_dict to CPU and torch.save it on a background thread");
     if (ranks > 1) Rec(f, 1, "save from rank 0 only (or shard the save across ranks)");
-  } else if (g.phase == "eval_forward" || g.phase == "sampling" || g.phase == "evaluation") {
+  } else if (g.phase == "eval_forward" || g.phase == "sampling" || g.phase == "evaluation" ||
+             n("eval_forward") >= 0.5) {
     Rec(f, 0,
         fmt::format("sample/evaluate {} instead of {} (halves its {} of wall time)", doubled,
                     interval, Pct(g.share_of_wall)));
@@ -156,10 +229,12 @@ std::optional<Finding> PeriodicRule(const Facts& c) {
   std::stable_sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
     return a->share_of_wall > b->share_of_wall;
   });
-  auto describe = [](const analysis::PeriodicPhase& g) {
+  auto describe = [&c](const analysis::PeriodicPhase& g) {
     std::string when = g.every_steps > 0 ? fmt::format("every {} steps", g.every_steps)
                                          : fmt::format("at {} irregular steps", g.occurrences);
-    return fmt::format("{}: {}, +{} each, {} of wall time", when, g.phase, Secs(g.extra_s_each),
+    const std::string content = PeriodicContent(g, c);
+    return fmt::format("{}: {}, +{} each, {} of wall time", when,
+                       content.empty() ? g.phase : content, Secs(g.extra_s_each),
                        Pct(g.share_of_wall));
   };
   const auto& top = *groups.front();

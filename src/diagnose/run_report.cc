@@ -76,6 +76,7 @@ std::vector<SyncSite> SyncSites(const phase::EventLog& events) {
       s.function = JsonOpt<std::string>(j, "function").value_or("");
       s.user_file = JsonOpt<std::string>(j, "user_file").value_or("");
       s.user_line = JsonOpt<int64_t>(j, "user_line").value_or(0);
+      s.first_ts_ns = m.ts_ns;
       if (s.kind.empty() || s.file.empty()) continue;
       index.try_emplace(key(m.pid, j), out.size());
       out.push_back(std::move(s));

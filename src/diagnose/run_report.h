@@ -85,6 +85,7 @@ struct SyncSite {
   std::string user_file;  ///< when `file` is in an installed library: the job's own frame
   int64_t user_line = 0;
   std::optional<int64_t> count;  ///< calls counted; empty when the process did not exit normally
+  int64_t first_ts_ns = 0;       ///< when it was first seen (its "sync_site" note, CLOCK_MONOTONIC)
 };
 
 /// "train.py:560 (item, 20×)", or "lightning/.../module.py:40 via train.py:88 (item)".

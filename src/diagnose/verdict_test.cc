@@ -500,6 +500,43 @@ TEST(PeriodicSideWork, CheckpointEveryTwentySteps) {
   ExpectCheapestFirst(f);
 }
 
+// Issue 26: a sampling loop every 15 steps (40 eval forwards, then image saving on the host) is
+// named by what it holds, not "other".
+TEST(PeriodicSideWork, NamedByItsContentNotOther) {
+  auto steps = Steady(90, {{"data_loading", 0.002}, {"forward_pass", 0.02},
+                           {"backward_pass", 0.03}, {"other", 0.002}});
+  analysis::RankSteps rank = MakeRank(0, FakeRun::kMainPid, steps);
+  for (auto& s : rank.steps) s.phase_n = {{"forward_pass", 1}, {"backward_pass", 1}};
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (size_t i = 14; i < rank.steps.size(); i += 15) {
+    // +0.22 s of host work and 40 eval forwards of 1 ms: the step is 0.26 s longer.
+    auto& s = rank.steps[i];
+    s.phase_s["other"] += 0.22;
+    s.phase_s["eval_forward"] = 0.04;
+    s.phase_n["eval_forward"] = 40;
+    s.counters["host_sync.item"] = 2;
+    s.end_ns += 260'000'000;
+    for (size_t j = i + 1; j < rank.steps.size(); ++j) {
+      rank.steps[j].begin_ns += 260'000'000;
+      rank.steps[j].end_ns += 260'000'000;
+    }
+  }
+  FakeRun run;
+  run.Cpus(2).Steps({rank}).Main(99, 0.95);
+  SyncSite site;  // first seen inside the first sampling step
+  site.kind = "item";
+  site.file = "/job/sample.py";
+  site.line = 91;
+  site.first_ts_ns = run.report().phases.ranks[0].steps[14].begin_ns + 1000;
+  run.report().sync_sites.push_back(site);
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "periodic_side_work") << AllRecs(v);
+  EXPECT_EQ(v.principal->reason,
+            "periodic_side_work: every 15 steps: 0.22 s host work + 40 eval forwards (40.0 ms) "
+            "(sync at sample.py:91), +0.26 s each, 24% of wall time");
+  EXPECT_TRUE(HasRec(*v.principal, "sample/evaluate every 30 steps instead of every 15 steps"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // epoch_boundary_stall / prefetch_too_shallow
 // ---------------------------------------------------------------------------------------------

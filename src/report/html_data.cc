@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "base/vocabulary.h"
 #include "diagnose/run_dir.h"
+#include "report/life_render.h"
 #include "report/run_render.h"
 #include "trace/kernels.h"
 
@@ -235,6 +236,28 @@ std::vector<SeriesPoint> EnvelopeSeries(const std::vector<SeriesPoint>& points, 
   return out;
 }
 
+/// The run's life for the timeline's shading: its stages, of the reference rank.
+void WriteLife(JsonWriter& w, const diagnose::RunLife& l) {
+  w.Key("life");
+  if (!l.has_steps) {
+    w.Null();
+    return;
+  }
+  w.BeginObject().Field("text", RenderLifeLine(l)).FieldBool("sure", l.sure);
+  w.Key("stages").BeginArray();
+  double at = 0;
+  auto stage = [&](const char* name, double seconds) {
+    if (seconds <= 0) return;
+    w.BeginObject().Field("stage", name).Field("b", at, 3).Field("e", at + seconds, 3).EndObject();
+    at += seconds;
+  };
+  stage("start-up", l.startup_s);
+  stage("warm-up", l.warmup_s);
+  stage("steady", l.steady_s);
+  stage("tail", l.tail_s);
+  w.EndArray().EndObject();
+}
+
 std::string RunPageData(const diagnose::RunData& data, const diagnose::RunReport& report,
                         const PageLimits& limits) {
   const int64_t t0 = data.meta.start_mono_ns != 0
@@ -252,6 +275,7 @@ std::string RunPageData(const diagnose::RunData& data, const diagnose::RunReport
       .Field("wall_s", report.wall_s, 3)
       .Field("host", report.meta.hostname)
       .EndObject();
+  WriteLife(w, report.life);
   w.Key("timeline").BeginObject();
   WriteSeriesList(w, diagnose::RawMachineSeries(data.recording, t0), limits);
   w.Key("bands").BeginArray();
@@ -275,7 +299,7 @@ std::string RecordingPageData(const std::string& path, const sample::Recording& 
   std::string out;
   JsonWriter w(out);
   Begin(w, "recording", path);
-  w.Key("verdict").Null().Key("job").Null().Key("timeline").BeginObject();
+  w.Key("verdict").Null().Key("job").Null().Key("life").Null().Key("timeline").BeginObject();
   WriteSeriesList(w, diagnose::RawMachineSeries(recording, t0), limits);
   w.Key("bands").BeginArray().EndArray().EndObject();
   analysis::PhaseAnalysis none;
@@ -296,7 +320,7 @@ std::string TracePageData(const std::string& title, const diagnose::TraceReport&
   JsonWriter w(out);
   Begin(w, "trace", title);
   WriteVerdictJson(w, report.verdict);  // writes its own "verdict" key
-  w.Key("job").Null().Key("timeline").BeginObject();
+  w.Key("job").Null().Key("life").Null().Key("timeline").BeginObject();
   w.Key("series").BeginArray().EndArray().Key("bands").BeginArray().EndArray().EndObject();
   int64_t t0 = 0;
   for (const auto& r : report.phases.ranks) {

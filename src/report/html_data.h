@@ -16,6 +16,8 @@ namespace stallscope::report {
 ///   title           what the page is about (run name, trace path, recording path)
 ///   verdict         the "verdict" object of report.json (run_render.h WriteVerdictJson), or null
 ///   job             {command, status, exit_code, wall_s, host} (run), or null
+///   life            {text, sure, stages: [{stage, b, e}]} (run with steps: start-up, warm-up,
+///                   steady, tail in seconds since the job started), or null
 ///   timeline        {series: [{name, unit, t: [s], v: []}], bands: [{rank, phase, b: [s], e:
 ///   [s]}]}
 ///                   t in seconds since the job (or recording) started; series reduced to min/max

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "diagnose/findings.h"
+#include "report/life_render.h"
 
 namespace stallscope::embedded {
 extern const std::string_view kUplotJs;
@@ -65,6 +66,21 @@ std::string VerdictHtml(const diagnose::Verdict* v) {
   return out;
 }
 
+/// The life of the run before the verdict: the START-UP headline when start-up and warm-up were
+/// most of the run, and the life line.
+std::string LifeHtml(const diagnose::RunLife* life) {
+  if (life == nullptr || !life->has_steps) return "";
+  std::string out = "<section id=\"life\" class=\"life\">\n";
+  std::string headline = RenderLifeHeadline(*life);
+  if (!headline.empty()) {
+    while (!headline.empty() && headline.back() == '\n') headline.pop_back();
+    out += fmt::format("<p class=\"startup\">{}</p>\n", EscapeHtml(headline));
+  }
+  out += fmt::format("<p class=\"line\"><b>Life</b> {}</p>\n</section>\n",
+                     EscapeHtml(RenderLifeLine(*life)));
+  return out;
+}
+
 }  // namespace
 
 std::string EscapeHtml(std::string_view s) {
@@ -99,7 +115,8 @@ std::string EscapeHtml(std::string_view s) {
 }
 
 std::string RenderHtmlPage(std::string_view kind, std::string_view title,
-                           const diagnose::Verdict* verdict, std::string_view data_json) {
+                           const diagnose::Verdict* verdict, std::string_view data_json,
+                           const diagnose::RunLife* life) {
   std::string out;
   out.reserve(data_json.size() + embedded::kUplotJs.size() + 16384);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
@@ -115,6 +132,7 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
       "<header><h1>stallscope</h1><p class=\"sub\"><span class=\"kind\">{}</span> "
       "<span class=\"title\">{}</span></p></header>\n<main>\n",
       EscapeHtml(kind), EscapeHtml(title));
+  out += LifeHtml(life);
   out += VerdictHtml(verdict);
   out +=
       "<div id=\"app\"><noscript>The charts need JavaScript; the verdict above does not."
@@ -127,7 +145,8 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
 }
 
 std::string RenderRunHtml(const diagnose::RunData& data, const diagnose::RunReport& report) {
-  return RenderHtmlPage("run", report.meta.name, &report.verdict, RunPageData(data, report));
+  return RenderHtmlPage("run", report.meta.name, &report.verdict, RunPageData(data, report),
+                        &report.life);
 }
 
 std::string RenderRecordingHtml(const std::string& path, const sample::Recording& recording,

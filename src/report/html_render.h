@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "diagnose/life.h"
 #include "diagnose/verdict.h"
 #include "report/html_data.h"
 
@@ -14,10 +15,12 @@ namespace stallscope::report {
 /// One self-contained HTML page: the chart library (uPlot, from npm, embedded at build time),
 /// the page's own script and style (src/report/html/), `data_json` (html_data.h, already safe
 /// inside a script element) and the verdict rendered as static HTML, so it reads without
-/// scripts too (a mail client). No network: nothing is loaded from anywhere.
+/// scripts too (a mail client). No network: nothing is loaded from anywhere. `life`: a run's
+/// life (start-up, warm-up, steady state, tail), said before the verdict; null otherwise.
 [[nodiscard]] std::string RenderHtmlPage(std::string_view kind, std::string_view title,
                                          const diagnose::Verdict* verdict,
-                                         std::string_view data_json);
+                                         std::string_view data_json,
+                                         const diagnose::RunLife* life = nullptr);
 
 /// The whole page of a run directory, a recording, or profiler traces (html_data.h's data).
 [[nodiscard]] std::string RenderRunHtml(const diagnose::RunData& data,

@@ -230,7 +230,7 @@ class FakeRun {
 
   Verdict Diagnose() {
     report_.machine = analysis::Summarize(data_.recording);
-    return diagnose::Diagnose(data_, report_);
+    return diagnose::Diagnose(BuildRunFacts(data_, report_));
   }
 
  private:

@@ -84,14 +84,34 @@
     return uPlot.join(tables);
   }
 
+  // The stages of the run that every statistic leaves out (start-up, warm-up, tail): hatched
+  // grey behind the lines, each named at its top when there is room.
+  var STAGE_FILL = 'rgba(120, 120, 120, 0.13)';
+  function drawStages(u, stages) {
+    var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+    var x0 = u.scales.x.min, x1 = u.scales.x.max;
+    stages.forEach(function (st) {
+      if (st.stage === 'steady' || st.e < x0 || st.b > x1) return;
+      var l = u.valToPos(Math.max(st.b, x0), 'x', true), r = u.valToPos(Math.min(st.e, x1), 'x', true);
+      ctx.fillStyle = STAGE_FILL;
+      ctx.fillRect(l, top, Math.max(1, r - l), h);
+      if (r - l > 60) {
+        ctx.fillStyle = '#666';
+        ctx.font = '11px system-ui, sans-serif';
+        ctx.fillText(st.stage, l + 4, top + 12);
+      }
+    });
+  }
+
   // The phases as shaded bands behind the lines, drawn on the canvas under the series.
-  function bandsPlugin(bands) {
+  function bandsPlugin(bands, stages) {
     return {
       hooks: {
         drawClear: [function (u) {
           var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
           var x0 = u.scales.x.min, x1 = u.scales.x.max;
           ctx.save();
+          drawStages(u, stages);
           bands.forEach(function (b) {
             ctx.fillStyle = BAND_COLORS[b.phase] || 'rgba(0,0,0,0.08)';
             for (var i = 0; i < b.b.length; i++) {
@@ -114,8 +134,11 @@
     var tl = data.timeline;
     if (!tl || !tl.series.length) return;
     var bands = tl.bands.filter(function (b) { return b.rank === 0; });
+    var stages = data.life ? data.life.stages : [];
     var s = section('Timeline', 'Drag to zoom (every chart follows), double-click to reset.' +
-      (bands.length ? ' Shaded: the phases of rank 0 (red: data_loading).' : ''));
+      (bands.length ? ' Shaded: the phases of rank 0 (red: data_loading).' : '') +
+      (stages.length > 1 ? ' Grey: start-up, warm-up and tail, which every statistic of the ' +
+        'report leaves out (the verdict is the steady state\u2019s).' : ''));
     if (bands.length) {
       var legend = el('p', 'bands');
       bands.forEach(function (b) {
@@ -133,7 +156,7 @@
       { title: 'GPU power (W)', coarse: '.power_w' },
       { title: 'SM clock (MHz)', coarse: '.sm_clock_mhz' }
     ];
-    var hooks = bands.length ? bandsPlugin(bands).hooks : {};
+    var hooks = bands.length || stages.length ? bandsPlugin(bands, stages).hooks : {};
     groups.forEach(function (g) {
       var list = g.fine ? byPrefix(g.fine) : [];
       if (!list.length) list = byPrefix(g.coarse);
