@@ -24,6 +24,11 @@ LiveWindow StartWindow(uint64_t steps, int64_t window_ns) {
   return w;
 }
 
+void SetStage(LiveWindow& w, const StageTracker& t) {
+  w.stage = t.stage();
+  w.warmup_steps = static_cast<int64_t>(t.warmup_steps());
+}
+
 }  // namespace
 
 void StepHistogram::Add(double seconds) {
@@ -53,6 +58,11 @@ void LiveStats::Add(phase::PhaseReader& ring, const phase::PhaseRecord& record) 
   Proc& p = procs_[ring.info().pid];
   p.ring = &ring;
   p.agg.Add(record);
+  if (record.kind == phase::RecordKind::kStep) {
+    p.stage.Step(record.ts_ns);
+  } else if (record.kind != phase::RecordKind::kGpuSpan) {
+    p.stage.Begin(record.ts_ns);  // the first record only
+  }
   if (!track_totals_) return;
   p.all_agg.Add(record);
   if (record.kind == phase::RecordKind::kStep) {
@@ -100,6 +110,7 @@ std::optional<LiveWindow> LiveStats::TakeWindow(int64_t window_ns) {
   if (main == nullptr || main_window.steps == 0 || window_ns <= 0) return std::nullopt;
   LiveWindow out = StartWindow(main_window.steps, window_ns);
   for (const auto& t : main_window.phases) AddPhase(out, main->ring->Name(t.phase_id), t.total_ns);
+  SetStage(out, main->stage);
   return out;
 }
 
@@ -115,6 +126,7 @@ std::optional<LiveWindow> LiveStats::TakeInterim(int64_t every_steps, int64_t si
   }
   LiveWindow out = StartWindow(main->interim_steps, since_ns);
   for (const auto& [id, ns] : main->interim_ns) AddPhase(out, main->ring->Name(id), ns);
+  SetStage(out, main->stage);
   for (auto& [pid, p] : procs_) {
     p.interim_ns.clear();
     p.interim_steps = 0;
@@ -130,6 +142,7 @@ std::optional<LiveWindow> LiveStats::Totals(int64_t since_start_ns) const {
   if (main == nullptr || main->total_steps == 0 || since_start_ns <= 0) return std::nullopt;
   LiveWindow out = StartWindow(main->total_steps, since_start_ns);
   for (const auto& [id, ns] : main->total_ns) AddPhase(out, main->ring->Name(id), ns);
+  SetStage(out, main->stage);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/life.h"
 #include "phase/phase_aggregator.h"
 #include "phase/phase_reader.h"
 
@@ -30,6 +31,10 @@ struct LiveWindow {
   double data_share = 0;          ///< the data_loading phase's share
   double compute_share = 0;       ///< sum of the compute phases' shares (IsComputePhase)
   double covered_share = 0;       ///< sum of all phases' shares (1 − covered: outside phases)
+  /// Where that process is in its life (analysis/life.h StageTracker): a window of start-up or
+  /// warm-up says nothing about training yet.
+  RunStage stage = RunStage::kSteady;
+  int64_t warmup_steps = 0;  ///< its warm-up steps, as decided so far
 };
 
 /// Upper bounds (seconds) of the per-process step-duration histogram (`serve`'s
@@ -118,6 +123,7 @@ class LiveStats {
     uint64_t all_steps = 0;
     StepHistogram step_durations;
     int64_t last_step_ns = 0;
+    StageTracker stage;
   };
   std::map<int32_t, Proc> procs_;  ///< by pid
   bool track_totals_ = false;

@@ -67,6 +67,26 @@ TEST_F(LiveStatsTest, WindowSharesStepsPerSecondAndCoverage) {
   EXPECT_FALSE(stats_.TakeWindow(10'000 * kMs).has_value());
 }
 
+// Issue 26: the windows say where the process is in its life (StageTracker, analysis/life.h).
+TEST_F(LiveStatsTest, WindowsCarryTheStage) {
+  // A 10 s first step (a compile), then steady 1 s steps.
+  writer_.Begin(forward_);
+  clock_.Advance(10'000 * kMs);
+  writer_.End(forward_);
+  writer_.Step();
+  WriteSteps(2);
+  Drain();
+  auto w = stats_.TakeWindow(12'000 * kMs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->stage, RunStage::kWarmup);
+  WriteSteps(5);
+  Drain();
+  w = stats_.TakeWindow(5'000 * kMs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->stage, RunStage::kSteady);
+  EXPECT_EQ(w->warmup_steps, 1);
+}
+
 TEST_F(LiveStatsTest, NoStepsOrNoTimeGivesNoWindow) {
   EXPECT_FALSE(stats_.TakeWindow(kNsPerSec).has_value());
   WriteSteps(2);

@@ -89,6 +89,12 @@ std::optional<std::pair<int64_t, int64_t>> RunFollower::ReadEvents() {
     Proc& p = procs_[e.pid];
     p.last_poll = polls_;
     p.agg.Add(phase::PhaseRecord{0, e.ts_ns, e.arg, e.tid, e.phase_id, e.kind, e.flags});
+    analysis::StageTracker& stage = stages_[e.pid];
+    if (e.kind == phase::RecordKind::kStep) {
+      stage.Step(e.ts_ns);
+    } else if (e.kind != phase::RecordKind::kGpuSpan) {
+      stage.Begin(e.ts_ns);
+    }
     min_ts = std::min(min_ts, e.ts_ns);
     max_ts = std::max(max_ts, e.ts_ns);
   }
@@ -215,6 +221,10 @@ std::optional<analysis::LiveWindow> RunFollower::Window() const {
   }
   std::stable_sort(w.phases.begin(), w.phases.end(),
                    [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
+  if (auto st = stages_.find(main->first); st != stages_.end()) {
+    w.stage = st->second.stage();
+    w.warmup_steps = static_cast<int64_t>(st->second.warmup_steps());
+  }
   return w;
 }
 

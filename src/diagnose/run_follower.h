@@ -86,6 +86,7 @@ class RunFollower {
   uint64_t names_offset_ = 0;
   std::map<std::pair<int32_t, uint16_t>, std::string> names_;
   std::map<int32_t, Proc> procs_;
+  std::map<int32_t, analysis::StageTracker> stages_;  ///< by pid, kept for the whole run
   std::deque<Slot> slots_;
   uint64_t polls_ = 0;
   bool started_ = false;  ///< a record was seen: windows count from the job's first record

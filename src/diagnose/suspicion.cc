@@ -7,6 +7,8 @@
 namespace stallscope::diagnose {
 
 Suspicion Suspect(const analysis::LiveWindow& window, const ThresholdSet& thresholds) {
+  // A slow first batch or a compile is no input pipeline or compute verdict (issue 26).
+  if (window.stage != analysis::RunStage::kSteady) return Suspicion::kWarmingUp;
   if (window.data_share > thresholds.data_bound_share.value) return Suspicion::kInputPipeline;
   if (1.0 - window.covered_share > thresholds.live_outside_phases_share.value)
     return Suspicion::kOutsidePhases;
@@ -18,6 +20,8 @@ std::string_view SuspicionText(Suspicion suspicion) {
   switch (suspicion) {
     case Suspicion::kNone:
       return "";
+    case Suspicion::kWarmingUp:
+      return "warming up: no hint before the step time settles";
     case Suspicion::kInputPipeline:
       return "suspect: input pipeline";
     case Suspicion::kOutsidePhases:
@@ -38,6 +42,7 @@ SuspectedVerdict VerdictOfSuspicion(const analysis::LiveWindow& w) {
     case Suspicion::kComputeBound:
       return {FindingClassName(FindingClass::kGpuBound), 0};
     case Suspicion::kNone:
+    case Suspicion::kWarmingUp:
       break;
   }
   return {"none", 0};

@@ -10,12 +10,14 @@ namespace stallscope::diagnose {
 /// What a live window of phase shares points at, before the full verdict of the report.
 enum class Suspicion {
   kNone,
+  kWarmingUp,      ///< the window is the process's start-up or warm-up (analysis/life.h): no hint
   kInputPipeline,  ///< data_loading > data_bound_share
   kOutsidePhases,  ///< time outside every phase > live_outside_phases_share
   kComputeBound,   ///< compute phases > cpu_compute_share
 };
 
-/// The suspicion for `window` (checked in the order above), against `thresholds`.
+/// The suspicion for `window` (checked in the order above, kWarmingUp first), against
+/// `thresholds`.
 [[nodiscard]] Suspicion Suspect(const analysis::LiveWindow& window,
                                 const ThresholdSet& thresholds = kThresholds);
 

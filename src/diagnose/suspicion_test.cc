@@ -34,6 +34,16 @@ TEST(Suspect, TableOfShares) {
   }
 }
 
+// Issue 26: a window of start-up or warm-up (a slow first batch, a compile) hints at nothing.
+TEST(Suspect, NothingBeforeTheSteadyState) {
+  for (auto stage : {analysis::RunStage::kStartup, analysis::RunStage::kWarmup}) {
+    analysis::LiveWindow w = Window(0.9, 0.05, 0.95);
+    w.stage = stage;
+    EXPECT_EQ(Suspect(w), Suspicion::kWarmingUp);
+    EXPECT_EQ(VerdictOfSuspicion(w).cls, "none");
+  }
+}
+
 TEST(Suspect, ReadsItsNumbersFromTheThresholdTable) {
   ThresholdSet strict;
   strict.data_bound_share.value = 0.10;
@@ -51,6 +61,8 @@ TEST(SuspicionText, EveryValueHasItsText) {
   EXPECT_EQ(SuspicionText(Suspicion::kOutsidePhases),
             "suspect: work outside the training phases (logging, syncs, side work)");
   EXPECT_EQ(SuspicionText(Suspicion::kComputeBound), "compute-bound so far");
+  EXPECT_EQ(SuspicionText(Suspicion::kWarmingUp),
+            "warming up: no hint before the step time settles");
 }
 
 // The exported live verdict uses the report's class names and each class's own cost.

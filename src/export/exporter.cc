@@ -239,6 +239,12 @@ void MapWindow(Families& f, const analysis::LiveWindow& w) {
           {{"class", std::string(cls)}}, 1);
   f.Gauge("stallscope_verdict_cost_ratio", "Share of step time the live verdict's cause takes.", {},
           cost);
+  f.Gauge("stallscope_run_stage_info",
+          "Where the busiest process is in its life: start-up, warm-up or steady (always 1; the "
+          "stage is the label). The live verdict is none before steady.",
+          {{"stage", std::string(analysis::RunStageName(w.stage))}}, 1);
+  f.Gauge("stallscope_warmup_steps", "Warm-up steps of the busiest process, as decided so far.", {},
+          static_cast<double>(w.warmup_steps));
 }
 
 }  // namespace
@@ -280,7 +286,16 @@ std::vector<MetricFamily> MapMetrics(const Snapshot& s) {
   }
   MapProcesses(f, s);
   MapJob(f, s.processes);
-  if (s.window) MapWindow(f, *s.window);
+  if (s.window) {
+    MapWindow(f, *s.window);
+  } else if (!s.processes.empty()) {
+    // The job's processes write phases but no step has ended in the window: start-up (its
+    // first step) or a pause; no verdict either way.
+    f.Gauge("stallscope_run_stage_info",
+            "Where the busiest process is in its life: start-up, warm-up or steady (always 1; the "
+            "stage is the label). The live verdict is none before steady.",
+            {{"stage", std::string(analysis::RunStageName(analysis::RunStage::kStartup))}}, 1);
+  }
   return f.Take();
 }
 

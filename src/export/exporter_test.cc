@@ -156,6 +156,8 @@ TEST(MapMetrics, ExpectedLines) {
       "stallscope_data_wait_ratio 0.75\n",
       "stallscope_verdict_info{class=\"data_bound_cpu\"} 1\n",
       "stallscope_verdict_cost_ratio 0.75\n",
+      "stallscope_run_stage_info{stage=\"steady\"} 1\n",
+      "stallscope_warmup_steps 0\n",
   };
   for (const std::string& line : expected)
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
@@ -179,6 +181,27 @@ TEST(MapMetrics, AbsentMetricsAreLeftOutNotZero) {
     EXPECT_EQ(text.find(absent), std::string::npos) << absent << " in:\n" << text;
   // Nothing sampled yet: no family at all (no HELP/TYPE lines without samples).
   EXPECT_EQ(Text(Snapshot{}), "");
+}
+
+// Issue 26: the live verdict says nothing before the steady state, and the stage says why.
+TEST(MapMetrics, StartupAndWarmupAreAStageWithNoVerdict) {
+  Snapshot s;
+  analysis::ProcessTotals a;
+  a.pid = 1;
+  s.processes = {a};
+  EXPECT_NE(Text(s).find("stallscope_run_stage_info{stage=\"start-up\"} 1\n"), std::string::npos)
+      << Text(s);
+  analysis::LiveWindow w;
+  w.steps = 2;
+  w.data_share = 0.9;  // a slow first batch
+  w.stage = analysis::RunStage::kWarmup;
+  w.warmup_steps = 2;
+  s.window = w;
+  const std::string text = Text(s);
+  EXPECT_NE(text.find("stallscope_run_stage_info{stage=\"warm-up\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stallscope_verdict_info{class=\"none\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("stallscope_warmup_steps 2\n"), std::string::npos) << text;
 }
 
 TEST(MapMetrics, RanksAreSummedPerRankAndVerdictClasses) {
