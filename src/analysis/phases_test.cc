@@ -384,7 +384,8 @@ TEST(AnalyzePhases, InstancesArePerStepByWhereTheyBegan) {
   LogBuilder b;
   b.Proc(100).Phase("setup", 0, 10).Phase("eval_forward", 10, 11).Phase("eval_forward", 11, 12);
   b.Begin("forward_pass", 90).Step(100).End("forward_pass", 120).Step(200);
-  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
+  const RankSteps& r = a.ranks.at(0);
   ASSERT_EQ(r.steps.size(), 2u);
   EXPECT_EQ(r.steps[0].phase_n,
             (std::map<std::string, int64_t>{{"eval_forward", 2}, {"forward_pass", 1}, {"setup", 1}}));
@@ -402,7 +403,8 @@ TEST(AnalyzePhases, PhasesNestedInTheFirstBatchAreStartupToo) {
       .Phase("data_loading", 600, 610)
       .Phase("forward_pass", 610, 700)
       .Step(700);
-  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
+  const RankSteps& r = a.ranks.at(0);
   EXPECT_EQ(r.life.steps_begin_ns, kT0 + 500 * kMs);
   EXPECT_NEAR(r.life.startup_phase_s.at("decode"), 0.3, kEps);
 }
@@ -435,7 +437,8 @@ TEST(AnalyzePhases, SlowLeadingStepsAreWarmupAndLeftOutOfEveryStatistic) {
 TEST(AnalyzePhases, WorkAfterTheLastStepIsTheTail) {
   LogBuilder b = HookedLoop(10, 0, 0);
   b.Phase("checkpointing", 4500, 5100);  // the final save, after the last step (4.49 s)
-  const RankSteps& r = AnalyzePhases(b.Build(), kThresholds).ranks.at(0);
+  const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
+  const RankSteps& r = a.ranks.at(0);
   EXPECT_EQ(r.life.tail_phase_s, (std::map<std::string, double>{{"checkpointing", 0.6}}));
   EXPECT_EQ(r.life.last_event_ns, kT0 + 5100 * kMs);
 }

@@ -179,6 +179,14 @@ struct ThresholdSet {
   Threshold comm_exposed_share{"comm_exposed_share", 0.10, "fraction of the window",
                                "seed 001 T1/T23: all_reduce/all_gather not overlapped with "
                                "compute ⇒ comms-bound"};
+  Threshold trace_idle_share{"trace_idle_share", 0.15, "fraction of the window",
+                             "issue 26: a window whose GPU idles this much and that no rule above "
+                             "explains is named by the largest attributed cause of the idle "
+                             "(the launch_bound_idle_share bar, seed 001 T15)"};
+  Threshold trace_idle_cause_most{"trace_idle_cause_most", 0.5, "fraction of the GPU's idle time",
+                                  "stallscope: a cause behind at least half the idle is the "
+                                  "cause (confidence fair); less is the likeliest of several "
+                                  "(weak)"};
   // --- confidence levels (Finding::confidence; the rules pick one by what was measured) ------
   Threshold confidence_measured{"confidence_measured", 0.9, "confidence (0..1)",
                                 "stallscope: the symptom and its mechanism are both measured"};
@@ -224,7 +232,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 72> kThresholdTable{{
+inline constexpr std::array<Threshold, 74> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -282,6 +290,8 @@ inline constexpr std::array<Threshold, 72> kThresholdTable{{
     kThresholds.allocator_churn_steps,
     kThresholds.allocator_churn_idle_share,
     kThresholds.comm_exposed_share,
+    kThresholds.trace_idle_share,
+    kThresholds.trace_idle_cause_most,
     kThresholds.confidence_measured,
     kThresholds.confidence_pattern,
     kThresholds.confidence_strong,

@@ -30,4 +30,13 @@ namespace stallscope::diagnose {
 /// dependencies while the next kernels are already queued (a deep launch queue).
 [[nodiscard]] std::optional<Finding> CommunicationRule(const Facts& facts);
 
+/// Issue 26: a window whose GPU idles ≥ trace_idle_share of it, that no rule above (nor
+/// data_bound) explains, is named by the largest attributed cause of its idle, priced at the share
+/// of the window that cause explains: sync → host_sync_or_logging, dataloader → data_bound_cpu,
+/// dependency → communication_bound, setup → startup_window, memory → allocator_churn,
+/// launch_overhead + cpu_other → host_launch_bound (the host falls behind in stretches of the
+/// step, whatever its mean queue). Idle with no attributed cause (the host idle or not traced)
+/// names nothing: there is no cause to name.
+[[nodiscard]] std::optional<Finding> TraceIdleRule(const Facts& facts);
+
 }  // namespace stallscope::diagnose

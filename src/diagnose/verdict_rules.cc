@@ -663,7 +663,7 @@ std::optional<Finding> OversubscriptionRule(const Facts& c) {
   return f;
 }
 
-constexpr std::array<NamedRule, 18> kRules{{
+constexpr std::array<NamedRule, 19> kRules{{
     {"data_bound", DataBoundRule},
     {"host_sync_or_logging", HostSyncRule},
     {"periodic_side_work", PeriodicRule},
@@ -681,6 +681,7 @@ constexpr std::array<NamedRule, 18> kRules{{
     {"host_step_boundary", StepBoundaryRule},
     {"host_launch_bound", HostLaunchRule},
     {"communication_bound", CommunicationRule},
+    {"trace_idle", TraceIdleRule},
     {"gpu_bound", GpuBoundRule},
 }};
 

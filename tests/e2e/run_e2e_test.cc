@@ -55,6 +55,7 @@ class RunE2e : public ::testing::Test {
   }
 
   std::string RunDir() const { return (dir_ / "run").string(); }
+  std::vector<std::string> extra_env_;
 
   /// Tests that read phases from inside the job need the Python package built next to the binary.
   static bool NeedsHooks() {
@@ -68,8 +69,22 @@ class RunE2e : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     out_ = (dir_ / "stdout").string();
     err_ = (dir_ / "stderr").string();
-    return stallscope::testing::Spawn(
-        argv, stallscope::testing::EnvironmentWithout({"STALLSCOPE_"}), out_, err_);
+    auto env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
+    env.insert(env.end(), extra_env_.begin(), extra_env_.end());
+    return stallscope::testing::Spawn(argv, env, out_, err_);
+  }
+
+  /// From now on the runs see one idle fake GPU (an H100 with 1 GiB used): what a CPU-only job
+  /// on a GPU machine sees.
+  void WithIdleFakeGpu() {
+    const std::string scenario = (dir_ / "scenario.json").string();
+    std::ofstream(scenario) << R"({"driver_version": "580.159.04", "gpus": [{"name": )"
+                            << R"("NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, )"
+                            << R"("memory_used_mib": 1024, "power_limit_w": 700, )"
+                            << R"("sm_clock_max_mhz": 1980, "pattern": {"kind": "steady", )"
+                            << R"("util_high": 0}}]})";
+    extra_env_ = {std::string("STALLSCOPE_NVML_LIB=") + FAKE_NVML_LIB,
+                  "STALLSCOPE_FAKE_NVML_SCENARIO=" + scenario};
   }
 
   Result Wait(pid_t pid, double timeout_s = 240) {
@@ -294,7 +309,75 @@ for step in range(30):
   auto text = Slurp(fs::path(RunDir()) / "report.txt");
   EXPECT_NE(text.find("gpu mean"), std::string::npos) << text;
   EXPECT_NE(text.find("Syncs at  " + job.string() + ":19 (item, 30×)"), std::string::npos) << text;
-  EXPECT_NE(text.find("on the GPU (CUDA events)"), std::string::npos) << text;
+  EXPECT_NE(text.find("CUDA events: the compute phases keep the GPU busy"), std::string::npos)
+      << text;
+}
+
+// Issue 26: on a GPU a short run is mostly start-up. 10 s of set-up before the loop, then about
+// 2 s of data-bound steps: the verdict is the steps' own, and the report says first where the
+// rest of the time went.
+TEST_F(RunE2e, LongStartupThenDataBoundStepsIsDataBoundWithTheStartupLine) {
+  auto r = Train({"--situation", "data_cpu", "--steps", "16", "--transform-reps", "16", "--setup-s",
+                  "10", "--print-every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = Report();
+  EXPECT_EQ(Principal(j), "data_bound_cpu") << j["verdict"].dump(1);
+  const json& life = j["life"];
+  ASSERT_TRUE(life["has_steps"].get<bool>()) << life.dump(1);
+  EXPECT_GE(life["startup_s"].get<double>(), 10.0) << life.dump(1);
+  EXPECT_TRUE(life["mostly_startup"].get<bool>()) << life.dump(1);
+  EXPECT_FALSE(life["sure"].get<bool>()) << "about 2 s of steps: not a sure verdict";
+  EXPECT_LT(life["steady_s"].get<double>(), 5.0);
+  bool setup = false;
+  for (const auto& p : life["startup"]) setup |= p["what"] == "setup" && p["seconds"] >= 9.5;
+  EXPECT_TRUE(setup) << "the job's own set-up is named: " << life["startup"].dump(1);
+  bool advice = false;
+  for (const auto& c : j["verdict"]["caveats"])
+    advice |= c.get<std::string>().find("run it longer") != std::string::npos;
+  EXPECT_TRUE(advice) << j["verdict"]["caveats"].dump(1);
+  // The prediction is the steady state's: no speed-up promised from start-up costs.
+  const double now = j["steps"]["per_second"].get<double>();
+  EXPECT_GT(now, 3.0) << "steady steps/s, not steps over the whole run";
+  const std::string text = Slurp(fs::path(RunDir()) / "report.txt");
+  EXPECT_EQ(text.find("START-UP "), text.find('\n') + 1) << "said first:\n" << text;
+  EXPECT_NE(text.find("Life    start-up "), std::string::npos) << text;
+  EXPECT_NE(text.find("the job's set-up "), std::string::npos) << text;
+}
+
+// The same start-up with compute-bound steps, a slow first batch and two slow first steps (a
+// compile), on a machine with an idle GPU the job never touches: gpu_bound (compute-bound on the
+// CPU), never small_batch or data_*; the first batch and the warm-up are named.
+TEST_F(RunE2e, LongStartupThenComputeBoundStepsIsComputeBoundNeverSmallBatch) {
+  WithIdleFakeGpu();
+  auto r = Train({"--situation", "compute", "--steps", "60", "--setup-s", "10", "--first-batch-s",
+                  "2", "--warmup-steps", "2", "--warmup-s", "1.5", "--print-every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = Report();
+  EXPECT_EQ(Principal(j), "gpu_bound") << j["verdict"].dump(1);
+  for (const auto& f : j["verdict"]["secondary"]) {
+    const std::string cls = f["class"];
+    EXPECT_TRUE(cls != "small_batch" && cls.rfind("data_", 0) != 0) << f.dump(1);
+  }
+  bool unused = false;
+  for (const auto& c : j["verdict"]["caveats"])
+    unused |= c.get<std::string>().find("this job does not use the GPU") != std::string::npos;
+  EXPECT_TRUE(unused) << j["verdict"]["caveats"].dump(1);
+  const json& life = j["life"];
+  EXPECT_GE(life["startup_s"].get<double>(), 12.0) << life.dump(1);
+  double first_batch = 0;
+  for (const auto& p : life["startup"]) {
+    if (p["what"] == "first_batch") first_batch = p["seconds"].get<double>();
+  }
+  EXPECT_GE(first_batch, 2.0) << life["startup"].dump(1);
+  EXPECT_GE(life["warmup_steps"].get<int>(), 2) << life.dump(1);
+  EXPECT_GE(life["warmup_s"].get<double>(), 3.0) << life.dump(1);
+  ASSERT_FALSE(life["warmup"].empty()) << life.dump(1);
+  EXPECT_EQ(life["warmup"][0]["phase"], "forward_pass") << life["warmup"].dump(1);
+  // Every statistic is the steady state's: no 1.5 s forward, no 2 s batch in the phase table.
+  for (const auto& p : j["phases"]) {
+    if (p["name"] == "forward_pass" || p["name"] == "data_loading")
+      EXPECT_LT(p["max_s"].get<double>(), 1.0) << p.dump(1);
+  }
 }
 
 TEST_F(RunE2e, ExitCodeAndCrashStillGetAReport) {

@@ -179,7 +179,7 @@ TEST_F(VerdictE2e, BusyHostIsSaidAndDiscounted) {
     waitpid(hog, nullptr, 0);
   }
   const auto& v = r["verdict"];
-  ASSERT_EQ(v["caveats"].size(), 1u) << v.dump(1);
+  ASSERT_FALSE(v["caveats"].empty()) << v.dump(1);
   EXPECT_EQ(v["caveats"][0].get<std::string>().rfind("busy host: other processes used ", 0), 0u)
       << v.dump(1);
   ASSERT_EQ(Principal(r), "data_bound_cpu") << v.dump(1);
