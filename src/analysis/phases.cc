@@ -443,7 +443,8 @@ std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
     for (const auto& [name, c] : columns) {
       const int64_t ns = c == width ? other_ns[s] : acc[s * width + c];
       if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, NsToSeconds(ns));
-      if (c < width && began[s * width + c] > 0) n.emplace_hint(n.end(), *name, began[s * width + c]);
+      if (c < width && began[s * width + c] > 0)
+        n.emplace_hint(n.end(), *name, began[s * width + c]);
     }
   }
   return other_ns;

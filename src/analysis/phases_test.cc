@@ -387,8 +387,8 @@ TEST(AnalyzePhases, InstancesArePerStepByWhereTheyBegan) {
   const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   ASSERT_EQ(r.steps.size(), 2u);
-  EXPECT_EQ(r.steps[0].phase_n,
-            (std::map<std::string, int64_t>{{"eval_forward", 2}, {"forward_pass", 1}, {"setup", 1}}));
+  EXPECT_EQ(r.steps[0].phase_n, (std::map<std::string, int64_t>{
+                                    {"eval_forward", 2}, {"forward_pass", 1}, {"setup", 1}}));
   EXPECT_TRUE(r.steps[1].phase_n.empty()) << "the forward crossing into step 2 began in step 1";
 }
 
