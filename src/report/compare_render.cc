@@ -28,6 +28,13 @@ std::string RateCell(const RunDigest& d) {
   return fmt::format("{:.2f} ({:.2f}-{:.2f})", d.rate->per_s, d.rate->lo, d.rate->hi);
 }
 
+/// "18.4 s + 0.7 s": start-up and warm-up, which the rates above leave out.
+std::string LifeCell(const RunDigest& d) {
+  if (!d.life.has_steps) return kNone;
+  return fmt::format("{} + {}", FormatDurationSeconds(d.life.startup_s),
+                     FormatDurationSeconds(d.life.warmup_s));
+}
+
 std::string VerdictCell(const RunDigest& d) {
   if (!d.principal) return "none";
   return fmt::format("{} ({:.2f}, ~{:.0f}%)", diagnose::FindingClassName(d.principal->cls),
@@ -50,9 +57,11 @@ std::string SideTable(const CompareReport& r) {
   auto bytes = [](uint64_t v) { return FormatBytes(static_cast<double>(v)); };
   const RunDigest& a = r.a;
   const RunDigest& b = r.b;
+  // Rates, shares and CPUs are the steady state's (issue 26): start-up and warm-up are apart.
   std::vector<Row> rows = {
       {"steps/s (95%)", RateCell(a), RateCell(b)},
-      {"steps", fmt::format("{}", a.step_s.size()), fmt::format("{}", b.step_s.size())},
+      {"steady steps", fmt::format("{}", a.step_s.size()), fmt::format("{}", b.step_s.size())},
+      {"start+warm-up", LifeCell(a), LifeCell(b)},
       {"samples/s", Cell(a.samples_per_s, num1), Cell(b.samples_per_s, num1)},
       {"data share", Cell(a.data_share, pct), Cell(b.data_share, pct)},
       {"GPU util", Cell(a.gpu_util_pct, util), Cell(b.gpu_util_pct, util)},
@@ -64,7 +73,7 @@ std::string SideTable(const CompareReport& r) {
   };
   size_t wa = 1;
   for (const auto& row : rows) wa = std::max(wa, row.a.size());
-  std::string out = fmt::format("\n{:<15} {:<{}}  {}\n", "", "A", wa, "B");
+  std::string out = fmt::format("\n{:<15} {:<{}}  {}\n", "steady state", "A", wa, "B");
   for (const auto& row : rows)
     out += fmt::format("{:<15} {:<{}}  {}\n", row.label, row.a, wa, row.b);
   return out;

@@ -37,6 +37,10 @@ std::string Header(std::string_view what, const std::string& dir,
 }
 
 void WriteRate(JsonWriter& w, const RunDigest& d) {
+  // The rates are the steady state's; start-up and warm-up (issue 26) are said apart.
+  const bool life = d.life.has_steps;
+  w.Field("startup_s", life ? std::optional<double>(d.life.startup_s) : std::nullopt, 3)
+      .Field("warmup_s", life ? std::optional<double>(d.life.warmup_s) : std::nullopt, 3);
   w.Field("warmup_steps", d.warmup_steps)
       .Field("steps", d.rate ? std::optional<int64_t>(d.rate->steps) : std::nullopt)
       .Field("steps_per_s", d.rate ? std::optional<double>(d.rate->per_s) : std::nullopt, 4)
