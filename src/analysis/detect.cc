@@ -315,15 +315,32 @@ std::map<std::string, std::vector<size_t>> AttributeOutliers(
   return groups;
 }
 
-/// The median over the steps of a per-step count or time (0 where a step has none).
-template <typename Map>
-std::map<std::string, double> MedianPerStep(const RankSteps& rank, Map StepRecord::*field) {
+/// A step's per-name values: its phase times, instances (InstancesIn: phase_n is sparse) or
+/// counters.
+using StepValues = std::map<std::string, double> (*)(const StepRecord&);
+std::map<std::string, double> TimesOf(const StepRecord& s) { return s.phase_s; }
+std::map<std::string, double> InstancesOf(const StepRecord& s) {
+  std::map<std::string, double> out;
+  for (const auto& [name, t] : s.phase_s) {
+    if (const int64_t n = InstancesIn(s, name); n > 0) out[name] = static_cast<double>(n);
+  }
+  for (const auto& [name, n] : s.phase_n) out[name] = static_cast<double>(n);
+  return out;
+}
+std::map<std::string, double> CountersOf(const StepRecord& s) {
+  std::map<std::string, double> out;
+  for (const auto& [name, n] : s.counters) out[name] = static_cast<double>(n);
+  return out;
+}
+
+/// The median over the steps of a per-step value (0 where a step has none).
+std::map<std::string, double> MedianPerStep(const RankSteps& rank, StepValues values_of) {
   std::map<std::string, std::vector<double>> per;
   for (size_t i = 0; i < rank.steps.size(); ++i) {
-    for (const auto& [name, v] : rank.steps[i].*field) {
+    for (const auto& [name, v] : values_of(rank.steps[i])) {
       std::vector<double>& values = per[name];
       values.resize(i, 0.0);
-      values.push_back(static_cast<double>(v));
+      values.push_back(v);
     }
   }
   std::map<std::string, double> out;
@@ -335,15 +352,14 @@ std::map<std::string, double> MedianPerStep(const RankSteps& rank, Map StepRecor
 }
 
 /// Mean over `positions` of each key's value beyond `median` (positive means only).
-template <typename Map>
 std::map<std::string, double> ExtraOver(const RankSteps& rank, const std::vector<size_t>& positions,
-                                        Map StepRecord::*field,
+                                        StepValues values_of,
                                         const std::map<std::string, double>& median) {
   std::map<std::string, double> sum;
   for (size_t pos : positions) {
-    for (const auto& [name, v] : rank.steps[pos].*field) {
+    for (const auto& [name, v] : values_of(rank.steps[pos])) {
       auto m = median.find(name);
-      sum[name] += static_cast<double>(v) - (m == median.end() ? 0.0 : m->second);
+      sum[name] += v - (m == median.end() ? 0.0 : m->second);
     }
   }
   std::map<std::string, double> out;
@@ -362,9 +378,9 @@ void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>&
   if (slow.indices.size() < 2) return;
   const auto series = AllPhaseSeries(rank);
   const double wall_s = WallSeconds(rank);
-  const auto median_s = MedianPerStep(rank, &StepRecord::phase_s);
-  const auto median_n = MedianPerStep(rank, &StepRecord::phase_n);
-  const auto median_counters = MedianPerStep(rank, &StepRecord::counters);
+  const auto median_s = MedianPerStep(rank, TimesOf);
+  const auto median_n = MedianPerStep(rank, InstancesOf);
+  const auto median_counters = MedianPerStep(rank, CountersOf);
   for (const auto& [name, positions] : AttributeOutliers(series, slow)) {
     if (positions.size() < 2) continue;
     PeriodicPhase p;
@@ -377,9 +393,9 @@ void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>&
       p.windows.emplace_back(rank.steps[pos].begin_ns, rank.steps[pos].end_ns);
       extra += step_s[pos] - slow.median;
     }
-    p.extra_phase_s = ExtraOver(rank, positions, &StepRecord::phase_s, median_s);
-    p.extra_phase_n = ExtraOver(rank, positions, &StepRecord::phase_n, median_n);
-    p.extra_counters = ExtraOver(rank, positions, &StepRecord::counters, median_counters);
+    p.extra_phase_s = ExtraOver(rank, positions, TimesOf, median_s);
+    p.extra_phase_n = ExtraOver(rank, positions, InstancesOf, median_n);
+    p.extra_counters = ExtraOver(rank, positions, CountersOf, median_counters);
     p.extra_s_each = extra / static_cast<double>(positions.size());
     p.share_of_wall =
         wall_s > 0 ? static_cast<double>(p.occurrences) * p.extra_s_each / wall_s : 0.0;

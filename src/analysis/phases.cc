@@ -443,7 +443,7 @@ std::vector<int64_t> FillStepPhases(const std::vector<Interval>& intervals,
     for (const auto& [name, c] : columns) {
       const int64_t ns = c == width ? other_ns[s] : acc[s * width + c];
       if (ns > 0 || c == width) out.emplace_hint(out.end(), *name, NsToSeconds(ns));
-      if (c < width && began[s * width + c] > 0)
+      if (c < width && began[s * width + c] > 1)
         n.emplace_hint(n.end(), *name, began[s * width + c]);
     }
   }
@@ -631,6 +631,12 @@ const ProcessInfo* PickMain(const std::vector<const ProcessInfo*>& procs) {
 }
 
 }  // namespace
+
+int64_t InstancesIn(const StepRecord& s, const std::string& phase) {
+  if (auto n = s.phase_n.find(phase); n != s.phase_n.end()) return n->second;
+  auto t = s.phase_s.find(phase);
+  return t != s.phase_s.end() && t->second > 0 && phase != kOtherName ? 1 : 0;
+}
 
 std::vector<PhaseInterval> PhaseIntervalsOf(const phase::EventLog& log, int32_t pid) {
   std::vector<PhaseInterval> out;

@@ -52,8 +52,11 @@ struct StepRecord {
   int64_t index = 0;     ///< 1-based step number of that rank
   int64_t begin_ns = 0;  ///< end of the previous step (or the rank's first event)
   int64_t end_ns = 0;
-  std::map<std::string, double> phase_s;    ///< per phase, clipped to the window; includes "other"
-  std::map<std::string, int64_t> phase_n;   ///< instances per phase that began in the window
+  std::map<std::string, double> phase_s;  ///< per phase, clipped to the window; includes "other"
+  /// Instances per phase that began in the window, where more than one did (one is the usual:
+  /// a phase with time in the step and no entry here had one, InstancesIn); kept sparse, as a
+  /// long run has millions of steps.
+  std::map<std::string, int64_t> phase_n;
   std::map<std::string, int64_t> counters;  ///< counter growth inside the step (e.g. host syncs)
 };
 
@@ -72,6 +75,10 @@ struct RankLife {
   std::map<std::string, double> startup_phase_s;
   std::map<std::string, double> tail_phase_s;
 };
+
+/// Instances of `phase` that began in step `s`: phase_n's count, else 1 when the phase has time
+/// in the step (a phase that began in the step before and crosses into it counts there too).
+[[nodiscard]] int64_t InstancesIn(const StepRecord& s, const std::string& phase);
 
 /// Per-rank step series (seed 003: steps/s, variation ratio, oscillation flag), over the steady
 /// state: the warm-up steps are apart, and every statistic here and in PhaseStats leaves them out.

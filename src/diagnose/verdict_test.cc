@@ -492,8 +492,8 @@ TEST(PeriodicSideWork, CheckpointEveryTwentySteps) {
   const Finding& f = *v.principal;
   // 5 × 0.9 s over 10 s + 4.5 s of steps.
   EXPECT_EQ(f.reason,
-            "periodic_side_work: every 20 steps: checkpointing, +0.90 s each, 31% of "
-            "wall time");
+            "periodic_side_work: every 20 steps: 1 checkpoint save (0.90 s), +0.90 s each, 31% "
+            "of wall time");
   EXPECT_NEAR(f.cost_fraction, 4.5 / 14.5, 1e-3);
   EXPECT_TRUE(HasRec(f, "checkpoint every 40 steps instead of every 20 steps"));
   EXPECT_TRUE(HasRec(f, "async checkpointing"));
