@@ -93,7 +93,8 @@ std::vector<LifePart> WarmupExcess(const analysis::RankSteps& ref) {
     }
     const double excess =
         total - Quantile(steady, 0.5).value_or(0.0) * static_cast<double>(ref.warmup.size());
-    if (excess > 0) out.push_back({LifePartKind::kPhase, excess, 0, name});
+    constexpr double kNoiseS = 0.001;  // less is step-to-step jitter, not a warm-up cost
+    if (excess >= kNoiseS) out.push_back({LifePartKind::kPhase, excess, 0, name});
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const LifePart& a, const LifePart& b) { return a.seconds > b.seconds; });

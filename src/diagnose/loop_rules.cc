@@ -84,7 +84,7 @@ std::string PeriodicContent(const analysis::PeriodicPhase& g, const Facts& c) {
       if (name.starts_with("host_sync")) syncs += n;
     }
     if (syncs >= 0.5)
-      out += fmt::format(" (+{})", Plural(std::llround(syncs), "host sync", "host syncs"));
+      out += fmt::format(" + {}", Plural(std::llround(syncs), "host sync", "host syncs"));
   }
   return out;
 }

@@ -15,8 +15,8 @@ RunAnalysis AnalyzeRun(const RunData& data) {
   const RunLife& life = a.report.life;
   if (life.has_steps && !life.sure) {
     a.report.verdict.caveats.push_back(fmt::format(
-        "the steady state is {:.1f} s over {} step{}: run it longer (at least {:.0f} s and {:.0f} "
-        "steady steps) for a sure verdict",
+        "the steady state is only {:.1f} s ({} step{}); a sure verdict needs at least {:.0f} s "
+        "and {:.0f} steady steps: run it longer",
         life.steady_s, life.steady_steps, life.steady_steps == 1 ? "" : "s",
         kThresholds.steady_sure_s.value, kThresholds.steady_sure_steps.value));
   }
