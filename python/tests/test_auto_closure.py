@@ -8,15 +8,13 @@ Every test runs twice: with patches (global_hooks=False, as on torch 1.13) and w
 global hooks (emulated by torch2_hooks where this torch lacks them).
 """
 
-import contextlib
 import sys
 import time
 import types
 import unittest
 import unittest.mock
 
-from test_auto import (HAS_ALWAYS_CALL, HAS_OPTIMIZER_HOOKS, FakeApi, InProcessBase, _hooks, auto,
-                       needs_torch, nn, torch, torch2_hooks)
+from test_auto import FakeApi, InProcessBase, _hooks, auto, needs_torch, nn, torch, torch2_hooks
 from test_cuda import FakeGpu
 
 from stallscope import _state  # noqa: E402  (test_auto puts the package on sys.path)
@@ -113,12 +111,7 @@ class ClosureTests:
         super().setUp()
         self.api = TimedApi()
         if self.global_hooks:
-            stack = contextlib.ExitStack()
-            self.addCleanup(stack.close)  # after tearDown's uninstall
-            if not HAS_ALWAYS_CALL:
-                stack.enter_context(torch2_hooks.forward_hooks_21())
-            if not HAS_OPTIMIZER_HOOKS:
-                stack.enter_context(torch2_hooks.optimizer_hooks_20())
+            torch2_hooks.emulate_missing(self)
         self.install(global_hooks=self.global_hooks)
         want = "global hook" if self.global_hooks else "patch"
         self.assertEqual(auto.mechanisms()["optimizer_step"], want)

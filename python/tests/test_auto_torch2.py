@@ -100,12 +100,7 @@ class GlobalHookTest(WorkloadCase):
 
     def setUp(self):
         super().setUp()
-        stack = contextlib.ExitStack()
-        self.addCleanup(stack.close)  # after tearDown's uninstall
-        if not HAS_ALWAYS_CALL:
-            stack.enter_context(torch2_hooks.forward_hooks_21())
-        if not HAS_OPTIMIZER_HOOKS:
-            stack.enter_context(torch2_hooks.optimizer_hooks_20())
+        torch2_hooks.emulate_missing(self)
 
     def test_global_hooks_are_chosen(self):
         self.install()
@@ -320,10 +315,7 @@ class CompileWarningTest(InProcessBase):
 
     def setUp(self):
         super().setUp()
-        stack = contextlib.ExitStack()
-        self.addCleanup(stack.close)  # after tearDown's uninstall
-        if not HAS_ALWAYS_CALL:
-            stack.enter_context(torch2_hooks.forward_hooks_21())
+        stack = torch2_hooks.emulate_missing(self, optimizer=False)
         self.optimized_module = stack.enter_context(torch2_hooks.compile_module_warning())
         self.module_mod = importlib.import_module("torch.nn.modules.module")
 

@@ -176,6 +176,19 @@ COMPILE_WARNING = (
     "please try using `module.compile()`, or use the per-module hooks instead")
 
 
+def emulate_missing(testcase, optimizer=True):
+    """Emulates the global hooks this torch lacks (the forward hooks before 2.1, the optimizer
+    step hooks before 2.0 unless optimizer=False) for the rest of `testcase`, undone at its
+    cleanup (after tearDown's uninstall). Returns the ExitStack, for more contexts."""
+    stack = contextlib.ExitStack()
+    testcase.addCleanup(stack.close)
+    if not has_always_call():
+        stack.enter_context(forward_hooks_21())
+    if optimizer and not has_optimizer_hooks():
+        stack.enter_context(optimizer_hooks_20())
+    return stack
+
+
 def has_global_hook_check():
     """True when this torch has _has_any_global_hook (and the warning)."""
     return hasattr(_module_mod(), "_has_any_global_hook")

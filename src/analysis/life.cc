@@ -3,27 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/stats.h"
+
 namespace stallscope::analysis {
 namespace {
-
-/// Median of `v` (reordered); `v` not empty.
-double MedianInPlace(std::vector<double>& v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double hi = v[mid];
-  if (v.size() % 2 == 1) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lo + hi) / 2;
-}
 
 /// The step time above which a step is slower than the steady state: from the second half of
 /// the steps (WarmupSteps' contract).
 double SteadyLevel(std::span<const double> step_s, const ThresholdSet& t) {
   std::vector<double> ref(step_s.begin() + static_cast<std::ptrdiff_t>(step_s.size() / 2),
                           step_s.end());
-  const double median = MedianInPlace(ref);
+  const double median = Quantile(ref, 0.5).value_or(0.0);
   for (double& x : ref) x = std::abs(x - median);
-  const double mad = MedianInPlace(ref);
+  const double mad = Quantile(ref, 0.5).value_or(0.0);
   // 1.4826 × MAD estimates σ for normal noise; the floor keeps a loop of identical steps from
   // calling every microsecond of jitter a change.
   const double sigma = std::max(1.4826 * mad, 0.01 * median);
