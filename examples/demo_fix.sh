@@ -21,9 +21,9 @@ r = json.load(open(sys.argv[1]))
 p = r["verdict"]["principal"] or {}
 recs = " ".join(x["text"] for x in p.get("recommendations", []))
 m = re.search(r"num_workers=\d+ → num_workers=(\d+)", recs)
-s = r["steps"]["ranks"][0]["step_s"] if r["steps"]["ranks"] else [1.0]
-steady = s[1:] or s  # without the first step (start-up), as the prediction
-print(m.group(1) if m else 0, p.get("predicted_steps_per_s") or 0, len(steady) / sum(steady))
+# The steady state's rate (report.json steps: start-up and warm-up apart), as the prediction's.
+rate = r["steps"]["ranks"][0]["per_second"] if r["steps"]["ranks"] else 1.0
+print(m.group(1) if m else 0, p.get("predicted_steps_per_s") or 0, rate)
 PYEOF
 )"
 if [ "$workers" = 0 ]; then
@@ -32,8 +32,8 @@ if [ "$workers" = 0 ]; then
 fi
 echo "applying the fix: --num-workers $workers --persistent-workers"
 "$BUILD/stallscope" run --quiet --out "$OUT/after" -- "${JOB[@]}" --num-workers "$workers" --persistent-workers >/dev/null
-# Steady state, like the prediction: all steps but the first (worker start-up).
-after=$("$PY" -c 'import json,sys; s=json.load(open(sys.argv[1]))["steps"]["ranks"][0]["step_s"][1:]; print(len(s)/sum(s))' "$OUT/after/report.json")
+# The steady state's rate, like the prediction (worker start-up and warm-up are apart).
+after=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"]["ranks"][0]["per_second"])' "$OUT/after/report.json")
 awk -v b="$before" -v a="$after" -v p="$predicted" 'BEGIN {
   printf "steady step rate before %.2f steps/s | after %.2f steps/s: measured speed-up %.2fx, predicted %.2fx (%.2f steps/s)\n",
          b, a, a / b, p / b, p

@@ -117,15 +117,14 @@ class RunE2e : public ::testing::Test {
     return p.is_null() ? "none" : p["class"].get<std::string>();
   }
 
-  /// Mean step time without the first step (it carries start-up, e.g. forking workers), as the
-  /// prediction does. Not the median: with k workers batches arrive in bursts of k, so step
+  /// Mean step time of the steady steps (report.json's step_s: start-up and warm-up apart), as
+  /// the prediction's. Not the median: with k workers batches arrive in bursts of k, so step
   /// times are multi-modal.
   static double SteadyStep(const json& r) {
     std::vector<double> s = r["steps"]["ranks"][0]["step_s"].get<std::vector<double>>();
-    if (s.size() < 2) return s.empty() ? 0 : s[0];
     double sum = 0;
-    for (size_t i = 1; i < s.size(); ++i) sum += s[i];
-    return sum / static_cast<double>(s.size() - 1);
+    for (double x : s) sum += x;
+    return s.empty() ? 0 : sum / static_cast<double>(s.size());
   }
 
   static double Share(const json& report, const std::string& phase, int rank = 0) {
