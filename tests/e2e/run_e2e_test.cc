@@ -430,7 +430,10 @@ TEST_F(RunE2e, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   ASSERT_EQ(d.exit_code, 0) << d.err;
   auto dj = json::parse(d.out);
   EXPECT_EQ(dj["job"]["status"], "running");  // run.json was never finished
-  EXPECT_GE(dj["steps"]["count"].get<int>(), 39) << d.err;
+  // Every step read back: the steady ones and the warm-up before them (a loaded machine makes
+  // its first steps slow, so how many are warm-up varies).
+  EXPECT_GE(dj["steps"]["count"].get<int>() + dj["life"]["warmup_steps"].get<int>(), 39)
+      << d.err << dj["life"].dump();
   EXPECT_NE(dj["warnings"].dump().find("records the monitor had not saved"), std::string::npos)
       << dj["warnings"].dump();
   EXPECT_GT(Share(dj, "data_loading"), 0.0);  // a loaded machine: no share threshold
