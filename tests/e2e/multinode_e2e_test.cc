@@ -139,9 +139,9 @@ TEST_F(MultinodeE2e, MergedDiagnosisNamesTheStragglerNodeAndRank) {
   ASSERT_EQ(n["ranks"].size(), 4u);
   ASSERT_EQ(r["steps"]["ranks"].size(), 4u);  // every rank's steps in the merged report
   // Each rank's steady steps: its 20 less the warm-up (step 1 at least, its batch came with the
-  // start-up).
+  // start-up; at most half the steps).
   for (const auto& k : n["ranks"]) {
-    EXPECT_GE(k["steps"].get<int>(), 15) << k.dump();
+    EXPECT_GE(k["steps"].get<int>(), 10) << k.dump();
     EXPECT_LE(k["steps"].get<int>(), 19) << k.dump();
   }
   for (const auto& k : r["steps"]["ranks"])

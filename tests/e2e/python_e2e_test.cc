@@ -150,7 +150,7 @@ TEST_P(AnyPython, RecordsExplicitMarkersAndLeavesTheOutputAlone) {
   // Every step recorded: the steady ones (each with its phases) and the warm-up before them.
   const int steady = r["steps"]["count"];
   EXPECT_EQ(steady + r["life"]["warmup_steps"].get<int>(), 20) << r["life"].dump(1);
-  EXPECT_GE(steady, 15) << r["life"].dump(1);
+  EXPECT_GE(steady, 10) << "warm-up is at most half the steps: " << r["life"].dump(1);
   for (const char* name : {"data_loading", "forward_pass", "backward_pass"}) {
     const json* p = Phase(r, name);
     ASSERT_NE(p, nullptr) << name << " missing:\n" << r["phases"].dump();
