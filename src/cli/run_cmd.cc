@@ -203,10 +203,17 @@ diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
   return meta;
 }
 
+/// Whether the run directory is still there: a job may remove it (RunRun says so once, at the
+/// end, instead of a warning per file it could not write).
+bool RunDirExists(const diagnose::RunPaths& paths) {
+  std::error_code ec;
+  return fs::is_directory(paths.dir, ec);
+}
+
 /// Writes run.json. A failure is a warning, not an end: the job runs on (the report then says
 /// what it could not read).
 void WriteMeta(const diagnose::RunPaths& paths, const diagnose::RunMeta& meta) {
-  if (auto st = diagnose::WriteRunMeta(paths, meta); !st.ok()) {
+  if (auto st = diagnose::WriteRunMeta(paths, meta); !st.ok() && RunDirExists(paths)) {
     fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(st.error().message));
   }
 }
@@ -409,7 +416,7 @@ int RunRun(const RunOptions& o) {
   WriteMeta(*paths, meta);
   if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", EscapeControl(paths->dir));
   if (auto st = session.OpenRecording(paths->recording(), sample::RecordingFormat::kJsonl);
-      !st.ok()) {
+      !st.ok() && RunDirExists(*paths)) {
     fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n",
                EscapeControl(st.error().message));
   }
@@ -429,8 +436,7 @@ int RunRun(const RunOptions& o) {
   meta.exit_code = exit_code;
   // "stopped": ended by --duration (--steps ends it from inside, with exit code 0: "exited").
   meta.status = stopped ? "stopped" : exit_code > 128 ? "killed" : "exited";
-  std::error_code ec;
-  if (!fs::is_directory(paths->dir, ec)) {
+  if (!RunDirExists(*paths)) {
     // The job (or someone) removed the run directory: nothing is left to report from.
     fmt::print(stderr,
                "stallscope run: {} was removed while the job ran: no report (the job's exit "
