@@ -109,7 +109,7 @@ fuzz: build-asan
 	@test -f $(BUILD_ASAN)/tests/fuzz/CTestTestfile.cmake || \
 	  { echo "fuzz: $(BUILD_ASAN) is not a clang build; rm -rf $(BUILD_ASAN) and install clang-14"; exit 1; }
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target fuzz_harnesses
-	@for h in trace recording run_dir proc nvml_scenario; do \
+	@for h in trace recording run_dir run_analysis proc nvml_scenario; do \
 	  log=$(BUILD_ASAN)/tests/fuzz/$$h.log; \
 	  tests/fuzz/run_fuzz.sh $(BUILD_ASAN)/tests/fuzz/$${h}_fuzz $(BUILD_ASAN)/tests/fuzz/corpus/$$h \
 	    -runs=$(FUZZ_RUNS) >$$log 2>&1 || { tail -60 $$log; echo "fuzz: $$h failed (log: $$log)"; exit 1; }; \
