@@ -1,7 +1,9 @@
 #include "base/units.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <limits>
 #include <span>
@@ -120,12 +122,38 @@ std::string Elide(std::string_view text, size_t max_bytes) {
   return out;
 }
 
+std::string ErrnoText(int err) {
+  std::string text = std::strerror(err);
+  // glibc capitalises the first word only; an acronym ("I/O error") keeps its case.
+  if (text.size() > 1 && std::isupper(static_cast<unsigned char>(text[0])) != 0 &&
+      std::islower(static_cast<unsigned char>(text[1])) != 0)
+    text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
 std::string EscapeControl(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u != 0x7f) {
+    if (u >= 0x80) {
+      const size_t len = Utf8Length(text, i);
+      const auto next = len == 2 ? static_cast<unsigned char>(text[i + 1]) : 0;
+      if (u == 0xc2 && next >= 0x80 && next <= 0x9f) {
+        // Issue 27 B17: C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F; U+009B is CSI, U+009D
+        // OSC) act as ESC sequences do on terminals that honour them (ECMA-48 section 5.3).
+        out += fmt::format("\\u{:04x}", next);
+        ++i;
+      } else if (len > 0) {
+        out.append(text.substr(i, len));  // any other character
+        i += len - 1;
+      } else if (u <= 0x9f) {
+        out += fmt::format("\\x{:02x}", u);  // a lone C1 byte: CSI itself on an 8-bit terminal
+      } else {
+        out.push_back(c);  // a lone Latin-1 byte: no control, shown as it is
+      }
+    } else if (u >= 0x20 && u != 0x7f) {
       out.push_back(c);
     } else if (c == '\n') {
       out += "\\n";

@@ -37,9 +37,15 @@ void AppendJsonString(std::string& out, std::string_view text);
 [[nodiscard]] std::string Elide(std::string_view text, size_t max_bytes);
 
 /// `text` for a terminal: control characters and DEL written as escapes ("\\n", "\\t",
-/// "\\x1b"), so a string from the environment or another program cannot move the cursor,
-/// recolour the terminal or forge a line of the report. Other bytes (UTF-8) pass through.
+/// "\\x1b"), C1 controls too (U+0080..U+009F as "\\u009b", a lone byte 0x80..0x9f as
+/// "\\x9b"), so a string from the environment or another program cannot move the cursor,
+/// recolour the terminal or forge a line of the report. Other characters (UTF-8) and other
+/// bytes pass through.
 [[nodiscard]] std::string EscapeControl(std::string_view text);
+
+/// strerror(`err`) as the cause in a message ("permission denied", "too many levels of
+/// symbolic links"): the first letter lowercased. Issue 27 B21: say the real cause, not a guess.
+[[nodiscard]] std::string ErrnoText(int err);
 
 /// `s` without the whitespace JSON allows (space, tab, newline, carriage return) at either end:
 /// the one trim for config values, /proc lines, environment variables and JSON tokens.

@@ -1,5 +1,6 @@
 #include "base/units.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -105,6 +106,37 @@ TEST(EscapeControl, Table) {
   EXPECT_EQ(EscapeControl("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
   EXPECT_EQ(EscapeControl(std::string("nul\0del\x7f", 8)), "nul\\x00del\\x7f");
   EXPECT_EQ(EscapeControl(""), "");
+}
+
+// Issue 27 B17: C1 controls (CSI U+009B, OSC U+009D, ST U+009C) reached the terminal: as UTF-8
+// characters and as lone bytes (CSI on an 8-bit terminal). Characters that merely contain a byte
+// 0x80..0x9f as a continuation (U+00DB "Û" is C3 9B, "€" is E2 82 AC) are untouched.
+TEST(EscapeControl, C1ControlsAreEscaped) {
+  struct Case {
+    std::string in;
+    std::string want;
+  } cases[] = {
+      {"data\u009b2J", "data\\u009b2J"},
+      {"\u009d0;title\u009c", "\\u009d0;title\\u009c"},
+      {"\u0080\u009f", "\\u0080\\u009f"},
+      {"\u00a0\u00db\u20ac", "\u00a0\u00db\u20ac"},  // NBSP, Û, €: not controls
+      {"lone \x9b"
+       "2J",
+       "lone \\x9b2J"},
+      {"lone \x80", "lone \\x80"},
+      {"cut \xc2", "cut \xc2"},                // a truncated sequence, no control
+      {"latin \xe9t\xe9", "latin \xe9t\xe9"},  // Latin-1 bytes pass as before
+      {"\x1b\xc2\x9b", "\\x1b\\u009b"},
+  };
+  for (const auto& [in, want] : cases) EXPECT_EQ(EscapeControl(in), want) << EscapeControl(in);
+}
+
+// Issue 27 B21: the errno's own words, as the cause in a message.
+TEST(ErrnoText, LowercasedStrerror) {
+  EXPECT_EQ(ErrnoText(EACCES), "permission denied");
+  EXPECT_EQ(ErrnoText(ELOOP), "too many levels of symbolic links");
+  EXPECT_EQ(ErrnoText(ENOENT), "no such file or directory");
+  EXPECT_EQ(ErrnoText(EIO), "input/output error");
 }
 
 TEST(FormatIsoUtc, KnownInstant) {
