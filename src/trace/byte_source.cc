@@ -292,7 +292,10 @@ bool HasGzipMagic(const unsigned char* p, size_t n) {
 
 Result<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path,
                                                    const ByteSourceOptions& options) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it (issue 27 B15: `trace
+  // DIR` hung on a FIFO named like a trace); a pipe with a writer (`<(zcat t.gz)`) still works,
+  // one without gives end of data at once. Reads block again below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     return MakeError(CodeForErrno(err), "{}: cannot open: {}", path, std::strerror(err));
@@ -300,6 +303,12 @@ Result<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path,
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    ::close(fd);
+    return MakeError(ErrorCode::kIo, "{}: cannot read: {}", path, std::strerror(err));
+  }
+  if (int flags = ::fcntl(fd, F_GETFL);
+      flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    int err = errno;
     ::close(fd);
     return MakeError(ErrorCode::kIo, "{}: cannot read: {}", path, std::strerror(err));
   }

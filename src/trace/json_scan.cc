@@ -271,6 +271,11 @@ void JsonScanner::Shift(uint64_t n) {
   last_sep_ = last_sep_ >= n ? last_sep_ - n : 0;
 }
 
+void JsonScanner::Cut(uint64_t from, uint64_t to) {
+  if (to <= from || from <= keep_from() || to > pos_) return;  // outside the contract: no-op
+  pos_ -= to - from;
+}
+
 void JsonScanner::Scan(const char* buf, uint64_t len, bool eof, std::vector<ElementSpan>* out) {
   while (pos_ < len && !done_) {
     if (!in_events_) {
@@ -391,11 +396,11 @@ uint64_t JsonScanner::ScanTop(const char* buf, uint64_t len) {
       if (reading_key_) {
         if (closing) {
           reading_key_ = false;
-        } else {
+        } else if (key_.size() < kMaxKeyBytes) {
           key_.push_back(c);
         }
       }
-      if (capturing_) capture_.push_back(c);
+      if (capturing_) Capture(c);
       continue;
     }
     TopByteOutsideString(c, at);
@@ -462,7 +467,21 @@ void JsonScanner::TopByteOutsideString(char c, uint64_t at) {
     default:
       break;
   }
-  if (capturing_) capture_.push_back(c);
+  // A run of whitespace outside strings keeps its first byte: JSON means the same (RFC 8259
+  // section 2), and a run of it never grows the capture.
+  if (capturing_ && !(IsSpace(c) && !capture_.empty() && IsSpace(capture_.back()))) Capture(c);
+}
+
+void JsonScanner::Capture(char c) {
+  if (capture_.size() < kMaxCaptureBytes) {
+    capture_.push_back(c);
+    return;
+  }
+  // A hostile or broken file (a gzip bomb of whitespace inside deviceProperties): drop the
+  // value rather than hold it.
+  capturing_ = false;
+  dropped_values_.push_back(key_);
+  capture_ = std::string();
 }
 
 }  // namespace stallscope::trace

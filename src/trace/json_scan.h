@@ -60,6 +60,12 @@ enum class ScanKernel : uint8_t {
 /// does not depend on how long strings are. Not thread-safe.
 class JsonScanner {
  public:
+  /// Longest top-level value captured (deviceProperties of 8 GPUs is ~4 KB): a longer one is
+  /// dropped and its key listed in dropped_values(), so no input grows the capture without bound.
+  static constexpr size_t kMaxCaptureBytes = size_t{1} << 20;
+  /// Longest top-level key kept while reading it (longer keys match no key we look for).
+  static constexpr size_t kMaxKeyBytes = 256;
+
   /// `capture_keys`: top-level keys whose values to capture (small metadata values).
   /// `kernel`: which block classifier to use (tests run both; both give identical results).
   explicit JsonScanner(std::vector<std::string> capture_keys,
@@ -75,6 +81,12 @@ class JsonScanner {
   [[nodiscard]] uint64_t keep_from() const { return in_events_ ? last_sep_ : pos_; }
   /// The caller dropped the first `n` (≤ keep_from()) bytes of the buffer.
   void Shift(uint64_t n);
+  /// Bytes of the buffer examined so far (buf[0, scanned())).
+  [[nodiscard]] uint64_t scanned() const { return pos_; }
+  /// The caller cut the scanned bytes buf[from, to) out of its buffer (keep_from() < from ≤ to ≤
+  /// scanned()): blank padding between tokens, or the middle of an element it skips. The scan
+  /// state carries over; the bytes after `to` move down by to - from.
+  void Cut(uint64_t from, uint64_t to);
 
   [[nodiscard]] JsonLayout layout() const { return layout_; }
   /// The first non-whitespace byte, for the "not a trace" message.
@@ -90,6 +102,8 @@ class JsonScanner {
   /// Something other than whitespace after the top-level value, in the bytes scanned with it.
   [[nodiscard]] bool trailing_data() const { return trailing_data_; }
   [[nodiscard]] const std::vector<TopLevelValue>& values() const { return values_; }
+  /// Keys of captured values longer than kMaxCaptureBytes: dropped, not in values().
+  [[nodiscard]] const std::vector<std::string>& dropped_values() const { return dropped_values_; }
   /// The kernel in use (kBaseline or kAvx2).
   [[nodiscard]] ScanKernel kernel() const { return kernel_; }
 
@@ -99,10 +113,12 @@ class JsonScanner {
   uint64_t ScanTop(const char* buf, uint64_t len);
   void TopByteOutsideString(char c, uint64_t at);
   void EnterEvents(uint64_t at, int64_t depth);
+  void Capture(char c);
 
   std::vector<std::string> capture_keys_;
   ScanKernel kernel_ = ScanKernel::kBaseline;
   std::vector<TopLevelValue> values_;
+  std::vector<std::string> dropped_values_;
   JsonLayout layout_ = JsonLayout::kUnknown;
   unsigned char first_byte_ = 0;
   uint64_t pos_ = 0;       // next byte to scan

@@ -5,9 +5,14 @@
 #include <charconv>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 #include <unordered_set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "base/thread_pool.h"
+#include "base/units.h"
 #include "trace/names.h"
 #include "trace/trace_reader.h"
 
@@ -62,35 +67,80 @@ void MarkCudaGraphKernels(RankTrace& trace) {
   }
 }
 
-Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths) {
+namespace {
+
+/// What a folder entry named like a trace is, when it is not a regular file; nullopt for a
+/// regular file (or a link to one) and for a directory (never taken for a trace, never warned).
+std::optional<std::string_view> NotARegularFile(const std::filesystem::directory_entry& entry) {
   namespace fs = std::filesystem;
-  std::vector<std::string> files;
+  std::error_code ec;
+  const fs::file_status st = entry.status(ec);  // follows a link
+  if (!ec && (fs::is_regular_file(st) || fs::is_directory(st))) return std::nullopt;
+  if (ec || !fs::exists(st)) return "a symbolic link to nothing";
+  switch (st.type()) {
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
+Result<TracePathList> ListTracePaths(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  TracePathList list;
   for (const std::string& p : paths) {
     std::error_code ec;
     fs::file_status st = fs::status(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      // Issue 27 B21: a symbolic link loop or a folder it may not search is not "missing".
+      return MakeError(ErrorCode::kIo, "{}: cannot open: {}", p, ErrnoText(ec.value()));
+    }
     if (ec || !fs::exists(st)) {
       return MakeError(ErrorCode::kNotFound, "{}: no such file or directory", p);
     }
     if (!fs::is_directory(st)) {
-      files.push_back(p);
+      list.files.push_back(p);
       continue;
     }
-    std::vector<std::string> found;
+    std::vector<std::string> found, skipped;
     for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
       std::string name = it->path().filename().string();
-      if ((name.ends_with(".json") || name.ends_with(".json.gz")) && !it->is_directory(ec)) {
+      if (!name.ends_with(".json") && !name.ends_with(".json.gz")) continue;
+      // Regular files only (symbolic links to them included): a FIFO named like a trace hung
+      // the read (issue 27 B15), a device or socket is no trace either.
+      if (auto kind = NotARegularFile(*it)) {
+        skipped.push_back(
+            fmt::format("{}: {}, not a regular file; skipped", it->path().string(), *kind));
+      } else if (std::error_code type_ec; it->is_regular_file(type_ec)) {
         found.push_back(it->path().string());
       }
     }
-    if (ec) return MakeError(ErrorCode::kIo, "{}: cannot list directory: {}", p, ec.message());
+    if (ec)
+      return MakeError(ErrorCode::kIo, "{}: cannot list directory: {}", p, ErrnoText(ec.value()));
+    std::sort(skipped.begin(), skipped.end());
     if (found.empty()) {
-      return MakeError(ErrorCode::kNotFound, "{}: no trace files (*.json, *.json.gz) in directory",
-                       p);
+      return MakeError(ErrorCode::kNotFound,
+                       "{}: no trace files (*.json, *.json.gz) in directory{}{}", p,
+                       skipped.empty() ? "" : "; ", fmt::join(skipped, "; "));
     }
     std::sort(found.begin(), found.end());
-    files.insert(files.end(), found.begin(), found.end());
+    list.files.insert(list.files.end(), found.begin(), found.end());
+    list.skipped.insert(list.skipped.end(), skipped.begin(), skipped.end());
   }
-  return files;
+  return list;
+}
+
+Result<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths) {
+  TRY(TracePathList list, ListTracePaths(paths));
+  return std::move(list.files);
 }
 
 Result<std::vector<RankTrace>> ReadTraces(const std::vector<std::string>& paths,

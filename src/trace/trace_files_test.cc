@@ -1,4 +1,8 @@
 // trace_files.cc: which files a path list names, and reading them in order on threads.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -36,6 +40,61 @@ TEST(ExpandTracePaths, DirectoriesAndFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   EXPECT_EQ(missing.error().message, d + "nope: no such file or directory");
+}
+
+// Issue 27 B15: `trace DIR` hung forever on a FIFO named like a trace in DIR. Only regular
+// files (and links to them) are traces; a FIFO, a dangling link or a socket is skipped.
+TEST(ExpandTracePaths, SkipsFifosAndDanglingLinks) {
+  testing::TempDir dir("trace_files");
+  std::ofstream(dir.path() / "rank0.json") << "[]";
+  ASSERT_EQ(::mkfifo((dir.path() / "rank1.json").c_str(), 0600), 0);
+  fs::create_symlink(dir.path() / "rank0.json", dir.path() / "rank2.json");
+  fs::create_symlink(dir.path() / "gone.json", dir.path() / "rank3.json");
+  Result<std::vector<std::string>> r = ExpandTracePaths({dir.path().string()});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string d = dir.path().string() + "/";
+  EXPECT_EQ(*r, (std::vector<std::string>{d + "rank0.json", d + "rank2.json"}));
+  // ListTracePaths says what was skipped, for the warning.
+  Result<TracePathList> list = ListTracePaths({dir.path().string()});
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  EXPECT_EQ(list->files, *r);
+  EXPECT_EQ(list->skipped,
+            (std::vector<std::string>{d + "rank1.json: a FIFO, not a regular file; skipped",
+                                      d + "rank3.json: a symbolic link to nothing, not a regular "
+                                          "file; skipped"}))
+      << ::testing::PrintToString(list->skipped);
+  // A folder whose only trace-named entry is a FIFO: the error says why nothing is there.
+  testing::TempDir only("trace_files");
+  const std::string fifo = (only.path() / "rank0.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<std::vector<std::string>> none = ExpandTracePaths({only.path().string()});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message, only.path().string() +
+                                      ": no trace files (*.json, *.json.gz) in directory; " + fifo +
+                                      ": a FIFO, not a regular file; skipped");
+}
+
+// Issue 27 B21: a path that cannot be reached was "no such file or directory" whatever the cause.
+TEST(ExpandTracePaths, ASymbolicLinkLoopNamesTheCause) {
+  testing::TempDir dir("trace_files");
+  const fs::path loop = dir.path() / "loop.json";
+  fs::create_symlink(loop, loop);
+  Result<std::vector<std::string>> r = ExpandTracePaths({loop.string()});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, loop.string() + ": cannot open: too many levels of symbolic links");
+}
+
+// A FIFO named on the command line with no writer: an error at once, not a hang (the open
+// used to block until a writer came).
+TEST(ReadTrace, AFifoWithoutAWriterDoesNotBlock) {
+  testing::TempDir dir("trace_files");
+  const std::string fifo = (dir.path() / "t.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Result<RankTrace> r = ReadTrace(fifo);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, fifo + ": not a Chrome/Kineto trace (empty file)");
 }
 
 TEST(ReadTraces, PathOrderAndFirstError) {

@@ -212,6 +212,10 @@ struct ReadStats {
   uint64_t negative_dur = 0;  ///< X events with dur < 0 (kept with dur 0; also in malformed)
   bool truncated = false;     ///< the file ended inside traceEvents
   uint64_t long_strings = 0;  ///< names / args strings cut to kMaxStringBytes
+  uint64_t oversized = 0;     ///< elements longer than kMaxElementBytes, skipped (also malformed)
+  /// The chunk buffer's capacity at the end (it only grows): the reader's memory apart from the
+  /// kept events and the parser. Bounded by chunk_bytes + max_element_bytes whatever the input.
+  uint64_t buffer_bytes = 0;
 };
 
 /// One rank's trace, as read. Events are in file order (not sorted); analyses sort what they need.

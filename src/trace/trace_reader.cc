@@ -44,6 +44,9 @@ constexpr size_t kMaxBatchBytes = size_t{512} << 10;
 // document's end, and the scanner may write a closing ']' at the data's end.
 constexpr size_t kSlack = simdjson::SIMDJSON_PADDING + 64;
 
+/// JSON's whitespace (RFC 8259 section 2).
+bool IsBlankByte(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -285,6 +288,18 @@ std::optional<int64_t> StreamFromText(std::string_view s) {
   return ParseJsonInt(s.substr(kPrefix.size()));
 }
 
+/// Squeezes each run of JSON whitespace outside strings in the element being read to its first
+/// byte (RFC 8259 section 2: insignificant there; one byte stays, so two tokens never join), in
+/// place, resuming where it stopped: buf[0] is the element's separator, buf[1, done) is done.
+struct BlankSqueeze {
+  uint64_t done = 1;
+  bool in_string = false;
+  bool escape = false;
+  bool off = false;  // a backslash outside a string: not JSON, nothing more is squeezed
+  /// Squeezes buf[done, end) (scanned bytes); returns where the squeezed bytes end now.
+  uint64_t Run(char* buf, uint64_t end);
+};
+
 /// Reads one file: chunk loop, batches, per-event commit.
 class TraceReader {
  public:
@@ -311,6 +326,8 @@ class TraceReader {
 
  private:
   void Reserve(size_t needed);
+  void Compact();
+  void Cut(uint64_t from, uint64_t to);
   void ProcessSpans();
   bool IsBlank(const ElementSpan& span) const;
   void ParseBatch(size_t first, size_t last);
@@ -337,6 +354,10 @@ class TraceReader {
   size_t len_ = 0;
   Tally tally_;
   std::string scratch_;  // a capped string, until the next Cap
+  // The element being read is over max_element_bytes: its bytes are dropped as they come, and
+  // the next span the scanner gives is it (spans come in order), counted, not parsed.
+  bool skipping_ = false;
+  BlankSqueeze squeeze_;
 };
 
 void TraceReader::Reserve(size_t needed) {
@@ -373,25 +394,97 @@ Status TraceReader::ReadAll(ByteSource& src) {
     spans_.clear();
     if (eof || scanner_.done()) break;
     size_t keep = scanner_.keep_from();
+    if (keep > 0) squeeze_ = BlankSqueeze{};  // a new element (or gap) starts at buf[keep]
     std::memmove(buf_.get(), buf_.get() + keep, len_ - keep);
     len_ -= keep;
     scanner_.Shift(keep);
+    if (len_ > chunk) Compact();
   }
+  // Ended inside a skipped element: lost with the truncation, as any element cut by it.
+  skipping_ = false;
+  tally_.stats.buffer_bytes = cap_;
   return OkStatus();
+}
+
+uint64_t BlankSqueeze::Run(char* buf, uint64_t end) {
+  uint64_t w = done;
+  for (uint64_t r = done; r < end; ++r) {
+    const char c = buf[r];
+    if (off) {
+      // Not JSON (a backslash outside a string): left as it is; the parser will say so.
+    } else if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (IsBlankByte(c)) {
+      // buf[w - 1] is outside a string here (a string ends with '"'); buf[0] is no blank.
+      if (IsBlankByte(buf[w - 1])) continue;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '\\') {
+      off = true;
+    }
+    buf[w++] = c;
+  }
+  done = w;
+  return w;
+}
+
+// Issue 27 B02: a gzip bomb of whitespace between (or inside) elements grew the buffer to the
+// inflated size (3 GB of RSS for a 3 MB file). Called once the kept bytes (buf[0] is the
+// separator before the element being read) exceed a chunk, which no element of a real trace
+// does: runs of whitespace outside strings are squeezed to one byte, each byte once; an element
+// still longer than max_element_bytes is skipped.
+void TraceReader::Compact() {
+  if (!scanner_.in_events()) return;  // outside the array nothing is kept (keep_from = scanned)
+  const uint64_t end = scanner_.scanned();
+  if (!skipping_ && squeeze_.done < end) {
+    const uint64_t w = squeeze_.Run(buf_.get(), end);
+    if (w < end) Cut(w, end);
+  }
+  if (skipping_ || len_ > options_.max_element_bytes) {
+    skipping_ = true;
+    Cut(1, scanner_.scanned());
+    squeeze_ = BlankSqueeze{};
+  }
+}
+
+void TraceReader::Cut(uint64_t from, uint64_t to) {
+  std::memmove(buf_.get() + from, buf_.get() + to, len_ - to);
+  len_ -= to - from;
+  scanner_.Cut(from, to);
 }
 
 bool TraceReader::IsBlank(const ElementSpan& span) const {
   for (uint64_t i = span.open + 1; i < span.close; ++i) {
-    char c = buf_.get()[i];
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
+    if (!IsBlankByte(buf_.get()[i])) return false;
   }
   return true;
 }
 
 void TraceReader::ProcessSpans() {
   size_t i = 0;
+  auto oversized = [this] {
+    ++tally_.stats.events_total;
+    ++tally_.stats.malformed;
+    ++tally_.stats.oversized;
+  };
+  if (skipping_ && !spans_.empty()) {  // the skipped element: its bytes are gone
+    skipping_ = false;
+    oversized();
+    i = 1;
+  }
   while (i < spans_.size()) {
     const ElementSpan& s = spans_[i];
+    if (s.close - s.open > options_.max_element_bytes) {  // whole in one chunk, but as long
+      oversized();
+      ++i;
+      continue;
+    }
     if (IsBlank(s)) {
       // `[ ]` is an empty array; any other blank element (`[1,,2]`, `[1,]`) is malformed.
       if (!(buf_.get()[s.open] == '[' && buf_.get()[s.close] == ']')) {
@@ -402,7 +495,8 @@ void TraceReader::ProcessSpans() {
       continue;
     }
     size_t j = i + 1;
-    while (j < spans_.size() && spans_[j].close - s.open < kMaxBatchBytes && !IsBlank(spans_[j])) {
+    while (j < spans_.size() && spans_[j].close - s.open < kMaxBatchBytes &&
+           spans_[j].close - spans_[j].open <= options_.max_element_bytes && !IsBlank(spans_[j])) {
       ++j;
     }
     ParseBatch(i, j);
@@ -608,8 +702,17 @@ std::string ByteText(unsigned char c) {
   return fmt::format("byte 0x{:02x}", c);
 }
 
+/// "4 MiB", "64 KiB", "100 B".
+std::string BinarySize(size_t bytes) {
+  if (bytes >= (size_t{1} << 20) && bytes % (size_t{1} << 20) == 0)
+    return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
 /// Checks that the file was a trace and writes the stats and warnings.
-Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) {
+Status Finish(const TraceReader& reader, const ByteSource& src, size_t max_element_bytes,
+              RankTrace* out) {
   const JsonScanner& scanner = reader.scanner();
   const Tally& tally = reader.tally();
   const std::string& path = out->path;
@@ -662,8 +765,16 @@ Status Finish(const TraceReader& reader, const ByteSource& src, RankTrace* out) 
     out->warnings.push_back(
         fmt::format("{}: data after the end of the JSON value is ignored", path));
   }
-  if (uint64_t skipped = st.malformed - st.negative_dur; skipped > 0) {
+  if (uint64_t skipped = st.malformed - st.negative_dur - st.oversized; skipped > 0) {
     out->warnings.push_back(fmt::format("{}: {} malformed events skipped", path, skipped));
+  }
+  if (st.oversized > 0) {
+    out->warnings.push_back(fmt::format("{}: {} trace events longer than {} skipped", path,
+                                        st.oversized, BinarySize(max_element_bytes)));
+  }
+  for (const std::string& key : scanner.dropped_values()) {
+    out->warnings.push_back(fmt::format("{}: top-level \"{}\" longer than {} ignored", path, key,
+                                        BinarySize(JsonScanner::kMaxCaptureBytes)));
   }
   if (st.long_strings > 0) {
     out->warnings.push_back(
@@ -689,7 +800,7 @@ Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options)
   ReserveEvents(*src, &out);
   TraceReader reader(options, &out, src->file_bytes() * (src->compressed() ? 20 : 1));
   TRY_STATUS(reader.ReadAll(*src));
-  TRY_STATUS(Finish(reader, *src, &out));
+  TRY_STATUS(Finish(reader, *src, options.max_element_bytes, &out));
   ApplyTopLevelValues(reader.parser(), reader.scanner().values(), &out);
   if (out.rank_source != "distributedInfo") {
     if (auto r = RankFromFileName(path)) {
