@@ -7,6 +7,7 @@
 #include <map>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "analysis/life.h"
@@ -32,6 +33,7 @@ constexpr size_t kMaxDepth = 64;
 struct ProcessInfo {
   int32_t pid = 0;
   int32_t rank = 0;
+  bool forked = false;  ///< forked without exec from another process (EventProcess::forked_from)
   std::vector<std::pair<size_t, size_t>> runs;  ///< [begin, end) ranges, in write order
   bool sorted = true;                           ///< ts never decreases in write order
   int64_t event_count = 0;
@@ -43,7 +45,11 @@ struct ProcessInfo {
 /// first event of the pid. Result ordered by pid.
 std::vector<ProcessInfo> GroupProcesses(const EventLog& log) {
   std::unordered_map<int32_t, int32_t> rank_of;
-  for (const phase::EventProcess& p : log.processes) rank_of[p.pid] = p.rank;
+  std::unordered_set<int32_t> forked;
+  for (const phase::EventProcess& p : log.processes) {
+    rank_of[p.pid] = p.rank;
+    if (p.forked_from > 0) forked.insert(p.pid);
+  }
   std::unordered_map<int32_t, size_t> index;
   std::vector<ProcessInfo> out;
   const std::vector<LoggedEvent>& ev = log.events;
@@ -55,6 +61,7 @@ std::vector<ProcessInfo> GroupProcesses(const EventLog& log) {
       info.pid = pid;
       auto r = rank_of.find(pid);
       info.rank = r != rank_of.end() ? r->second : ev[begin].rank;
+      info.forked = forked.contains(pid);
       out.push_back(std::move(info));
     }
     ProcessInfo& info = out[it->second];
@@ -617,12 +624,16 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
   out.ranks.push_back(std::move(rs));
 }
 
-/// The process that marks a rank's steps: most step records, then most events, then lowest pid.
+/// The process that marks a rank's steps: most step records, then one that was not forked
+/// without exec (a forked child or daemon with more events never replaces the process that
+/// forked it: issue 27 B08), then most events, then lowest pid.
 const ProcessInfo* PickMain(const std::vector<const ProcessInfo*>& procs) {
   const ProcessInfo* best = procs.front();
   for (const ProcessInfo* p : procs) {
     if (p->step_count != best->step_count) {
       if (p->step_count > best->step_count) best = p;
+    } else if (p->forked != best->forked) {
+      if (!p->forked) best = p;
     } else if (p->event_count > best->event_count) {
       best = p;
     }

@@ -541,6 +541,40 @@ TEST(AnalyzePhases, MainProcessIsTheOneWithMostSteps) {
   EXPECT_EQ(a.other_processes[0].pid, 100);
 }
 
+// Issue 27 B08: a daemon the job forked (without exec) ran more phases than the job itself, and
+// with no step marks anywhere it became the rank's main process. A forked process is the main
+// one only when it marks more steps; otherwise it stays a side process, its phases apart.
+TEST(AnalyzePhases, AForkedProcessNeverReplacesTheProcessThatForkedIt) {
+  LogBuilder b;
+  b.Proc(100).Phase("parent_work", 0, 30);
+  b.Proc(205).Phase("daemon_work", 0, 10).Phase("daemon_work", 10, 20).Phase("daemon_work", 20, 40);
+  phase::EventLog log = b.Build();
+  PhaseAnalysis before = AnalyzePhases(log, kThresholds);
+  EXPECT_EQ(before.ranks.at(0).pid, 205) << "not known as forked: the busiest one";
+  for (auto& p : log.processes) {
+    if (p.pid == 205) p.forked_from = 101;  // forked by 101, which forked from 100 (a daemon)
+  }
+  PhaseAnalysis a = AnalyzePhases(log, kThresholds);
+  EXPECT_EQ(a.ranks.at(0).pid, 100);
+  ASSERT_NE(Find(a, "parent_work"), nullptr);
+  EXPECT_EQ(Find(a, "daemon_work"), nullptr) << "not mixed into the rank's steps";
+  ASSERT_EQ(a.other_processes.size(), 1u);
+  EXPECT_EQ(a.other_processes[0].pid, 205);
+  ASSERT_EQ(a.other_processes[0].phases.size(), 1u);
+  EXPECT_EQ(a.other_processes[0].phases[0].name, "daemon_work");
+  EXPECT_EQ(a.other_processes[0].phases[0].count, 3);
+
+  // A forked child that marks the steps (a trainer process) is the main one all the same.
+  LogBuilder c;
+  c.Proc(100).Phase("launcher", 0, 5);
+  c.Proc(205).Phase("compute", 0, 10).Step(10).Phase("compute", 10, 20).Step(20);
+  phase::EventLog trainer = c.Build();
+  for (auto& p : trainer.processes) {
+    if (p.pid == 205) p.forked_from = 100;
+  }
+  EXPECT_EQ(AnalyzePhases(trainer, kThresholds).ranks.at(0).pid, 205);
+}
+
 struct OscillationCase {
   const char* name;
   std::vector<double> step_ms;

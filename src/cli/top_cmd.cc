@@ -24,11 +24,28 @@ struct RunWatch {
   std::string dir;
   diagnose::RunFollower follower;
   const Clock* clock;
+  /// Termination signals end top during a poll (their default action), not only between
+  /// samples: off for the full screen, which must restore the terminal on the way out.
+  bool interruptible = true;
+  report::TopRunStatus last;
 
   report::TopRunStatus Poll() {
+    // Issue 27 B14: top blocks SIGINT/SIGTERM/SIGHUP to take them in WaitSignal, so a read of
+    // the run directory that never returned (a FIFO, a hung file system) made it ignore them.
+    // A signal already pending is left to the caller's loop (a clean exit).
+    sigset_t term, pending, old;
+    sigemptyset(&term);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&term, sig);
+    sigpending(&pending);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      if (sigismember(&pending, sig) == 1) return last;
+    }
+    if (interruptible) pthread_sigmask(SIG_UNBLOCK, &term, &old);
     const diagnose::RunFollowStatus& s = follower.Poll(clock->MonotonicNs());
-    return report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
+    if (interruptible) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    last = report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
                                 s.note};
+    return last;
   }
 };
 
@@ -39,7 +56,7 @@ RunWatch StartRunWatch(const TopOptions& o, monitor::Session& session, const Clo
   // A finished job's pid may be gone (or reused by now: run.json then says it finished).
   if (o.pid == 0 && pid > 0 && follower.meta().status == "running" && phase::ProcessExists(pid))
     (void)session.FollowPid(pid);  // it may exit in between: the screen then shows none
-  return RunWatch{o.run_dir, std::move(follower), &clock};
+  return RunWatch{o.run_dir, std::move(follower), &clock, true, {o.run_dir, {}, "", ""}};
 }
 
 /// The full screen: the session samples on this thread, once per interval (issue 14).
@@ -106,8 +123,10 @@ int RunTop(const TopOptions& o) {
   }
 
   bool tty = isatty(STDOUT_FILENO) != 0;
-  if (tty && isatty(STDIN_FILENO) != 0 && !o.json && !o.status && !o.plain && o.count == 0)
+  if (tty && isatty(STDIN_FILENO) != 0 && !o.json && !o.status && !o.plain && o.count == 0) {
+    if (run) run->interruptible = false;
     return RunTopFullScreen(session, session.header(), *interval, run ? &*run : nullptr);
+  }
 
   analysis::LowUtilWatch watch;
 

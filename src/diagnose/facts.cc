@@ -451,6 +451,7 @@ Facts BuildRunFacts(const RunData& data, const RunReport& report) {
   HostFacts(data, steady, c);
   OtherCpuFacts(steady, c);
   c.corrupt_records = data.implausible_events;
+  c.unrecorded_processes = data.events.ring_errors;
   StepFacts(c.phases, c);
   ProcessFacts(steady, report, c);
   GpuFactsOf(data, steady, report, c);

@@ -67,6 +67,9 @@ struct Facts {
   std::optional<double> other_cpu;
   /// Phase records of events.bin that cannot be this run's (corrupt bytes), skipped on load.
   int64_t corrupt_records = 0;
+  /// Processes that recorded no phase because their ring could not be created (disk full), one
+  /// message each (phase::EventLog::ring_errors): their steps and phases are missing.
+  std::vector<std::string> unrecorded_processes;
 
   // --- steps and phases -----------------------------------------------------------------------
   int64_t ranks = 0;  ///< ranks with steps

@@ -1,10 +1,10 @@
 #include "diagnose/python_notes.h"
 
-#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
 #include "base/json_fields.h"
 
 namespace stallscope::diagnose {
@@ -54,18 +54,15 @@ bool IsFlagWithArgument(char c) { return c == 'X' || c == 'W' || c == 'Q'; }
 
 PythonNotes ReadPythonNotes(const std::string& run_dir) {
   PythonNotes notes;
-  std::ifstream in(run_dir + "/" + kPythonNotesFile);
-  if (!in) return notes;
   std::map<int32_t, size_t> by_pid;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
+  auto counts = ForEachLine(run_dir + "/" + kPythonNotesFile, [&](const TextLine& line) {
+    if (line.text.empty()) return;
+    json j = json::parse(line.text, nullptr, false);
     const int32_t pid = j.is_object() ? JsonOpt<int32_t>(j, "pid").value_or(0) : 0;
     const std::string event = j.is_object() ? Str(j, "event") : std::string();
     if (pid <= 0 || (event != "start" && event != "hooks")) {
       ++notes.malformed_lines;
-      continue;
+      return;
     }
     auto [it, fresh] = by_pid.try_emplace(pid, notes.processes.size());
     if (fresh) {
@@ -78,6 +75,11 @@ PythonNotes ReadPythonNotes(const std::string& run_dir) {
     } else {
       ApplyHooks(j, p);
     }
+  });
+  if (counts.ok()) {
+    notes.overlong_lines = counts->overlong;
+  } else if (counts.error().code != ErrorCode::kNotFound) {
+    notes.error = counts.error().message;
   }
   return notes;
 }

@@ -43,9 +43,14 @@ struct PythonProcess {
 struct PythonNotes {
   std::vector<PythonProcess> processes;  ///< in order of their start notes
   int64_t malformed_lines = 0;
+  int64_t overlong_lines = 0;  ///< over kMaxJsonLineBytes: skipped unread (issue 27 B16)
+  /// Why the file could not be read (unreadable, not a regular file: a FIFO is never opened,
+  /// issue 27 B14), naming it; empty when it was read or is missing.
+  std::string error;
 };
 
 /// Reads `<run_dir>/python.jsonl`; a missing file gives no processes (older runs, --no-auto).
+/// Memory: one line of at most kMaxJsonLineBytes at a time, plus the notes kept.
 [[nodiscard]] PythonNotes ReadPythonNotes(const std::string& run_dir);
 
 /// If `cmdline` (argv joined by spaces, as the process table has it) starts a Python that ignores

@@ -12,6 +12,16 @@ RunAnalysis AnalyzeRun(const RunData& data) {
   a.report = BuildRunReport(data);
   a.facts = BuildRunFacts(data, a.report);
   a.report.verdict = Diagnose(a.facts);
+  if (const std::string& damage = data.events.events_bin_damage; !damage.empty()) {
+    // Issue 27 B10: the phases then come from the rings alone, which keep each process's last
+    // records only; with no ring left there are none, and "no phases" is no finding.
+    a.report.verdict.caveats.push_back(fmt::format(
+        "events.bin is corrupt or unreadable ({}): {}", damage,
+        data.events.events.empty()
+            ? "no ring in phases/ holds the phases either, so this run's phases are lost"
+            : "the phases were read from the rings in phases/ instead, which keep only each "
+              "process's latest records"));
+  }
   const RunLife& life = a.report.life;
   if (life.has_steps && !life.sure) {
     a.report.verdict.caveats.push_back(fmt::format(

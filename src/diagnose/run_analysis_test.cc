@@ -60,7 +60,9 @@ TEST(AnalyzeRunH100, ComputeIsGpuBoundInItsSteadyState) {
   ASSERT_EQ(r.phases.ranks.size(), 1u);
   EXPECT_GT(r.phases.ranks[0].per_second, 120.0);
   for (const auto& p : r.phases.phases) {
-    if (p.name == "data_loading") EXPECT_LT(p.share, 0.10);
+    if (p.name == "data_loading") {
+      EXPECT_LT(p.share, 0.10);
+    }
   }
   ASSERT_EQ(r.machine.gpus.size(), 1u);
   EXPECT_GT(r.machine.gpus[0].util_fine_pct.mean(), 75.0);

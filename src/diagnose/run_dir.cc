@@ -1,5 +1,6 @@
 #include "diagnose/run_dir.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,8 +17,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
 #include "base/json_fields.h"
 #include "base/json_writer.h"
+#include "base/units.h"
 
 namespace stallscope::diagnose {
 
@@ -228,13 +231,24 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
 }
 
 Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
-  std::ifstream in(paths.run_json());
-  if (!in)
-    return MakeError(ErrorCode::kNotFound, "{}: not a stallscope run directory (no run.json)",
-                     paths.dir);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  // Issue 27 B14: a FIFO (or a device) is refused unopened: reading one waits forever. B21: an
+  // unreadable run.json (permission denied, a symbolic link loop) is said so, not "missing".
+  // run.json is a few KiB; the cap keeps a hostile one from costing memory.
+  auto text = ReadSmallFile(paths.run_json(), kMaxRunJsonBytes);
+  if (!text.ok()) {
+    const Error& e = text.error();
+    if (e.code == ErrorCode::kNotFound) {
+      return MakeError(ErrorCode::kNotFound, "{}: not a stallscope run directory (no run.json)",
+                       paths.dir);
+    }
+    if (e.code == ErrorCode::kUnsupported) return e;
+    // "{path}: cannot open: permission denied" reads, for the user, as "cannot read".
+    std::string message = e.message;
+    if (const size_t at = message.find(": cannot open: "); at != std::string::npos)
+      message.replace(at, 15, ": cannot read: ");
+    return Error{ErrorCode::kIo, message};
+  }
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return MakeError(ErrorCode::kParse, "{}: run.json is not valid JSON", paths.dir);
   }
@@ -257,6 +271,14 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   f.ReadOptional("monitor_cpu_s", m.monitor_cpu_s);
   f.ReadOptional("job_cpu_s", m.job_cpu_s);
   if (f.error()) return *f.error();
+  // Issue 27 ("Also"): `{}` was read as a run that is still running, started in 1970. Every
+  // run.json stallscope writes has these from the start; one without them is not a run's.
+  for (const char* field : {"command", "status", "start_mono_ns"}) {
+    if (!j.contains(field)) {
+      return MakeError(ErrorCode::kParse, "{}: not a stallscope run.json (no \"{}\")",
+                       paths.run_json(), field);
+    }
+  }
   if (auto env = j.find("env"); env != j.end() && !env->is_null()) {
     if (!env->is_object()) {
       return MakeError(ErrorCode::kParse, "{}: \"env\" is not an object", paths.run_json());
@@ -269,15 +291,13 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
 }
 
 std::string LastErrorLine(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff from = std::max<std::streamoff>(0, size - 16384);
-  in.seekg(from);
-  std::string tail(static_cast<size_t>(std::max<std::streamoff>(0, size - from)), '\0');
-  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  tail.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  // A job.log that is not a regular file (a FIFO) is never opened: it would block (issue 27 B14).
+  auto file = ReadOnlyFile::Open(path);
+  if (!file.ok()) return {};
+  const uint64_t from = file->size_bytes() - std::min<uint64_t>(file->size_bytes(), 16384);
+  std::string tail(static_cast<size_t>(file->size_bytes() - from), '\0');
+  const ssize_t got = ::pread(file->fd(), tail.data(), tail.size(), static_cast<off_t>(from));
+  tail.resize(got > 0 ? static_cast<size_t>(got) : 0);
   std::string last;
   std::string error;
   size_t begin = 0;

@@ -81,6 +81,13 @@ struct RunMeta {
 
 /// Writes run.json via a temporary file and rename(2): readers never see half a file.
 [[nodiscard]] Status WriteRunMeta(const RunPaths& paths, const RunMeta& meta);
+/// The largest run.json read: stallscope writes a few KiB (the env map included).
+inline constexpr size_t kMaxRunJsonBytes = size_t{1} << 20;
+/// Reads run.json. Errors, one line naming the file: kNotFound "DIR: not a stallscope run
+/// directory (no run.json)"; kIo "…/run.json: cannot read: permission denied" (the errno's
+/// words); kUnsupported when it is not a regular file (a FIFO is never opened) or is over
+/// kMaxRunJsonBytes; kParse when it is not a JSON object, a field has the wrong type, or one of
+/// "command", "status", "start_mono_ns" (written at every run's start) is absent: `{}` is no run.
 [[nodiscard]] Result<RunMeta> ReadRunMeta(const RunPaths& paths);
 
 /// Writes `content` to `path` atomically (temporary file + rename).

@@ -3,6 +3,8 @@
 // Issue 12 finding 1: 10 of 21 such mutations aborted `diagnose` with an uncaught type_error.
 #include "diagnose/run_dir.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -12,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
+#include "diagnose/python_notes.h"
 #include "diagnose/run_report.h"
 #include "subprocess.h"
 #include "temp_dir.h"
@@ -130,6 +134,34 @@ TEST(RunMetaFields, NullOfAFieldStillRunningIsAbsent) {
   EXPECT_EQ(meta->pid, 8317);
 }
 
+// Issue 27, "Also": `{}` was a run still running, started in 1970. A run.json without a
+// field every run.json has from its start is no run's; one over the cap is not read at all.
+TEST(RunMetaFields, ARunJsonWithoutTheFieldsOfEveryRunIsNotARun) {
+  stallscope::testing::TempDir dir("run_meta");
+  const RunPaths paths{dir.path().string()};
+  std::ofstream(paths.run_json()) << "{}";
+  Result<RunMeta> meta = ReadRunMeta(paths);
+  ASSERT_FALSE(meta.ok());
+  EXPECT_EQ(meta.error().message,
+            paths.run_json() + ": not a stallscope run.json (no \"command\")");
+  for (const char* field : {"command", "status", "start_mono_ns"}) {
+    json j = FixtureRunJson();
+    j.erase(field);
+    std::ofstream(paths.run_json()) << j.dump();
+    meta = ReadRunMeta(paths);
+    ASSERT_FALSE(meta.ok()) << field;
+    EXPECT_NE(meta.error().message.find(std::string("(no \"") + field + "\")"), std::string::npos)
+        << meta.error().message;
+  }
+  json big = FixtureRunJson();
+  big["env"] = {{"PAD", std::string(kMaxRunJsonBytes, 'x')}};
+  std::ofstream(paths.run_json()) << big.dump();
+  meta = ReadRunMeta(paths);
+  ASSERT_FALSE(meta.ok());
+  EXPECT_EQ(meta.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(meta.error().message.find("over the"), std::string::npos) << meta.error().message;
+}
+
 TEST(RunMetaFields, IssueReproductionNullPidInAWholeRunJson) {
   stallscope::testing::TempDir dir("run_meta");
   const RunPaths paths{dir.path().string()};
@@ -227,6 +259,66 @@ TEST(LastErrorLine, ThePythonExceptionElseTheLastNonBlankLine) {
   // A 1 MB log: only its end is read; a long line is cut.
   write(std::string(1 << 20, 'x') + "\n   " + std::string(300, 'e') + "\n");
   EXPECT_EQ(LastErrorLine(path), std::string(197, 'e') + "...");
+}
+
+// Issue 27 B14: a FIFO in a run directory hung every reader (open(2) waits for a writer). A
+// hang here is the bug (ctest's timeout). Each file is refused unopened, with a warning naming
+// it; run.json, without which there is no run, is an error naming it.
+TEST(RunDirFifos, NoFileOfARunDirectoryIsOpenedWhenItIsAFifo) {
+  for (const char* name : {"recording.jsonl", "events.bin", "events.names.jsonl", "python.jsonl",
+                           "phases/8317.meta.jsonl"}) {
+    SCOPED_TRACE(name);
+    stallscope::testing::TempDir dir("run_fifo");
+    fs::copy(kFixture, dir.path(), fs::copy_options::recursive);
+    const std::string path = (dir.path() / name).string();
+    fs::remove(path);
+    ASSERT_EQ(mkfifo(path.c_str(), 0644), 0);
+    Result<RunData> run = LoadRun(dir.path().string());
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    bool warned = false;
+    for (const auto& w : run->warnings)
+      warned |= w.starts_with(path + ": not a regular file (a FIFO)");
+    EXPECT_TRUE(warned) << ::testing::PrintToString(run->warnings);
+  }
+  stallscope::testing::TempDir dir("run_fifo");
+  fs::copy(kFixture, dir.path(), fs::copy_options::recursive);
+  const std::string run_json = (dir.path() / "run.json").string();
+  fs::remove(run_json);
+  ASSERT_EQ(mkfifo(run_json.c_str(), 0644), 0);
+  Result<RunData> run = LoadRun(dir.path().string());
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.error().message, run_json + ": not a regular file (a FIFO); not read");
+  const std::string job_log = (dir.path() / "job.log").string();
+  ASSERT_EQ(mkfifo(job_log.c_str(), 0644), 0);
+  EXPECT_EQ(LastErrorLine(job_log), "");
+}
+
+// Issue 27 B16: a 50 MB line in python.jsonl cost ~4x its size. Over 16 MiB a line is skipped
+// unread and counted; the notes around it are kept.
+TEST(RunDirLines, AnOverlongPythonNotesLineIsSkippedAndCounted) {
+  stallscope::testing::TempDir dir("run_lines");
+  fs::copy(kFixture, dir.path(), fs::copy_options::recursive);
+  const fs::path notes = dir.path() / kPythonNotesFile;
+  {
+    std::ofstream out(notes, std::ios::trunc);
+    out << R"({"event":"start","pid":7,"python":"3.12.1"})"
+        << "\n";
+    out << R"({"event":"start","pid":8,"argv":[")" << std::string(kMaxJsonLineBytes, 'a')
+        << "\"]}\n";
+    out << R"({"event":"start","pid":9,"python":"3.11.0"})"
+        << "\n";
+  }
+  const PythonNotes read = ReadPythonNotes(dir.path().string());
+  ASSERT_EQ(read.processes.size(), 2u);
+  EXPECT_EQ(read.processes[1].version, "3.11.0");
+  EXPECT_EQ(read.overlong_lines, 1);
+  EXPECT_EQ(read.malformed_lines, 0);
+  Result<RunData> run = LoadRun(dir.path().string());
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  bool warned = false;
+  for (const auto& w : run->warnings)
+    warned |= w == notes.string() + ": 1 line over the 16 MiB line limit skipped";
+  EXPECT_TRUE(warned) << ::testing::PrintToString(run->warnings);
 }
 
 }  // namespace

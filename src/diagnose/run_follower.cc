@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/phases.h"
+#include "base/file_read.h"
 #include "phase/event_log.h"
 #include "phase/phase_reader.h"
 
@@ -28,21 +29,21 @@ constexpr uint64_t kRecordBytes = sizeof(phase::LoggedEvent);
 constexpr uint64_t kForgetAfterPolls = 10;  // a process silent this long leaves the window
 
 /// Reads [offset, offset + size) of `path` (fewer bytes when the file is shorter); empty when it
-/// cannot be opened. Read-only: O_RDONLY, no locks.
+/// cannot be opened or is not a regular file (issue 27 B14: a FIFO is never opened for a read
+/// that would wait for a writer; base/file_read.h). Read-only: no locks.
 std::string ReadRange(const std::string& path, uint64_t offset, uint64_t max_bytes,
                       uint64_t* file_size) {
   std::string out;
   *file_size = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
+  auto file = ReadOnlyFile::Open(path);
+  if (!file.ok()) return out;
   struct stat st {};
-  if (::fstat(fd, &st) == 0) *file_size = static_cast<uint64_t>(st.st_size);
+  if (::fstat(file->fd(), &st) == 0) *file_size = static_cast<uint64_t>(st.st_size);
   if (*file_size > offset) {
     out.resize(std::min<uint64_t>(*file_size - offset, max_bytes));
-    ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
+    ssize_t n = ::pread(file->fd(), out.data(), out.size(), static_cast<off_t>(offset));
     out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   }
-  ::close(fd);
   return out;
 }
 
@@ -105,8 +106,9 @@ std::optional<std::pair<int64_t, int64_t>> RunFollower::ReadEvents() {
 
 void RunFollower::ReadNames() {
   uint64_t size = 0;
-  std::string text = ReadRange(paths_.dir + "/events.names.jsonl", names_offset_,
-                               std::numeric_limits<uint64_t>::max(), &size);
+  // At most one line's cap per poll (issue 27 B16): the rest comes at the next polls.
+  std::string text =
+      ReadRange(paths_.dir + "/events.names.jsonl", names_offset_, kMaxJsonLineBytes, &size);
   if (size < names_offset_) names_offset_ = 0;  // replaced: read again next poll
   size_t start = 0;
   for (size_t end = text.find('\n'); end != std::string::npos;
@@ -120,7 +122,9 @@ void RunFollower::ReadNames() {
       continue;
     names_[{pid->get<int32_t>(), id->get<uint16_t>()}] = name->get<std::string>();
   }
-  names_offset_ += start;  // a line without its newline yet is read again next time
+  // A line without its newline yet is read again next time, unless it is over the cap: then
+  // it is passed over (what follows of it fails to parse and is skipped as above).
+  names_offset_ += start == 0 && text.size() >= kMaxJsonLineBytes ? text.size() : start;
 }
 
 void RunFollower::UpdateState() {

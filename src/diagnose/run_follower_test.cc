@@ -2,6 +2,7 @@
 
 #include "phase/event_log.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -80,6 +81,21 @@ TEST(RunFollower, NotARunDirectoryIsAnErrorNamingIt) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("not a stallscope run directory"), std::string::npos);
   EXPECT_NE(f.error().message.find(kRuns), std::string::npos);
+}
+
+// Issue 27 B14: `top --run` on a run directory whose events.bin and events.names.jsonl are
+// FIFOs: neither is opened for a read that waits for a writer (it hung here for good), and the
+// poll says nothing rather than blocking.
+TEST(RunFollower, FifosInTheRunDirectoryAreNeverWaitedOn) {
+  FakeRun run;
+  for (const char* name : {"/events.bin", "/events.names.jsonl"}) {
+    fs::remove(run.dir() + name);
+    ASSERT_EQ(mkfifo((run.dir() + name).c_str(), 0600), 0);
+  }
+  auto f = RunFollower::Open(run.dir());
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_FALSE(f->Poll(100 * kS).window);
+  EXPECT_FALSE(f->Poll(101 * kS).window);
 }
 
 TEST(RunFollower, FinishedRunShowsItsLastNumbers) {

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
 #include "base/json_fields.h"
 #include "base/units.h"
 #include "diagnose/job_info.h"
@@ -382,7 +383,12 @@ Result<RunData> LoadRun(const std::string& dir) {
     return MakeError(ErrorCode::kNotFound, "{}: no such run directory", dir);
   }
   TRY(d.meta, ReadRunMeta(d.paths));
-  auto rec = sample::ReadRecording(d.paths.recording());
+  // ReadRecording reads pipes too (`summary <(zcat ...)`); a FIFO in a run directory would hang
+  // it (issue 27 B14): only a regular recording.jsonl is opened.
+  auto regular = ReadOnlyFile::Open(d.paths.recording());
+  auto rec = regular.ok() || regular.error().code == ErrorCode::kNotFound
+                 ? sample::ReadRecording(d.paths.recording())
+                 : Result<sample::Recording>(regular.error());
   if (rec.ok()) {
     d.recording = std::move(rec.value());
     for (const auto& w : d.recording.warnings) d.warnings.push_back(w);
@@ -398,9 +404,14 @@ Result<RunData> LoadRun(const std::string& dir) {
     d.warnings.push_back(events.error().message);
   }
   d.python = ReadPythonNotes(d.paths.dir);
+  if (!d.python.error.empty()) d.warnings.push_back(d.python.error);
   if (d.python.malformed_lines > 0) {
     d.warnings.push_back(fmt::format("{}/{}: {} malformed line(s) skipped", d.paths.dir,
                                      kPythonNotesFile, d.python.malformed_lines));
+  }
+  if (d.python.overlong_lines > 0) {
+    d.warnings.push_back(
+        OverlongLinesWarning(d.paths.dir + "/" + kPythonNotesFile, d.python.overlong_lines));
   }
   return d;
 }
@@ -455,6 +466,15 @@ RunReport BuildRunReport(const RunData& d) {
   r.series = MachineSeries(d);
   r.python = d.python.processes;
   r.no_phases = ExplainNoPhases(r);
+  // Issue 27 B20: a ring that could not be created (disk full) explains the silence; "no
+  // training loop" would be a guess from missing data.
+  if (!r.no_phases.empty() && !d.events.ring_errors.empty()) {
+    r.no_phases = {
+        fmt::format("phases were not recorded: the phase ring could not be created in {}",
+                    fmt::join(d.events.ring_errors, "; ")),
+        "free space on the run directory's disk (or pass --out on another one), or make its "
+        "phases/ folder writable, and run again"};
+  }
   r.overhead = Overhead(d, r.phases);
   return r;
 }

@@ -117,6 +117,17 @@ std::vector<std::string> ApplyCaveats(const Facts& c, std::vector<Finding>& find
         "confident",
         c.corrupt_records, kThresholds.corrupt_data_confidence_max.value * 100));
   }
+  // Issue 27 B20: a process whose ring could not be created left no phase: silence is no
+  // evidence (of a GPU-bound job, or of no training loop). Missing data caps as corrupt data.
+  if (!c.unrecorded_processes.empty()) {
+    cap(kThresholds.corrupt_data_confidence_max.value, [](const Finding&) { return true; });
+    caveats.push_back(fmt::format(
+        "uncertain: {} process{} recorded no phases, {} phase ring could not be created ({}); "
+        "the steps and phases are incomplete and no finding is more than {:.0f}% confident",
+        c.unrecorded_processes.size(), c.unrecorded_processes.size() == 1 ? "" : "es",
+        c.unrecorded_processes.size() == 1 ? "its" : "their", c.unrecorded_processes.front(),
+        kThresholds.corrupt_data_confidence_max.value * 100));
+  }
   if (c.HostBusy()) {
     cap(kThresholds.busy_host_confidence_max.value,
         [](const Finding& f) { return HostCpuClass(f.cls); });

@@ -630,6 +630,28 @@ Finding Priced(FindingClass c, double cost, double confidence = 1) {
   return f;
 }
 
+// Issue 27 B20: a full disk kept the job's ring from being created; the report said "no training
+// loop" and gpu_bound at 0.90 from the silence. The missing phases cap every finding, with a
+// caveat naming the cause.
+TEST(MissingPhases, ARingThatCouldNotBeCreatedCapsEveryFinding) {
+  FakeRun run;
+  run.Cpus(16).Main(100, 1);
+  run.Gpus({{.util_pct = 98, .sm_clock_mhz = 1900, .power_w = 600, .mem_used_gib = 50}});
+  Verdict before = run.Diagnose();
+  ASSERT_TRUE(before.principal.has_value());
+  EXPECT_GT(before.principal->confidence, 0.5);
+  run.data().events.ring_errors.push_back(
+      "process 42 (rank 0): phase ring r/phases/.42.1.ring.tmp: allocate failed: No space left "
+      "on device");
+  Verdict v = run.Diagnose();
+  ASSERT_TRUE(v.principal.has_value());
+  EXPECT_LE(v.principal->confidence, 0.3);
+  for (const Finding& f : v.secondary) EXPECT_LE(f.confidence, 0.3);
+  ASSERT_FALSE(v.caveats.empty());
+  EXPECT_NE(v.caveats[0].find("could not be created"), std::string::npos) << v.caveats[0];
+  EXPECT_NE(v.caveats[0].find("No space left on device"), std::string::npos) << v.caveats[0];
+}
+
 TEST(RankFindings, PrincipalIsLargestCostTimesConfidence) {
   Verdict v = RankFindings({Priced(FindingClass::kStraggler, 0.3, 0.5),
                             Priced(FindingClass::kHostSyncOrLogging, 0.2, 0.9),

@@ -30,6 +30,7 @@ struct EventProcess {
   int32_t rank = 0;
   int32_t world_size = 1;
   int64_t start_monotonic_ns = 0;
+  int32_t forked_from = 0;  ///< the parent's pid when forked without exec (RingInfo), else 0
 };
 
 /// One line of a process's meta file (marks with their data, "info" items such as loader settings).
@@ -50,6 +51,18 @@ struct EventLog {
   std::vector<MetaItem> meta;    ///< ordered by ts_ns
   uint64_t lost_records = 0;     ///< overwritten/incomplete while draining, plus writer drops
   uint64_t invalid_records = 0;  ///< events.bin records of no known kind (corrupt): skipped
+  /// Events the writers dropped themselves, as their rings' headers count them: a process that
+  /// named more than 255 phases has no name id for the rest (issue 27 B11). A warning says so.
+  uint64_t writer_dropped = 0;
+  std::vector<int32_t> writer_dropped_pids;  ///< the processes that dropped them, ascending
+  /// Processes whose ring could not be created (disk full, unwritable dir: their kRingErrorInfo
+  /// meta line), which recorded no phase: "process 42 (rank 0): phase ring ...: No space left on
+  /// device", one each (issue 27 B20). A warning says so; the verdict carries a caveat.
+  std::vector<std::string> ring_errors;
+  /// Why events.bin could not be read at all (not a stallscope event log, a record size of
+  /// another version, unreadable, not a regular file), when it could not: the phases then come
+  /// from the rings alone, and the verdict carries a caveat (issue 27 B10). Empty otherwise.
+  std::string events_bin_damage;
   std::vector<std::string> warnings;
 
   /// Name of an event's phase ("" if unknown).
@@ -96,7 +109,14 @@ class EventLogWriter {
 /// the rings in phases/ hold beyond them (the monitor was killed before the job ended: a
 /// warning says how many), else (the monitor died before writing them) the rings directly. Meta
 /// files are read from phases/*.meta.jsonl. A missing phases dir gives an empty log (a job without
-/// hooks). Fails only on unreadable files, naming them.
+/// hooks).
+///
+/// Damage is data (issue 27): an events.bin that cannot be read is a warning and
+/// `events_bin_damage`, and the rings are read instead (B10). Names come from
+/// events.names.jsonl, and every ring's name table fills what it lacks (the rings are the source
+/// of truth: B09); a phase id named nowhere is a warning naming events.names.jsonl and what was
+/// wrong with it. Files that are not regular (a FIFO) are never opened: a warning names them
+/// (B14). JSON Lines over kMaxJsonLineBytes are skipped and counted (B16). Never fails.
 [[nodiscard]] Result<EventLog> ReadEventLog(const std::string& run_dir);
 
 }  // namespace stallscope::phase

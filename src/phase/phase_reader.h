@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -32,6 +33,7 @@ struct RingInfo {
   int32_t pid = 0;
   int32_t rank = 0;
   int32_t world_size = 1;
+  int32_t forked_from = 0;      ///< RingHeader::forked_from: the parent's pid, 0 if not forked.
   uint32_t capacity = 0;        ///< Slots the writer uses.
   uint32_t readable_slots = 0;  ///< Slots present in the file (< capacity when truncated).
   int64_t start_monotonic_ns = 0;
@@ -58,8 +60,15 @@ enum class DrainMode {
 /// writes to the file and never slows the writer: when it lags more than a ring's worth,
 /// records are overwritten and counted here as lost.
 ///
-/// Thread-compatible: one thread per reader. The file must not shrink while mapped (writers
-/// never truncate; a file cut before opening is handled).
+/// Reads with pread(2) on a descriptor it keeps open, never through a mapping: a file that
+/// shrinks while it is read (truncated by the job, issue 27 B05) gives short reads, never
+/// SIGBUS. What the file still holds is read; slots cut off count `incomplete`, and shrunk()
+/// says so. The seqlock read of a slot (ring_format.h) becomes three copies of a run of slots:
+/// the commit words, then the payloads, then the commit words again; a slot is whole iff both
+/// commit words are its index + 1 (each copy relies on the kernel copying an aligned 8-byte word
+/// whole, as every Linux copy_to_user does). Holds one file descriptor and ~40 KiB per reader.
+///
+/// Thread-compatible: one thread per reader.
 class PhaseReader {
  public:
   /// Opens and validates `path`. Errors (naming the file): kNotFound/kPermission/kIo when it
@@ -96,10 +105,19 @@ class PhaseReader {
   /// Names published so far, indexed by id (entry 0 is "").
   const std::vector<std::string>& Names();
 
-  /// Slots the writer has claimed so far.
+  /// Slots the writer has claimed so far (the last value read once the header is cut off).
   uint64_t write_index() const;
   /// Events the writer dropped itself (name table full).
   uint64_t writer_dropped() const;
+  /// Whether the file was found shorter than it was when opened (something truncated it).
+  bool shrunk() const { return shrunk_; }
+  /// The file's size when a read last found it shrunk (0 until shrunk()).
+  uint64_t shrunk_to_bytes() const { return shrunk_to_bytes_; }
+  /// The file's size when it was opened.
+  uint64_t opened_bytes() const { return opened_bytes_; }
+  /// Once shrunk(): an error naming the file, its sizes and the slots lost, the first time it is
+  /// called after the shrink was seen; empty otherwise (so a caller warns once).
+  std::optional<Error> TakeShrunkError();
   /// Index of the next record Drain will return.
   uint64_t cursor() const { return cursor_; }
   /// Everything Drain has returned and lost so far.
@@ -109,12 +127,32 @@ class PhaseReader {
   PhaseReader() = default;
   using Visit = void (*)(void* ctx, const PhaseRecord& record);
   DrainStats DrainCore(DrainMode mode, void* ctx, Visit visit);
-  enum class SlotState { kOk, kOverwritten, kNotCommitted, kTorn, kMissing };
-  SlotState ReadSlot(uint64_t index, PhaseRecord* out) const;
-  const RingHeader* header() const { return static_cast<const RingHeader*>(map_); }
+  enum class SlotState : uint8_t { kOk, kOverwritten, kNotCommitted, kTorn, kMissing };
+  /// Where one copy of a run of slots goes (the reader's own, or ReadAll's).
+  struct Scratch {
+    std::vector<unsigned char> bytes;  ///< kChunkSlots slots as copied
+    std::vector<uint64_t> seq;         ///< their commit words, first copy
+    std::vector<PhaseRecord> records;  ///< decoded payloads, second copy
+    std::vector<SlotState> states;
+    Scratch();
+  };
+  /// Slots copied per run of pread(2) calls.
+  static constexpr uint32_t kChunkSlots = 512;
+  /// Reads slots [index, index + count) (count <= kChunkSlots, no wrap) into `scratch`.
+  void ReadSlots(uint64_t index, uint32_t count, Scratch& scratch) const;
+  /// Reads the header's atomics; false when the file no longer holds them.
+  bool ReadCounters(uint64_t* write_index, uint64_t* dropped, uint32_t* name_count) const;
+  /// Notes that a read found the file shorter than it was when opened.
+  void NoteShrunk() const;
 
-  void* map_ = nullptr;
-  uint64_t map_bytes_ = 0;
+  int fd_ = -1;
+  uint64_t opened_bytes_ = 0;
+  mutable bool shrunk_ = false;
+  mutable uint64_t shrunk_to_bytes_ = 0;
+  mutable uint64_t last_write_index_ = 0;
+  mutable uint64_t last_dropped_ = 0;
+  bool shrunk_reported_ = false;
+  Scratch scratch_;
   RingInfo info_;
   const Clock* clock_ = nullptr;
   uint64_t cursor_ = 0;
@@ -146,10 +184,11 @@ class RingDirWatcher {
       : dir_(std::move(phases_dir)), alive_(std::move(alive)) {}
 
   struct PollResult {
-    DrainStats stats;               ///< Summed over all rings.
-    size_t new_rings = 0;           ///< Rings opened by this poll.
-    size_t retired_rings = 0;       ///< Rings of gone processes read to the end and closed.
-    std::vector<Error> new_errors;  ///< Files that could not be opened (each once).
+    DrainStats stats;          ///< Summed over all rings.
+    size_t new_rings = 0;      ///< Rings opened by this poll.
+    size_t retired_rings = 0;  ///< Rings of gone processes read to the end and closed.
+    /// Files that could not be opened, and rings found shrunk while read (each once).
+    std::vector<Error> new_errors;
   };
 
   /// Scans for new `*.ring` files, then calls `fn(PhaseReader& ring, const PhaseRecord&)` for
@@ -164,6 +203,7 @@ class RingDirWatcher {
       const bool gone = reader.info().pid > 0 && !alive_(reader.info().pid);
       result.stats += reader.Drain([&](const PhaseRecord& record) { fn(reader, record); },
                                    gone ? DrainMode::kFinal : mode);
+      if (auto shrunk = reader.TakeShrunkError()) result.new_errors.push_back(*shrunk);
       if (!gone) {
         ++i;
         continue;

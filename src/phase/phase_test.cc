@@ -2,14 +2,17 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -209,6 +212,39 @@ TEST(PhaseWriterTest, UnwritableDirectoryTurnsOffWithoutCrash) {
       << writer.error()->message;
 }
 
+// Issue 27 B20: a ring that cannot be created (here: a file size limit stands in for a full disk,
+// which a test cannot make) turns the writer off and leaves one ring_error info line saying why,
+// where the report finds it.
+TEST(PhaseWriterTest, ARingThatCannotBeCreatedLeavesARingErrorLine) {
+  TempDir dir;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // the limit fails the allocation with EFBIG instead
+    struct rlimit limit {
+      20 * 1024, 20 * 1024  // under the 48 KiB ring, over the note
+    };
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(3);
+    PhaseWriter writer(Options(dir));
+    writer.Step();
+    _exit(!writer.enabled() && writer.error().has_value() ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  const std::string meta = fmt::format("{}/{}.meta.jsonl", dir.Sub("phases"), child);
+  const std::string line = ReadFile(meta);
+  EXPECT_NE(line.find(R"("kind":"info","name":"ring_error")"), std::string::npos) << line;
+  EXPECT_NE(line.find("allocate failed"), std::string::npos) << line;
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;
+  bool any_ring = false;
+  for (const auto& e : fs::directory_iterator(dir.Sub("phases"))) {
+    any_ring = any_ring || e.path().string().find(".ring") != std::string::npos;
+  }
+  EXPECT_FALSE(any_ring) << "no ring file, not even the temp one, is left";
+}
+
 TEST(PhaseWriterTest, NamesTable) {
   TempDir dir;
   PhaseWriter writer(Options(dir));
@@ -380,6 +416,83 @@ TEST(PhaseReaderTest, TruncatedMidRecordKeepsWholeRecords) {
   EXPECT_EQ(DrainAll(reader, &stats, DrainMode::kFinal).size(), 50u);
 }
 
+// Issue 27 B05: a ring file that shrinks while a reader has it open (the job truncated it) used
+// to SIGBUS the monitor through its mapping. It now reads what the file still holds, counts the
+// rest incomplete and says once that the file shrank.
+TEST(PhaseReaderTest, RingThatShrinksWhileOpenIsReadNotCrashedOn) {
+  struct Case {
+    const char* name;
+    uint64_t cut_to;       // bytes left in the file
+    uint64_t expect_read;  // of the 90 records written after the first drain
+    uint64_t expect_lost;
+  };
+  const std::vector<Case> cases = {
+      {"mid_records", kSlotsOffset + 60 * kSlotBytes + 5, 50, 40},  // slots 10..59 survive
+      {"in_names", kSlotsOffset - 100, 0, 90},  // the header still says 100 were written
+      {"empty", 0, 0, 0},                       // nothing says how many: none counted
+  };
+  TempDir dir;
+  for (const Case& c : cases) {
+    PhaseWriter writer(Options(dir));
+    const uint16_t id = writer.NameId("c");
+    for (int i = 0; i < 10; ++i) writer.Counter(id, i);
+    // A copy: truncating the writer's own file would fault the writer (this test).
+    const std::string path = dir.Sub(std::string(c.name) + ".ring");
+    WriteFile(path, ReadFile(writer.ring_path()));
+    PhaseReader reader = OpenOrDie(path);
+    EXPECT_EQ(DrainAll(reader).size(), 10u) << c.name;
+    EXPECT_EQ(reader.Name(id), "c");
+    EXPECT_FALSE(reader.shrunk());
+    for (int i = 10; i < 100; ++i) writer.Counter(id, i);
+    WriteFile(path, ReadFile(writer.ring_path()));  // rewritten in place: the reader's file
+    ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(c.cut_to)), 0);
+    DrainStats stats;
+    const std::vector<PhaseRecord> rest = DrainAll(reader, &stats, DrainMode::kFinal);
+    EXPECT_TRUE(reader.shrunk()) << c.name;
+    EXPECT_EQ(stats.read, c.expect_read) << c.name;
+    EXPECT_EQ(stats.lost(), c.expect_lost) << c.name;
+    if (!rest.empty()) {
+      EXPECT_EQ(rest.back().arg, 59) << c.name;
+    }
+    EXPECT_EQ(reader.shrunk_to_bytes(), c.cut_to) << c.name;
+    std::optional<Error> said = reader.TakeShrunkError();
+    ASSERT_TRUE(said.has_value()) << c.name;
+    EXPECT_NE(said->message.find(path), std::string::npos) << said->message;
+    EXPECT_NE(said->message.find("shrank"), std::string::npos) << said->message;
+    EXPECT_FALSE(reader.TakeShrunkError().has_value()) << "said once";
+    EXPECT_EQ(reader.Name(id), "c") << "names read before the cut stay known";
+    DrainStats all;
+    // Post-mortem, from index 0: what the cut file holds, no crash either.
+    EXPECT_EQ(reader.ReadAll(&all).size(), c.expect_read ? 60u : 0u) << c.name;
+  }
+}
+
+// The watcher passes a shrink on as an error of its poll, once, and goes on draining the rest.
+TEST(RingDirWatcherTest, SaysOnceThatARingShrank) {
+  TempDir dir;
+  const std::string phases = dir.Sub("phases");
+  fs::create_directories(phases);
+  PhaseWriter writer(Options(dir));
+  writer.Step();
+  const std::string copy = phases + "/7.7.ring";
+  WriteFile(copy, ReadFile(writer.ring_path()));
+  RingDirWatcher watcher(phases, [](int32_t) { return true; });
+  uint64_t seen = 0;
+  auto count = [&](PhaseReader&, const PhaseRecord&) { ++seen; };
+  RingDirWatcher::PollResult result = watcher.Poll(count);
+  EXPECT_EQ(result.new_rings, 2u);
+  EXPECT_TRUE(result.new_errors.empty());
+  ASSERT_EQ(truncate(copy.c_str(), 0), 0);
+  writer.Step();
+  result = watcher.Poll(count);
+  ASSERT_EQ(result.new_errors.size(), 1u);
+  EXPECT_NE(result.new_errors[0].message.find("7.7.ring"), std::string::npos);
+  EXPECT_EQ(result.stats.read, 1u) << "the other ring is drained as before";
+  result = watcher.Poll(count);
+  EXPECT_TRUE(result.new_errors.empty()) << "said once";
+  EXPECT_EQ(seen, 3u);
+}
+
 TEST(PhaseReaderTest, BadFilesAreClearErrors) {
   TempDir dir;
   PhaseWriter writer(Options(dir));
@@ -467,7 +580,10 @@ TEST(PhaseCrashTest, ForkedChildGetsItsOwnRing) {
 
   PhaseReader parent = OpenOrDie(writer.ring_path());
   EXPECT_EQ(parent.ReadAll().size(), 2u) << "the child never wrote into the parent's ring";
+  EXPECT_EQ(parent.info().forked_from, 0);
   PhaseReader forked = OpenOrDie(fmt::format("{}/{}.ring", dir.Sub("phases"), child));
+  // Issue 27 B08: the child's ring says whom it was forked from (a daemon is never the main).
+  EXPECT_EQ(forked.info().forked_from, getpid());
   std::vector<PhaseRecord> records = forked.ReadAll();
   ASSERT_EQ(records.size(), 10u);
   EXPECT_EQ(forked.Name(records[0].phase_id), "load") << "ids survive the fork";

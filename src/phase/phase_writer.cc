@@ -113,6 +113,26 @@ Result<std::string> Publish(const std::string& dir, int32_t pid, const std::stri
                    pid);
 }
 
+/// Issue 27 B20: a process whose ring cannot be created (disk full, an unwritable phases dir)
+/// records nothing, and the report took that silence for a job that marked no phases. One
+/// "info" line named kRingErrorInfo in `<pid>.meta.jsonl` says why: a few hundred bytes may fit
+/// where the ring's megabytes did not. Best effort: where even this fails, nothing is said.
+void NoteRingError(const std::string& dir, int32_t pid, int32_t rank, int64_t ts_ns,
+                   const Error& error, int err) {
+  std::string line = fmt::format(R"({{"ts_ns":{},"pid":{},"rank":{},"kind":"info","name":"{}",)",
+                                 ts_ns, pid, rank, kRingErrorInfo);
+  line += R"("data":{"error":)";
+  AppendJsonString(line, error.message);
+  line += R"(,"errno":)";
+  AppendJsonString(line, err == ENOSPC ? "ENOSPC" : err == EDQUOT ? "EDQUOT" : "");
+  line += "}}\n";
+  const std::string path = fmt::format("{}/{}.meta.jsonl", dir, pid);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] const ssize_t written = write(fd, line.data(), line.size());
+  close(fd);
+}
+
 }  // namespace
 
 EnvLookup ProcessEnv() {
@@ -142,6 +162,7 @@ WriterOptions WriterOptionsFromEnv(const EnvLookup& env) {
 
 PhaseWriter::PhaseWriter(WriterOptions options, const Clock* clock)
     : options_(std::move(options)), clock_(clock != nullptr ? clock : &system_clock_) {
+  own_pid_ = static_cast<int32_t>(getpid());
   names_.reserve(kNameCapacity);
   names_.emplace_back();  // id 0 = kNoName
   if (options_.phases_dir.empty()) {
@@ -242,9 +263,11 @@ PhaseWriter::Ring* PhaseWriter::OpenSlow() {
   const std::string tmp =
       fmt::format("{}/.{}.{:x}.ring.tmp", dir, pid, reinterpret_cast<uintptr_t>(this));
   auto fail = [&](Error error) -> Ring* {
+    const int err = errno;  // of the call that failed (ErrnoError keeps it)
+    unlink(tmp.c_str());    // first: frees the space the note below needs
+    NoteRingError(dir, pid, options_.rank, clock_->MonotonicNs(), error, err);
     error_ = std::move(error);
     failed_.store(true, std::memory_order_relaxed);
-    unlink(tmp.c_str());
     return nullptr;
   };
   Result<void*> addr = MapNewFile(tmp, RingFileBytes(capacity));
@@ -279,6 +302,7 @@ void PhaseWriter::InitHeader(RingHeader& header, int32_t pid, uint32_t capacity)
   header.pid = pid;
   header.rank = options_.rank;
   header.world_size = options_.world_size;
+  header.forked_from = forked_from_;
   header.start_monotonic_ns = clock_->MonotonicNs();
   header.start_realtime_ns = clock_->WallNs();
   for (size_t id = 0; id < names_.size(); ++id) {
@@ -297,6 +321,8 @@ void PhaseWriter::AfterForkInChild() {
   meta_fd_ = -1;
   meta_serial_ = 0;
   steps_.store(0, std::memory_order_relaxed);
+  forked_from_ = own_pid_;
+  own_pid_ = static_cast<int32_t>(getpid());
 }
 
 std::string PhaseWriter::ring_path() const {

@@ -89,7 +89,8 @@ class PhaseWriter {
   /// Creates the ring now if it does not exist yet. Returns the error that turned it off.
   Status Open();
   /// Call in the child right after fork(), while it has one thread: forgets the parent's ring
-  /// (the next event creates `<child pid>.ring`), keeps the names and their ids.
+  /// (the next event creates `<child pid>.ring`, its header's forked_from the parent's pid),
+  /// keeps the names and their ids.
   void AfterForkInChild();
 
   /// False once the writer is off (no phases dir, or the ring could not be created).
@@ -124,6 +125,10 @@ class PhaseWriter {
   std::vector<std::string> names_;
   std::unordered_map<std::string, uint16_t> ids_;
   std::optional<Error> error_;
+  int32_t forked_from_ = 0;  // the parent's pid after AfterForkInChild (RingHeader::forked_from)
+  // The process this writer belongs to: set at construction and by AfterForkInChild. The parent's
+  // pid is taken from here, not getppid(): a daemon's middle process may be gone already.
+  int32_t own_pid_ = 0;
   int meta_fd_ = -1;
   int64_t meta_serial_ = 0;
 };

@@ -52,17 +52,21 @@ inline constexpr uint32_t kMaxCapacity = 1024 * 1024;
 
 /// The fixed header at offset 0. Immutable after the file is published, except the atomics.
 struct RingHeader {
-  char magic[8];                      ///< kRingMagic.
-  uint32_t version;                   ///< kRingVersion.
-  uint32_t slots_offset;              ///< Byte offset of slot 0 (kSlotsOffset).
-  uint32_t slot_bytes;                ///< kSlotBytes.
-  uint32_t capacity;                  ///< Slots in the ring; a power of two.
-  uint32_t name_capacity;             ///< kNameCapacity.
-  uint32_t name_bytes;                ///< kNameBytes.
-  int32_t pid;                        ///< Writer's process id.
-  int32_t rank;                       ///< RANK, else LOCAL_RANK, else 0.
-  int32_t world_size;                 ///< WORLD_SIZE, else 1.
-  uint32_t reserved0;                 ///< Zero.
+  char magic[8];           ///< kRingMagic.
+  uint32_t version;        ///< kRingVersion.
+  uint32_t slots_offset;   ///< Byte offset of slot 0 (kSlotsOffset).
+  uint32_t slot_bytes;     ///< kSlotBytes.
+  uint32_t capacity;       ///< Slots in the ring; a power of two.
+  uint32_t name_capacity;  ///< kNameCapacity.
+  uint32_t name_bytes;     ///< kNameBytes.
+  int32_t pid;             ///< Writer's process id.
+  int32_t rank;            ///< RANK, else LOCAL_RANK, else 0.
+  int32_t world_size;      ///< WORLD_SIZE, else 1.
+  /// The pid of the process this one was forked from without exec (PhaseWriter::AfterForkInChild),
+  /// 0 when it was not: a forked child (a DataLoader worker, a daemon) is never a rank's main
+  /// process while one that was not forked marks as many steps. Added within version 1: the
+  /// field was reserved and zero, so older files read as "not forked".
+  int32_t forked_from;
   int64_t start_monotonic_ns;         ///< CLOCK_MONOTONIC when the ring was created.
   int64_t start_realtime_ns;          ///< CLOCK_REALTIME at the same moment.
   char reserved1[64];                 ///< Zero; puts the atomics on their own cache line.
@@ -100,6 +104,11 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(kSlotsOffset % 4096 == 0, "slots start on a page");
+
+/// Name of the `info` line a writer appends to `<pid>.meta.jsonl` when its ring could not be
+/// created (disk full, unwritable dir): data {"error": "<why>", "errno": "ENOSPC"|"EDQUOT"|""}.
+/// The process records nothing else; the report says so (issue 27 B20).
+inline constexpr const char* kRingErrorInfo = "ring_error";
 
 /// Total file size of a ring with `capacity` slots.
 constexpr uint64_t RingFileBytes(uint32_t capacity) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -185,7 +186,10 @@ std::string VerdictLines(const diagnose::RunReport& r) {
   return RenderVerdictText(r.verdict, now);
 }
 
-void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
+/// One "phases" entry. `side_pid`: of a side process (issue 27 B08: a process of the rank that
+/// marks no steps, e.g. a forked child), whose share is of its own span of events, not of steps.
+void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p,
+                    std::optional<int32_t> side_pid = std::nullopt) {
   w.BeginObject()
       .Field("name", p.name)
       .Field("rank", p.rank)
@@ -209,6 +213,7 @@ void WriteStatsJson(JsonWriter& w, const analysis::PhaseStats& p) {
         .Field("max_s", p.gpu->max_s, 6)
         .EndObject();
   }
+  if (side_pid) w.Field("pid", *side_pid).FieldBool("side_process", true);
   w.EndObject();
 }
 
@@ -317,6 +322,20 @@ std::string RenderPhaseTable(const analysis::PhaseAnalysis& phases) {
                          p.gpu->share * 100);
     }
     out += '\n';
+  }
+  // Issue 27 B08: processes of a rank that mark no steps (forked children, a daemon, DataLoader
+  // workers with markers) apart, each share of that process's own span of events.
+  for (const auto& side : phases.other_processes) {
+    out += fmt::format(
+        "\n{:<21} {:>6} {:>9} {:>6} {:>9} {:>9}   rank {}: a side process, no steps of its own; "
+        "shares of its own span\n",
+        fmt::format("Phases (pid {})", side.pid), "count", "total", "share", "mean", "max",
+        side.rank);
+    for (const auto& p : side.phases) {
+      out += fmt::format("  {:<19} {:>6} {:>9} {:>5.1f}% {:>9} {:>9}\n", EscapeControl(p.name),
+                         p.count, FormatDurationSeconds(p.total_s), p.share * 100,
+                         FormatDurationSeconds(p.mean_s), FormatDurationSeconds(p.max_s));
+    }
   }
   return out;
 }
@@ -518,6 +537,9 @@ void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
   WriteStepsJson(w, r);
   w.Key("phases").BeginArray();
   for (const auto& p : r.phases.phases) WriteStatsJson(w, p);
+  for (const auto& side : r.phases.other_processes) {
+    for (const auto& p : side.phases) WriteStatsJson(w, p, side.pid);
+  }
   w.EndArray();
   w.Key("counters").BeginObject();
   for (const auto& [name, n] : r.phases.counters_total) w.Key(name).Int(n);

@@ -4,6 +4,7 @@
 #include "report/run_render.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/units.h"
 
@@ -86,6 +87,47 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
       "   8317  main               " + Elide(std::string(testing::kHostileEscaped), 26) + "  100.2";
   EXPECT_NE(text.find(row), std::string::npos) << text;
   EXPECT_EQ(testing::RawControlBytes(RenderRunReportJson(r)), "");
+}
+
+// Issue 27 B08: phases of a rank's side processes (forked children, a daemon) were analysed and
+// then dropped. They are shown apart, under their pid, and in --json "phases" marked as theirs;
+// the rank's own phases are unchanged.
+TEST(RunRender, SideProcessPhasesAreShownApartUnderTheirPid) {
+  const std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
+  auto data = diagnose::LoadRun(dir);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  auto r = diagnose::AnalyzeRun(*data).report;
+  const std::string text_before = RenderRunReportText(r);
+  const size_t main_phases = r.phases.phases.size();
+  analysis::ProcessPhases side;
+  side.pid = 4242;
+  side.rank = 0;
+  analysis::PhaseStats child;
+  child.name = "child_work";
+  child.count = 40;
+  child.total_s = 1.2;
+  child.share = 0.98;
+  child.mean_s = 0.03;
+  child.max_s = 0.04;
+  side.phases.push_back(child);
+  r.phases.other_processes.push_back(side);
+
+  const std::string text = RenderRunReportText(r);
+  EXPECT_NE(text.find("Phases (pid 4242)"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0: a side process"), std::string::npos) << text;
+  EXPECT_NE(text.find("  child_work              40    1.20 s  98.0%   30.0 ms   40.0 ms"),
+            std::string::npos)
+      << text;
+  auto json = nlohmann::json::parse(RenderRunReportJson(r));
+  ASSERT_EQ(json["phases"].size(), main_phases + 1);
+  for (size_t i = 0; i < main_phases; ++i) EXPECT_FALSE(json["phases"][i].contains("pid"));
+  const auto& last = json["phases"].back();
+  EXPECT_EQ(last["name"], "child_work");
+  EXPECT_EQ(last["pid"], 4242);
+  EXPECT_EQ(last["side_process"], true);
+  EXPECT_EQ(last["count"], 40);
+  EXPECT_NE(text_before.find("Phases (rank 0)"), std::string::npos);
+  EXPECT_EQ(text_before.find("side process"), std::string::npos);
 }
 
 }  // namespace
