@@ -428,6 +428,12 @@ int Run(int argc, char** argv) {
       return fmt::print(stderr, "stallscope {}: --serve {}\n", cmd, *bad), 2;
   }
   if (serve_cmd->parsed()) return RunServe(serve);
+  // Issue 27 B19: a port that cannot be listened on, before the command starts (RunRun checks
+  // its own; RunRecord is in the front binary, which links no exporter).
+  if (record->parsed() && !rec.serve.empty()) {
+    if (auto cannot = CannotListen(rec.serve))
+      return fmt::print(stderr, "stallscope record: {}\n", *cannot), 1;
+  }
   if (record->parsed()) return RunRecord(rec, StartServe);
   if (top_cmd->parsed()) return RunTop(top);
   if (summary->parsed()) return RunSummary(sum);

@@ -31,6 +31,12 @@ using ServeHook = std::function<Result<std::shared_ptr<void>>(
 /// Checks a --listen / --serve address: empty when fine, else the one-line reason.
 [[nodiscard]] std::optional<std::string> BadListenAddress(const std::string& listen);
 
+/// Whether --serve `listen` can be listened on now (exporter::CheckListen): empty when it can,
+/// else the one-line reason ("cannot listen on 127.0.0.1:9400: the port is in use"). Checked
+/// before a command makes files or starts the job (issue 27 B19); StartServe may still fail
+/// (the port taken in between), and the caller then removes what it made.
+[[nodiscard]] std::optional<std::string> CannotListen(const std::string& listen);
+
 struct ServeOptions {
   SamplingOptions sampling;
   std::string listen = "127.0.0.1:9400";
@@ -101,6 +107,9 @@ struct RunOptions {
   bool tui = false;
   std::string serve;  ///< --serve ADDR: Prometheus metrics while the job runs ("" = none)
   std::vector<std::string> command;
+  /// When set, receives how many SIGINT/SIGTERM/SIGHUP the monitor forwarded to the job (the
+  /// third is a SIGKILL): `passes` and `sweep` stop at a user's interrupt.
+  int* interrupts = nullptr;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).
 int RunRun(const RunOptions& options);

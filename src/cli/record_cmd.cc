@@ -114,7 +114,7 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
   std::string path = o.output.empty() ? DefaultOutputName(clock.WallNs()) : o.output;
   if (!o.serve.empty() && !serve)
     return fmt::print(stderr, "stallscope record: --serve needs stallscope-full\n"), 2;
-  if (auto refused = RefuseOutputPath("-o", path, o.force)) {
+  if (auto refused = RefuseOutputPath("-o", path, o.force, OutputWrite::kInPlace)) {
     return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
   }
   monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask
@@ -134,15 +134,9 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
     if (auto st = session.FollowPid(o.pid); !st.ok())
       return fmt::print(stderr, "stallscope record: {}\n", st.error().message), 2;
   }
-  auto opened = session.OpenRecording(path, *format);
-  if (!opened.ok()) {
-    fmt::print(stderr, "stallscope record: {}\n", opened.error().message);
-    if (auto* child = session.child()) child->Signal(SIGTERM), child->Wait();
-    return 1;
-  }
-  if (path != "-")
-    fmt::print(stderr, "stallscope: recording to {} every {}\n", path, FormatDurationNs(*interval));
-
+  // --serve before the output file is made: a start that fails leaves no file behind to be
+  // refused by the next `record -o` (issue 27 B19; cli.cc checked the port before the command
+  // started, StartServe may still find it taken).
   std::shared_ptr<void> serving;
   if (!o.serve.empty()) {
     auto started = serve(session, o.serve, *interval);
@@ -153,6 +147,15 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
     }
     serving = std::move(*started);
   }
+  auto opened = session.OpenRecording(path, *format);
+  if (!opened.ok()) {
+    fmt::print(stderr, "stallscope record: {}\n", opened.error().message);
+    if (auto* child = session.child()) child->Signal(SIGTERM), child->Wait();
+    return 1;
+  }
+  if (path != "-")
+    fmt::print(stderr, "stallscope: recording to {} every {}\n", path, FormatDurationNs(*interval));
+
   session.StartSampling();
   deadlines.start_ns = clock.MonotonicNs();
   std::optional<int> exit_code = WaitForEnd(session, o.pid, deadlines, clock);

@@ -361,6 +361,45 @@ bool ServeJob(monitor::Session& session, const std::string& listen, int64_t inte
   return false;
 }
 
+/// Issue 27 B19: a start that failed after the run directory was made (--serve could not listen,
+/// the command could not start) left events.bin and phases/ there, and the next `run --out`
+/// with the same folder was refused ("holds a previous run"). Removes what the start made: the
+/// names of kRunDirEntries (PrepareOutDir left none of them, so they are this start's), and the
+/// folder itself when this start created it and it is empty then. Nothing else is touched.
+/// Declared before the session, so it runs after the session is gone (it writes those files).
+struct UndoFailedStart {
+  std::string dir;
+  bool created_dir = false;
+  bool armed = false;
+  ~UndoFailedStart() {
+    if (!armed) return;
+    std::error_code ec;
+    for (const char* name : diagnose::kRunDirEntries) fs::remove_all(fs::path(dir) / name, ec);
+    if (created_dir) fs::remove(dir, ec);  // fails, harmlessly, when something else is there
+  }
+};
+
+/// Why the run must not start, said on stderr, as its exit code (2: usage; 1: --serve's port
+/// cannot be listened on); nullopt when it may. Sets `stop_after_ns` from --duration.
+std::optional<int> RefuseRun(const RunOptions& o, const std::string& name,
+                             std::optional<int64_t>& stop_after_ns) {
+  if (auto bad = CheckBounds(o, stop_after_ns)) return *bad;
+  if (o.command.empty())
+    return fmt::print(stderr,
+                      "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
+           2;
+  if (auto bad = BadRunName(name)) {
+    return fmt::print(stderr, "stallscope run: --name {}: {}\n", EscapeControl(name), *bad), 2;
+  }
+  // Issue 27 B19: a port that cannot be listened on is found before any file is made or the
+  // job started (StartServe below may still fail: UndoFailedStart then cleans up).
+  if (!o.serve.empty()) {
+    if (auto cannot = CannotListen(o.serve))
+      return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(*cannot)), 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunRun(const RunOptions& o) {
@@ -368,17 +407,12 @@ int RunRun(const RunOptions& o) {
   if (!interval.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
   std::optional<int64_t> stop_after_ns;
-  if (auto bad = CheckBounds(o, stop_after_ns)) return *bad;
-  if (o.command.empty())
-    return fmt::print(stderr,
-                      "stallscope run: no command given; usage: stallscope run -- CMD ARGS...\n"),
-           2;
+  const std::string name = o.name.empty() ? diagnose::DefaultRunName(o.command) : o.name;
+  if (auto refused = RefuseRun(o, name, stop_after_ns)) return *refused;
   monitor::BlockTerminationSignals();
   SystemClock clock;
-  std::string name = o.name.empty() ? diagnose::DefaultRunName(o.command) : o.name;
-  if (auto bad = BadRunName(name)) {
-    return fmt::print(stderr, "stallscope run: --name {}: {}\n", EscapeControl(name), *bad), 2;
-  }
+  std::error_code out_ec;
+  const bool out_existed = !o.out.empty() && fs::exists(fs::symlink_status(o.out, out_ec));
   auto paths = MakeRunPaths(o, name, clock.WallNs());
   if (!paths.ok()) {
     const bool usage = paths.error().code == ErrorCode::kInvalidArgument;
@@ -401,17 +435,24 @@ int RunRun(const RunOptions& o) {
     fmt::print(stderr, "[stallscope] warning: {}; the recording stops here, the job goes on\n",
                EscapeControl(e.message));
   };
+  UndoFailedStart undo{paths->dir, !out_existed};
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));
-  if (auto st = session.WatchPhases(paths->dir); !st.ok())
+  if (auto st = session.WatchPhases(paths->dir); !st.ok()) {
+    undo.armed = true;
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message)), 1;
+  }
   if (auto st = session.StartCommand(o.command, job_env,
                                      o.job_log || o.tui ? paths->dir + "/job.log" : std::string());
       !st.ok()) {
+    undo.armed = true;
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st.error().message));
     return 127;
   }
   std::shared_ptr<void> serving;
-  if (!o.serve.empty() && !ServeJob(session, o.serve, *interval, serving)) return 1;
+  if (!o.serve.empty() && !ServeJob(session, o.serve, *interval, serving)) {
+    undo.armed = true;
+    return 1;
+  }
   meta.pid = session.child()->pid();
   WriteMeta(*paths, meta);
   if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", EscapeControl(paths->dir));
@@ -425,6 +466,7 @@ int RunRun(const RunOptions& o) {
   bool stopped = false;
   Supervisor sup(session, o, clock, stop_after_ns, stopped);
   int exit_code = o.tui ? SuperviseJobTui(sup, paths->dir, *interval) : SuperviseJob(sup);
+  if (o.interrupts != nullptr) *o.interrupts = sup.interrupts;
   serving.reset();                              // the exporter reads the session: stop it first
   Status recorded = session.Finish(exit_code);  // stops sampling
   meta.end_mono_ns = session.end_mono_ns();

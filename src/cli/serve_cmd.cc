@@ -27,6 +27,13 @@ std::optional<std::string> BadListenAddress(const std::string& listen) {
   return parsed.error().message;
 }
 
+std::optional<std::string> CannotListen(const std::string& listen) {
+  auto parsed = exporter::ParseListenAddress(listen);
+  if (!parsed.ok()) return parsed.error().message;
+  if (auto st = exporter::CheckListen(*parsed); !st.ok()) return st.error().message;
+  return std::nullopt;
+}
+
 Result<std::shared_ptr<void>> StartServe(monitor::Session& session, const std::string& listen,
                                          int64_t interval_ns) {
   TRY(exporter::ListenAddress address, exporter::ParseListenAddress(listen));
@@ -48,6 +55,9 @@ Result<std::shared_ptr<void>> StartServe(monitor::Session& session, const std::s
           interval_ns));
   address.port = e->port();  // the chosen one, for port 0
   fmt::print(stderr, "stallscope: serving http://{}/metrics\n", address.ToString());
+  // Issue 27 B18: 0.0.0.0 was taken without a word; the default is loopback (issue 15).
+  if (auto warning = exporter::ExposureWarning(address))
+    fmt::print(stderr, "stallscope: {}\n", *warning);
   return std::shared_ptr<void>(std::move(e));
 }
 

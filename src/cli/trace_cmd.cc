@@ -43,16 +43,23 @@ Status ParseSteps(const std::string& text, trace::AnalysisOptions& o) {
 
 /// Issue 12 finding 5: `--export-perfetto` once overwrote the input trace it named. Checked
 /// before anything is read (cli/output_path.h): never one of the inputs, files of a folder
-/// included (even with --force), and an existing file only with --force.
+/// included (even with --force), an existing file only with --force, and never a FIFO, device
+/// or symbolic link for --html (written by rename: issue 27 B01).
 Status CheckExportPath(const TraceOptions& o) {
   if (o.export_perfetto.empty() && o.html.empty()) return OkStatus();
   std::vector<std::string> inputs = o.paths;
   if (auto files = trace::ExpandTracePaths(o.paths); files.ok())
     inputs.insert(inputs.end(), files->begin(), files->end());
-  for (auto [flag, path] :
-       {std::pair{"--export-perfetto", &o.export_perfetto}, std::pair{"--html", &o.html}}) {
+  struct Output {
+    const char* flag;
+    const std::string* path;
+    OutputWrite how;
+  };
+  for (auto [flag, path, how] :
+       {Output{"--export-perfetto", &o.export_perfetto, OutputWrite::kInPlace},
+        Output{"--html", &o.html, OutputWrite::kReplace}}) {
     if (path->empty()) continue;
-    if (auto refused = RefuseOutputPath(flag, *path, o.force, inputs))
+    if (auto refused = RefuseOutputPath(flag, *path, o.force, how, inputs))
       return MakeError(ErrorCode::kInvalidArgument, "{}", *refused);
   }
   return OkStatus();
@@ -93,6 +100,12 @@ int RunTrace(const TraceOptions& o) {
   if (auto st = CheckExportPath(o); !st.ok()) {
     fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(st.error().message));
     return 2;
+  }
+  // Issue 27 B15: a FIFO (device, socket) named like a trace in a folder hung the read; it is
+  // skipped, and said so once here.
+  if (auto list = trace::ListTracePaths(o.paths); list.ok()) {
+    for (const std::string& line : list->skipped)
+      fmt::print(stderr, "stallscope trace: warning: {}\n", EscapeControl(line));
   }
   trace::ReadOptions read;
   if (o.rank >= 0) read.rank = o.rank;

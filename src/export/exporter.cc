@@ -1,8 +1,12 @@
 #include "export/exporter.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <exception>
@@ -14,7 +18,10 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 
+#include <civetweb.h>
+
 #include "diagnose/suspicion.h"
+#include "export/tcp_relay.h"
 #include "gpu/gpu_backend.h"
 
 namespace stallscope::exporter {
@@ -254,6 +261,23 @@ std::string ListenAddress::ToString() const {
                                              : fmt::format("{}:{}", host, port);
 }
 
+bool ListenAddress::IsLoopback() const {
+  unsigned char a[16];
+  if (inet_pton(AF_INET, host.c_str(), a) == 1) return a[0] == 127;
+  if (inet_pton(AF_INET6, host.c_str(), a) != 1) return false;
+  static constexpr unsigned char kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::equal(a, a + 16, kLoopback) || (std::equal(a, a + 12, kMapped) && a[12] == 127);
+}
+
+bool ListenAddress::IsAny() const {
+  unsigned char a[16];
+  if (inet_pton(AF_INET, host.c_str(), a) == 1)
+    return std::all_of(a, a + 4, [](auto b) { return b == 0; });
+  return inet_pton(AF_INET6, host.c_str(), a) == 1 &&
+         std::all_of(a, a + 16, [](auto b) { return b == 0; });
+}
+
 Result<ListenAddress> ParseListenAddress(std::string_view text) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0)
@@ -327,6 +351,68 @@ class Exporter::Collector : public prometheus::Collectable {
   int64_t count_ = 0;
 };
 
+namespace {
+
+/// The errno of binding a socket of ours to `address` as civetweb and the relay do
+/// (SO_REUSEADDR; IPV6_V6ONLY for IPv6), or 0 when the bind works. The socket is closed.
+int BindErrno(const ListenAddress& address) {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(address.port);
+    len = sizeof *v4;
+  } else if (inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(address.port);
+    len = sizeof *v6;
+  } else {
+    return EINVAL;  // ParseListenAddress takes numeric addresses only
+  }
+  const int fd = ::socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  int err = 0;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      (storage.ss_family == AF_INET6 &&
+       ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) ||
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&storage), len) != 0)
+    err = errno;
+  if (fd >= 0) ::close(fd);
+  return err;
+}
+
+/// Why civetweb could not listen on `address`: it throws without the errno (CivetServer: "null
+/// context when constructing CivetServer. Possible problem binding to port."), so a socket of
+/// ours tries the same bind and keeps the errno.
+std::string WhyNotListening(const ListenAddress& address, const char* what) {
+  if (const int err = BindErrno(address); err != 0) return ListenFailure(err, address.port);
+  return fmt::format("the HTTP server did not start ({})", what);  // the bind alone works
+}
+
+}  // namespace
+
+std::optional<std::string> ExposureWarning(const ListenAddress& address) {
+  if (address.IsLoopback()) return std::nullopt;
+  const std::string where =
+      address.IsAny()
+          ? fmt::format("{} is every network interface of this machine", address.ToString())
+          : fmt::format("{} is reachable from the network", address.ToString());
+  return fmt::format(
+      "warning: {}: anyone who can reach it can read the metrics (host name, GPUs, phase names), "
+      "with no authentication; use 127.0.0.1:PORT unless you mean it",
+      where);
+}
+
+Status CheckListen(const ListenAddress& address) {
+  if (const int err = BindErrno(address); err != 0) {
+    return MakeError(ErrorCode::kIo, "cannot listen on {}: {}", address.ToString(),
+                     ListenFailure(err, address.port));
+  }
+  return OkStatus();
+}
+
 Result<std::unique_ptr<Exporter>> Exporter::Start(const ListenAddress& address,
                                                   SnapshotSource source, int64_t period_ns,
                                                   const ServerLimits& limits) {
@@ -334,10 +420,22 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const ListenAddress& address,
   e->source_ = std::move(source);
   e->period_ns_ = period_ns;
   e->collector_ = std::make_shared<Collector>();
+  // Issue 27 B13: civetweb built without USE_IPV6 (Debian's 1.15) takes no IPv6 address; the
+  // relay listens on it instead, in front of civetweb on loopback (any free port).
+  const bool relay =
+      address.host.find(':') != std::string::npos && mg_check_feature(MG_FEATURES_IPV6) == 0;
+  if (relay) {
+    TcpRelay::Limits relay_limits;
+    // civetweb queues some connections beyond its threads.
+    relay_limits.max_connections = 4 * limits.num_threads;
+    relay_limits.idle_timeout_ms = limits.request_timeout_ms;
+    TRY(e->relay_, TcpRelay::Listen(address.host, address.port, relay_limits));
+  }
+  const ListenAddress civet = relay ? ListenAddress{"127.0.0.1", 0} : address;
   // civetweb options (prometheus::Exposer passes them through): bounded threads, request
   // size and time, so a hostile client holds one worker for at most request_timeout_ms.
   std::vector<std::string> options = {
-      "listening_ports",    address.ToString(),
+      "listening_ports",    civet.ToString(),
       "num_threads",        std::to_string(limits.num_threads),
       "request_timeout_ms", std::to_string(limits.request_timeout_ms),
       "max_request_size",   std::to_string(limits.max_request_size),
@@ -345,15 +443,15 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const ListenAddress& address,
   try {
     e->exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& ex) {
-    // CivetServer throws "null context when constructing CivetServer. Possible problem binding
-    // to port." (civetweb logs the errno itself): the port is taken or the address not ours.
-    return MakeError(ErrorCode::kIo,
-                     "cannot listen on {}: the port is in use or the address is "
-                     "not on this machine ({})",
-                     address.ToString(), ex.what());
+    return MakeError(ErrorCode::kIo, "cannot listen on {}: {}", civet.ToString(),
+                     WhyNotListening(civet, ex.what()));
   }
   const std::vector<int> ports = e->exposer_->GetListeningPorts();
-  e->port_ = ports.empty() ? address.port : static_cast<uint16_t>(ports.front());
+  e->port_ = ports.empty() ? civet.port : static_cast<uint16_t>(ports.front());
+  if (relay) {
+    TRY_STATUS(e->relay_->Start(e->port_));
+    e->port_ = e->relay_->port();
+  }
   e->Publish();  // the first scrape already has data
   e->exposer_->RegisterCollectable(e->collector_);
   e->publisher_ = std::thread([raw = e.get()] {
@@ -375,6 +473,7 @@ Exporter::~Exporter() {
   }
   stop_cv_.notify_all();
   if (publisher_.joinable()) publisher_.join();
+  relay_.reset();    // no more connections to civetweb
   exposer_.reset();  // stops civetweb (joins its workers) before the collector goes
 }
 

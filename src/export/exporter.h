@@ -23,12 +23,18 @@ class Exposer;
 
 namespace stallscope::exporter {
 
+class TcpRelay;
+
 /// Where `serve` / `--serve` listens: a numeric IPv4 or bracketed IPv6 address and a port.
 struct ListenAddress {
   std::string host;  ///< "127.0.0.1", "0.0.0.0", "::1" (no brackets)
   uint16_t port = 0;
   /// "127.0.0.1:9400", "[::1]:9400": how messages name it and civetweb's listening_ports.
   [[nodiscard]] std::string ToString() const;
+  /// True for 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104: only this machine can connect.
+  [[nodiscard]] bool IsLoopback() const;
+  /// True for 0.0.0.0 and ::: every interface of the machine.
+  [[nodiscard]] bool IsAny() const;
 };
 
 /// The default: loopback only (issue 15: safe by default).
@@ -37,6 +43,18 @@ inline constexpr std::string_view kDefaultListen = "127.0.0.1:9400";
 /// Parses "HOST:PORT" (HOST a numeric IPv4 address or "[IPv6]"; PORT 1..65535, or 0 for any
 /// free port). kInvalidArgument with a one-line reason otherwise ("--listen" is not in it).
 [[nodiscard]] Result<ListenAddress> ParseListenAddress(std::string_view text);
+
+/// Issue 27 B18: the one-line warning for an address other machines can reach (anything but
+/// loopback): the metrics (host name, GPUs, phase names) are served there with no
+/// authentication. nullopt for a loopback address. Names `address` and says what to do.
+[[nodiscard]] std::optional<std::string> ExposureWarning(const ListenAddress& address);
+
+/// Whether `address` can be listened on now: a socket of ours binds it as the server would
+/// (SO_REUSEADDR; IPv6 only for an IPv6 address) and is closed at once. kIo "cannot listen on
+/// ADDR: <ListenFailure>" when it cannot. Issue 27 B19: `run --serve` checks this before it makes
+/// the run directory or starts the job. A check, not a reservation: the port may still be
+/// taken before the server binds it (Exporter::Start then fails the same way).
+[[nodiscard]] Status CheckListen(const ListenAddress& address);
 
 /// Everything one scrape shows: the latest sample and the job's live statistics.
 struct Snapshot {
@@ -72,7 +90,10 @@ using SnapshotSource = std::function<void(Snapshot& snapshot)>;
 class Exporter {
  public:
   /// Listens on `address` and starts the publisher. kIo "cannot listen on ADDR: reason" when
-  /// the port is taken or the address is not local.
+  /// it cannot, the reason from the errno of a bind (tcp_relay.h ListenFailure: "the port is in
+  /// use", "permission denied (...)", "the address is not on this machine"). An IPv6 address,
+  /// when the linked civetweb has no IPv6 (Debian's), is served through a TcpRelay to civetweb
+  /// on 127.0.0.1 (a free port).
   [[nodiscard]] static Result<std::unique_ptr<Exporter>> Start(const ListenAddress& address,
                                                                SnapshotSource source,
                                                                int64_t period_ns,
@@ -97,6 +118,7 @@ class Exporter {
   Snapshot scratch_;  ///< Publish's, reused (Start's thread first, then the publisher only)
   std::shared_ptr<Collector> collector_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<TcpRelay> relay_;  ///< the IPv6 front, when civetweb has no IPv6
   std::thread publisher_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -58,6 +59,31 @@ TEST(ParseListenAddress, Table) {
     EXPECT_EQ(r->port, c.port);
   }
   EXPECT_EQ(ParseListenAddress("[::1]:9400")->ToString(), "[::1]:9400");
+}
+
+// Issue 27 B18: a non-loopback address is warned about (serve_cmd.cc); which ones are.
+TEST(ListenAddress, LoopbackAndAny) {
+  struct Case {
+    const char* text;
+    bool loopback;
+    bool any;
+  } cases[] = {
+      {"127.0.0.1:1", true, false},
+      {"127.3.2.1:1", true, false},
+      {"[::1]:1", true, false},
+      {"[::ffff:127.0.0.1]:1", true, false},
+      {"0.0.0.0:1", false, true},
+      {"[::]:1", false, true},
+      {"10.0.0.5:1", false, false},
+      {"[2001:db8::1]:1", false, false},
+      {"[::ffff:10.0.0.1]:1", false, false},
+  };
+  for (const auto& c : cases) {
+    auto a = ParseListenAddress(c.text);
+    ASSERT_TRUE(a.ok()) << c.text;
+    EXPECT_EQ(a->IsLoopback(), c.loopback) << c.text;
+    EXPECT_EQ(a->IsAny(), c.any) << c.text;
+  }
   EXPECT_EQ(ParseListenAddress("127.0.0.1:9400")->ToString(), "127.0.0.1:9400");
 }
 
@@ -284,9 +310,83 @@ TEST(Exporter, ServesMetricsAndRefusesATakenPort) {
   auto again = Exporter::Start(
       *ParseListenAddress(taken), [](Snapshot&) {}, 50'000'000);
   ASSERT_FALSE(again.ok());
-  EXPECT_NE(again.error().message.find("cannot listen on " + taken), std::string::npos)
-      << again.error().message;
-  EXPECT_EQ(again.error().message.find('\n'), std::string::npos);
+  // Issue 27 B21: the errno of the failed bind names the cause.
+  EXPECT_EQ(again.error().message, "cannot listen on " + taken + ": the port is in use");
+}
+
+// Issue 27 B19: `run --serve` on a taken port is found before the run directory is made.
+TEST(CheckListen, ATakenPortIsFoundBeforeTheServerStarts) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string taken = fmt::format("127.0.0.1:{}", ntohs(addr.sin_port));
+  Status st = CheckListen(*ParseListenAddress(taken));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message, "cannot listen on " + taken + ": the port is in use");
+  close(fd);
+  EXPECT_TRUE(CheckListen(*ParseListenAddress(taken)).ok());  // free again: nothing was held
+  EXPECT_TRUE(CheckListen(*ParseListenAddress("127.0.0.1:0")).ok());
+  // TEST-NET-3 (RFC 5737): on no interface here (unless the kernel lets any address be bound).
+  std::ifstream nonlocal("/proc/sys/net/ipv4/ip_nonlocal_bind");
+  if (int any = 0; nonlocal >> any && any != 0) return;
+  Status foreign = CheckListen(*ParseListenAddress("203.0.113.7:9400"));
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.error().message,
+            "cannot listen on 203.0.113.7:9400: the address is not on this machine");
+}
+
+// Issue 27 B18: 0.0.0.0 (and any address other machines can reach) was served without a word.
+TEST(ExposureWarning, EveryAddressButLoopback) {
+  for (const char* loopback : {"127.0.0.1:9400", "127.1.2.3:1", "[::1]:9400"})
+    EXPECT_EQ(ExposureWarning(*ParseListenAddress(loopback)), std::nullopt) << loopback;
+  EXPECT_EQ(ExposureWarning(*ParseListenAddress("0.0.0.0:9400")),
+            "warning: 0.0.0.0:9400 is every network interface of this machine: anyone who can "
+            "reach it can read the metrics (host name, GPUs, phase names), with no "
+            "authentication; use 127.0.0.1:PORT unless you mean it");
+  EXPECT_EQ(ExposureWarning(*ParseListenAddress("[::]:1")),
+            "warning: [::]:1 is every network interface of this machine: anyone who can reach "
+            "it can read the metrics (host name, GPUs, phase names), with no authentication; use "
+            "127.0.0.1:PORT unless you mean it");
+  EXPECT_EQ(ExposureWarning(*ParseListenAddress("10.1.2.3:9400")),
+            "warning: 10.1.2.3:9400 is reachable from the network: anyone who can reach it can "
+            "read the metrics (host name, GPUs, phase names), with no authentication; use "
+            "127.0.0.1:PORT unless you mean it");
+}
+
+// Issue 27 B13: the documented `--listen [::1]:PORT` could not listen: Debian's civetweb has no
+// IPv6. Served (through the relay when civetweb lacks it) and scraped over IPv6.
+TEST(Exporter, ServesOverIpv6) {
+  const int probe = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 any6{};
+  any6.sin6_family = AF_INET6;
+  any6.sin6_addr = in6addr_loopback;
+  const bool have_v6 =
+      probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any6), sizeof any6) == 0;
+  if (probe >= 0) close(probe);
+  if (!have_v6) GTEST_SKIP() << "no IPv6 loopback here";
+  Snapshot snap = FullSnapshot();
+  auto e = Exporter::Start(
+      *ParseListenAddress("[::1]:0"), [&](Snapshot& out) { out = snap; }, 50'000'000);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  ASSERT_NE((*e)->port(), 0);
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  any6.sin6_port = htons((*e)->port());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&any6), sizeof any6), 0);
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+    response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
+  EXPECT_NE(response.find("stallscope_verdict_info{class=\"data_bound_cpu\"} 1"), std::string::npos)
+      << response;
 }
 
 /// Issue 15: a client that connects and sends nothing (or half a request) must not delay

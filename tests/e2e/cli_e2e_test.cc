@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -224,6 +226,110 @@ TEST_F(E2e, RefusesToReplaceWhatTheUserOwnsWithoutForce) {
             std::string::npos)
       << removed.err;
   EXPECT_EQ(removed.err.find("warning"), std::string::npos) << removed.err;
+}
+
+// Issue 27 B01: `report --html` (and `trace --html`) write a temporary file renamed over the
+// path: a FIFO, a device (as root, `--html /dev/null` replaced the machine's /dev/null) or a
+// symbolic link there was replaced by a regular file. Refused, --force or not; the node stays.
+TEST_F(E2e, HtmlNeverReplacesAFifoADeviceOrALink) {
+  const std::string rec = (dir_ / "rec.jsonl").string();
+  ASSERT_EQ(Run({"record", "-i", "100ms", "--duration", "300ms", "-o", rec}).exit_code, 0);
+  const std::string trace = (dir_ / "t.json").string();
+  std::ofstream(trace) << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,)"
+                       << R"("tid":7,"ts":1,"dur":1}]})";
+  const std::string fifo = (dir_ / "out.fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string target = (dir_ / "target.html").string();
+  std::ofstream(target) << "mine";
+  const std::string link = (dir_ / "link.html").string();
+  fs::create_symlink(target, link);
+  // A character device like /dev/null (1,3), made here: only where mknod is allowed (root).
+  const std::string null_like = (dir_ / "null_like").string();
+  const bool have_device = mknod(null_like.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  struct Node {
+    std::string path, kind;
+  };
+  std::vector<Node> nodes = {{fifo, "a FIFO"}, {link, "a symbolic link"}};
+  if (have_device) nodes.push_back({null_like, "a character device"});
+  for (const Node& n : nodes) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"report", rec, "--html", n.path},
+          {"report", rec, "--html", n.path, "--force"},
+          {"trace", trace, "--html", n.path, "--force"}}) {
+      SCOPED_TRACE(::testing::PrintToString(args));
+      auto o = Run(args);
+      EXPECT_EQ(o.exit_code, 2) << o.err;
+      EXPECT_EQ(o.err, "stallscope " + args[0] + ": --html " + n.path + ": is " + n.kind +
+                           ", not a regular file; it is never replaced (give a file path)\n");
+    }
+  }
+  struct stat st {};
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(Slurp(target), "mine");
+  if (have_device) {
+    ASSERT_EQ(lstat(null_like.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+  }
+  // A regular file is still written (with --force when it holds something).
+  auto written = Run({"report", rec, "--html", target, "--force"});
+  EXPECT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_NE(Slurp(target).find("<html"), std::string::npos);
+}
+
+// Issue 27 B21: causes named wrong. A run.json that cannot be read (a symbolic link loop: it
+// fails for root too) was "not a stallscope run directory (no run.json)"; a path that is a loop
+// was "cannot open recording" (report) or "no such file or directory" (trace).
+TEST_F(E2e, UnreadableInputsNameTheRealCause) {
+  const fs::path run = dir_ / "run";
+  fs::create_directories(run);
+  fs::create_symlink(run / "run.json", run / "run.json");
+  auto looped = Run({"diagnose", run.string()});
+  EXPECT_EQ(looped.exit_code, 1);
+  EXPECT_EQ(looped.err, "stallscope diagnose: " + (run / "run.json").string() +
+                            ": cannot read: too many levels of symbolic links\n");
+  const fs::path loop = dir_ / "loop";
+  fs::create_symlink(loop, loop);
+  auto report = Run({"report", loop.string(), "--html", (dir_ / "y.html").string()});
+  EXPECT_EQ(report.exit_code, 1);
+  EXPECT_EQ(report.err, "stallscope report: " + loop.string() +
+                            ": cannot open: too many levels of symbolic links\n");
+  auto trace = Run({"trace", loop.string()});
+  EXPECT_EQ(trace.exit_code, 1);
+  EXPECT_EQ(trace.err, "stallscope trace: " + loop.string() +
+                           ": cannot open: too many levels of symbolic links\n");
+  // Missing stays missing.
+  fs::remove(run / "run.json");
+  auto missing = Run({"diagnose", run.string()});
+  EXPECT_EQ(missing.err, "stallscope diagnose: " + run.string() +
+                             ": not a stallscope run directory (no run.json)\n");
+}
+
+// Issue 27 B21, permissions: root reads a chmod 000 file and binds any port, so this part
+// runs only as another user (CI runs as root: UnreadableInputsNameTheRealCause covers the
+// same code path with a symbolic link loop there).
+TEST_F(E2e, PermissionDeniedIsSaidSo) {
+  if (geteuid() == 0) GTEST_SKIP() << "root: chmod 000 and ports below 1024 do not stop root";
+  const fs::path run = dir_ / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "run.json") << "{}";
+  fs::permissions(run / "run.json", fs::perms::none);
+  auto denied = Run({"diagnose", run.string()});
+  fs::permissions(run / "run.json", fs::perms::owner_all);
+  EXPECT_EQ(denied.exit_code, 1);
+  EXPECT_EQ(denied.err, "stallscope diagnose: " + (run / "run.json").string() +
+                            ": cannot read: permission denied\n");
+  std::ifstream unprivileged("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+  if (int start = 1024; !(unprivileged >> start) || start > 1) {
+    auto port = Run({"serve", "--listen", "127.0.0.1:1", "--duration", "1s"});
+    EXPECT_EQ(port.exit_code, 1);
+    EXPECT_NE(port.err.find("stallscope serve: cannot listen on 127.0.0.1:1: permission denied "
+                            "(port 1 needs root or CAP_NET_BIND_SERVICE)\n"),
+              std::string::npos)
+        << port.err;
+  }
 }
 
 // Values that would silently do nothing, or forever, are usage errors (exit 2, one line).

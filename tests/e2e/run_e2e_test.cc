@@ -374,8 +374,9 @@ TEST_F(RunE2e, LongStartupThenComputeBoundStepsIsComputeBoundNeverSmallBatch) {
   EXPECT_EQ(life["warmup"][0]["phase"], "forward_pass") << life["warmup"].dump(1);
   // Every statistic is the steady state's: no 1.5 s forward, no 2 s batch in the phase table.
   for (const auto& p : j["phases"]) {
-    if (p["name"] == "forward_pass" || p["name"] == "data_loading")
+    if (p["name"] == "forward_pass" || p["name"] == "data_loading") {
       EXPECT_LT(p["max_s"].get<double>(), 1.0) << p.dump(1);
+    }
   }
 }
 

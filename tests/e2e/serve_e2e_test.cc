@@ -3,7 +3,10 @@
 // API what it stored. GPUs come from the fake NVML (sawtooth scenario), steps from a real
 // PyTorch job (examples/train.py). Skipped where prometheus/promtool, torch or the Python
 // package are missing.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +157,158 @@ TEST_F(ServeE2e, PortInUseNamesTheAddress) {
       stallscope::testing::RunProcess({STALLSCOPE_BIN, "serve", "--listen", addr}, env_, dir_, 30);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("stallscope serve: cannot listen on " + addr), std::string::npos) << r.err;
+}
+
+/// Whether this machine can bind a socket to ::1 (no IPv6 loopback in some containers).
+bool HaveIpv6Loopback() {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+/// GET http://[::1]:`port``path`: the whole response ("" when it cannot connect).
+std::string HttpGetIpv6(uint16_t port, const std::string& path) {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  addr.sin6_port = htons(port);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: [::1]\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[8192];
+      for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+        response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
+/// The port of "stallscope: serving http://HOST:PORT/metrics" in `err`, 0 before that line.
+uint16_t ServingPort(const std::string& err) {
+  const size_t at = err.find("/metrics\n");
+  const size_t colon = err.rfind(':', at);
+  if (at == std::string::npos || colon == std::string::npos) return 0;
+  return static_cast<uint16_t>(std::stoi(err.substr(colon + 1, at - colon - 1)));
+}
+
+/// A socket of the test listening on 127.0.0.1 (any free port): the port is taken while it
+/// lives.
+class TakenPort {
+ public:
+  TakenPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(listen(fd_, 1), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~TakenPort() { close(fd_); }
+  const std::string& address() const { return address_; }
+
+ private:
+  int fd_ = -1;
+  std::string address_;
+};
+
+// Issue 27 B13: the documented `--listen [::1]:PORT` could not listen (Debian's civetweb has no
+// IPv6; export/tcp_relay.h). Served and scraped over IPv6.
+TEST_F(ServeE2e, ListensOnIpv6Loopback) {
+  if (!HaveIpv6Loopback()) GTEST_SKIP() << "no IPv6 loopback here";
+  StartStallscope({"serve", "--listen", "[::1]:0", "-i", "100ms"});
+  uint16_t port = 0;
+  ASSERT_TRUE(
+      WaitFor([&] { return (port = ServingPort(Slurp(dir_ / "stallscope.err"))) != 0; }, 30))
+      << Slurp(dir_ / "stallscope.err");
+  EXPECT_NE(Slurp(dir_ / "stallscope.err").find("serving http://[::1]:"), std::string::npos);
+  std::string response;
+  // The GPU metrics come with the first sample, just after the server starts.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        response = HttpGetIpv6(port, "/metrics");
+        return response.find("DCGM_FI_DEV_GPU_UTIL{") != std::string::npos;
+      },
+      30))
+      << response;
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK", 0), 0u) << response;
+  EXPECT_EQ(Slurp(dir_ / "stallscope.err").find("warning"), std::string::npos);  // loopback
+}
+
+// Issue 27 B18: `--listen 0.0.0.0` served the metrics on every interface without a word. One
+// warning line that says so and what to do; none for loopback.
+TEST_F(ServeE2e, AnAddressOtherMachinesCanReachIsWarnedAbout) {
+  auto any = stallscope::testing::RunProcess(
+      {STALLSCOPE_BIN, "serve", "--listen", "0.0.0.0:0", "--duration", "300ms"}, env_, dir_, 30);
+  EXPECT_EQ(any.exit_code, 0) << any.err;
+  const std::string port = std::to_string(ServingPort(any.err));
+  EXPECT_NE(any.err.find("stallscope: warning: 0.0.0.0:" + port +
+                         " is every network interface of this machine: anyone who can reach it "
+                         "can read the metrics (host name, GPUs, phase names), with no "
+                         "authentication; use 127.0.0.1:PORT unless you mean it\n"),
+            std::string::npos)
+      << any.err;
+  auto loopback = stallscope::testing::RunProcess(
+      {STALLSCOPE_BIN, "serve", "--listen", "127.0.0.1:0", "--duration", "300ms"}, env_, dir_, 30);
+  EXPECT_EQ(loopback.exit_code, 0) << loopback.err;
+  EXPECT_EQ(loopback.err.find("warning"), std::string::npos) << loopback.err;
+}
+
+// Issue 27 B19: `run --serve` on a taken port started the job, then failed, and left
+// events.bin and phases/ in the run directory: the next `run --out` there was refused ("holds
+// a previous run"). Now the port is checked first: no job, no files; a folder the user made
+// stays, empty.
+TEST_F(ServeE2e, AFailedServeStartLeavesNothingBehind) {
+  TakenPort taken;
+  const fs::path out = dir_ / "r";
+  const fs::path started = dir_ / "job_started";
+  const std::vector<std::string> job = {"--", "sh", "-c", "touch \"$0\"", started.string()};
+  auto run_argv = [&](const fs::path& dir, bool serve) {
+    std::vector<std::string> argv = {STALLSCOPE_BIN, "run", "--quiet", "--out", dir.string()};
+    if (serve) argv.insert(argv.end(), {"--serve", taken.address()});
+    argv.insert(argv.end(), job.begin(), job.end());
+    return argv;
+  };
+  auto failed = stallscope::testing::RunProcess(run_argv(out, true), env_, dir_, 60);
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_EQ(failed.err,
+            "stallscope run: cannot listen on " + taken.address() + ": the port is in use\n");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(started));
+  auto next = stallscope::testing::RunProcess(run_argv(out, false), env_, dir_, 60);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_TRUE(fs::exists(out / "run.json"));
+  EXPECT_TRUE(fs::exists(started));
+
+  // The user's own empty folder: still there, still empty.
+  const fs::path mine = dir_ / "mine";
+  fs::create_directories(mine);
+  auto in_mine = stallscope::testing::RunProcess(run_argv(mine, true), env_, dir_, 60);
+  EXPECT_EQ(in_mine.exit_code, 1);
+  ASSERT_TRUE(fs::is_directory(mine));
+  EXPECT_TRUE(fs::is_empty(mine));
+
+  // record --serve: no output file made.
+  const fs::path rec = dir_ / "rec.jsonl";
+  auto record =
+      stallscope::testing::RunProcess({STALLSCOPE_BIN, "record", "--serve", taken.address(),
+                                       "--duration", "1s", "-o", rec.string()},
+                                      env_, dir_, 60);
+  EXPECT_EQ(record.exit_code, 1);
+  EXPECT_EQ(record.err,
+            "stallscope record: cannot listen on " + taken.address() + ": the port is in use\n");
+  EXPECT_FALSE(fs::exists(rec));
 }
 
 /// The sawtooth scenario (tests/data/nvml/sawtooth.json): 100% for the first half of each

@@ -1,6 +1,8 @@
 // End-to-end tests of `stallscope trace`: the real binary on tiny fixtures, on the HTA reference
 // traces (../shared/traces/hta, skipped when absent), and on a trace Debian's torch 1.13 writes
 // for an example workload (skipped where /usr/bin/python3 has no torch).
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "asan.h"
 #include "hta_traces.h"
 #include "subprocess.h"
 
@@ -342,6 +345,92 @@ TEST_F(TraceE2e, ControlCharactersInNamesAreEscaped) {
     EXPECT_NE(o.out.find("\\x1b]0;pwned\\x07\\x1b[31mkernel\\r"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("rank\\x1b[31m\\r.json"), std::string::npos) << o.out;
   }
+}
+
+// Issue 27 B17: C1 controls (U+0080..U+009F: CSI U+009B, OSC U+009D, ST U+009C) in a name
+// reached the terminal raw; C0 ones were escaped already. Escaped as \u009b.
+TEST_F(TraceE2e, C1ControlsInNamesAreEscaped) {
+  std::string text = Slurp(Fixture("kernels_comm.json"));
+  const std::string kernel = "void at::native::vectorized_elementwise_kernel<4>(int)";
+  const size_t at = text.find(kernel);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, kernel.size(), "k\\u009b2J\\u009d0;title\\u009c");
+  std::ofstream(dir_ / "c1.json") << text;
+  Output o = Run({"trace", (dir_ / "c1.json").string()});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  for (const std::string* s : {&o.out, &o.err}) {
+    EXPECT_EQ(s->find("\xc2\x9b"), std::string::npos) << *s;
+    EXPECT_EQ(s->find("\xc2\x9d"), std::string::npos) << *s;
+    EXPECT_EQ(s->find("\xc2\x9c"), std::string::npos) << *s;
+  }
+  EXPECT_NE(o.out.find("k\\u009b2J\\u009d0;title\\u009c"), std::string::npos) << o.out;
+}
+
+// Issue 27 B15: `trace DIR` hung forever on a FIFO named like a trace in DIR (the open waited
+// for a writer). It is skipped with a warning; the other ranks are read.
+TEST_F(TraceE2e, AFifoInAFolderIsSkippedWithAWarning) {
+  const fs::path traces = dir_ / "traces";
+  fs::create_directories(traces);
+  fs::copy_file(Fixture("kernels_comm.json"), traces / "rank0.json");
+  const fs::path fifo = traces / "rank1.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Output o = Run({"trace", traces.string()}, 60);  // a hang is killed and fails the test
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("stallscope trace: warning: " + fifo.string() +
+                       ": a FIFO, not a regular file; skipped\n"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.out.find("rank0.json"), std::string::npos) << o.out;
+  // Only the FIFO: an error that says why, at once.
+  fs::remove(traces / "rank0.json");
+  Output none = Run({"trace", traces.string()}, 60);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no trace files (*.json, *.json.gz) in directory; " + fifo.string() +
+                          ": a FIFO, not a regular file; skipped"),
+            std::string::npos)
+      << none.err;
+}
+
+// Issue 27 B02: a 3 MB .json.gz of whitespace took 3.19 GB of RSS. Built here with gzip: 256
+// MiB of blanks between two events, and a 64 MiB blank string inside a third (an element over
+// the reader's 4 MiB limit: skipped with a warning). The reader holds about two 1 MiB chunks
+// whatever the input (trace_reader.h kMaxElementBytes; reader_limits_test.cc has the bounds).
+TEST_F(TraceE2e, GzipBombOfWhitespaceIsReadInBoundedMemory) {
+  const fs::path bomb = dir_ / "bomb.json.gz";
+  const std::string kernel =
+      R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":TS,"dur":1,)"
+      R"("args":{"stream":7,"correlation":TS}})";
+  auto event = [&](const std::string& ts) {
+    std::string e = kernel;
+    for (size_t at; (at = e.find("TS")) != std::string::npos;) e.replace(at, 2, ts);
+    return e;
+  };
+  std::ofstream(dir_ / "head.txt") << "{\"traceEvents\":[" << event("1") << ",";
+  std::ofstream(dir_ / "mid.txt") << event("2") << R"(,{"ph":"X","name":")";
+  std::ofstream(dir_ / "tail.txt") << R"(","pid":0,"tid":7,"ts":3,"dur":1},)" << event("4") << "]}";
+  const std::string d = dir_.string();
+  const std::string cmd = "{ cat " + d +
+                          "/head.txt; head -c 268435456 /dev/zero | tr '\\0' ' '; "
+                          "cat " +
+                          d +
+                          "/mid.txt; head -c 67108864 /dev/zero | tr '\\0' ' '; "
+                          "cat " +
+                          d + "/tail.txt; } | gzip -1 > " + bomb.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_LT(fs::file_size(bomb), 2u << 20);  // a bomb: over 150x smaller than inflated
+  Output o = Run({"trace", "-j", "1", bomb.string()});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("stallscope trace: warning: " + bomb.string() +
+                       ": 1 trace events longer than 4 MiB skipped\n"),
+            std::string::npos)
+      << o.err;
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);  // the largest child: stallscope
+#if defined(STALLSCOPE_ASAN)
+  (void)children;  // the sanitizer's quarantine and shadow memory are not the reader's
+#else
+  EXPECT_LT(children.ru_maxrss, 128 << 10) << "peak RSS in KiB for 320 MiB of blanks";
+#endif
 }
 
 }  // namespace
