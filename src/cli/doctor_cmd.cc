@@ -46,11 +46,12 @@ std::string AbsolutePath(const std::string& path) {
 
 /// `doctor --code PATH`: only the static check of the training code (src/doctor/code_check.h).
 int RunDoctorCode(const DoctorOptions& o) {
-  std::error_code ec;
-  if (!std::filesystem::exists(o.code, ec)) {
-    fmt::print(stderr, "stallscope doctor: --code {}: no such file or directory\n",
-               EscapeControl(o.code));
-    return 2;
+  // A device, FIFO or socket is refused before the interpreter starts (the analyzer checks
+  // each file it reads again).
+  if (auto problem = doctor::CodePathProblem(o.code)) {
+    fmt::print(stderr, "stallscope doctor: --code {}: {}\n", EscapeControl(o.code),
+               EscapeControl(*problem));
+    return doctor::kCodeExitNotRun;
   }
   Progress(!o.json && isatty(STDERR_FILENO) != 0,
            fmt::format("{} parses {} (never runs it)", o.python, o.code));

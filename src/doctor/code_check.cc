@@ -1,10 +1,15 @@
 #include "doctor/code_check.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
 #include "base/json_fields.h"
 #include "base/units.h"
 #include "doctor/python_probe.h"
@@ -67,6 +72,7 @@ CodeReport ParseCodeCheck(std::string_view text) {
   r.ran = true;
   r.python_version = JsonOpt<std::string>(j, "python").value_or("");
   r.files_checked = JsonOpt<int64_t>(j, "files_checked").value_or(0);
+  r.files_not_checked = JsonOpt<int64_t>(j, "files_not_checked").value_or(0);
   r.truncated = JsonOpt<bool>(j, "truncated").value_or(false);
   if (const auto it = j.find("findings"); it != j.end() && it->is_array()) {
     for (const auto& f : *it) {
@@ -77,8 +83,10 @@ CodeReport ParseCodeCheck(std::string_view text) {
       }
     }
   }
+  int64_t warnings = 0;  // each is a file not checked: a count below them is not believed
   if (const auto it = j.find("warnings"); it != j.end() && it->is_array()) {
     for (const auto& w : *it) {
+      ++warnings;
       auto file = JsonOpt<std::string>(w, "file");
       auto message = JsonOpt<std::string>(w, "message");
       if (!file || !message) {
@@ -88,7 +96,17 @@ CodeReport ParseCodeCheck(std::string_view text) {
       r.warnings.push_back({*file, JsonOpt<int64_t>(w, "line").value_or(0), *message});
     }
   }
+  r.files_not_checked = std::max(r.files_not_checked, warnings);
   return r;
+}
+
+std::optional<std::string> CodePathProblem(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? std::string("no such file or directory") : std::strerror(errno);
+  }
+  if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) return std::nullopt;
+  return fmt::format("{}, not a regular file or directory", FileKind(st.st_mode));
 }
 
 CodeReport CheckCode(const std::string& python, const std::string& path, int64_t timeout_ns) {
@@ -129,7 +147,8 @@ int64_t CountWarnFindings(const CodeReport& r) {
 std::string_view SeverityName(CodeSeverity s) { return s == CodeSeverity::kWarn ? "warn" : "info"; }
 
 int CodeExitCode(const CodeReport& r) {
-  if (!r.ran) return 2;
+  if (!r.ran) return kCodeExitNotRun;
+  if (r.files_not_checked > 0) return kCodeExitNotChecked;
   return CountWarnFindings(r) > 0 ? 1 : 0;
 }
 

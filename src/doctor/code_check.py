@@ -6,6 +6,7 @@ import ast
 import io
 import json
 import os
+import stat
 import sys
 import tokenize
 
@@ -15,6 +16,7 @@ SKIP_DIRS = {"venv", ".venv", "site-packages", "dist-packages", ".git", "__pycac
 MAX_FILES = 5000
 MAX_FILE_BYTES = 5 << 20
 MAX_FINDINGS = 2000
+MAX_WARNINGS = 100
 
 # id -> (severity, why, fix). Severity "warn" costs GPU time every step; "info" is worth a look.
 PATTERNS = {
@@ -430,62 +432,114 @@ class Checker(object):
         return isinstance(a, (ast.Name, ast.Attribute, ast.Call))
 
 
-def python_files(root, warnings):
-    if os.path.isfile(root):
-        return [root]
+class NotChecked(Exception):
+    """A file the analyzer did not read or parse; the message says why."""
+
+
+def file_kind(mode):
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def python_files(root, not_checked):
+    """(files, extra): the files to check under `root` (itself when it is not a directory), at
+    most MAX_FILES, and how many more there were. A folder that cannot be listed, and the extra
+    files, are added to `not_checked` as (path, line, reason)."""
+    if not os.path.isdir(root):
+        return [root], 0
     out = []
-    for d, dirs, files in os.walk(root):
+    extra = [0]
+
+    def cannot_list(e):
+        not_checked.append((e.filename or root, 0, "cannot list: %s" % e.strerror))
+
+    for d, dirs, files in os.walk(root, onerror=cannot_list):
         dirs[:] = sorted(x for x in dirs
                          if x not in SKIP_DIRS and
                          not os.path.exists(os.path.join(d, x, "pyvenv.cfg")))
-        out.extend(os.path.join(d, f) for f in sorted(files) if f.endswith(".py"))
-        if len(out) > MAX_FILES:
-            warnings.append({"file": root, "line": 0,
-                             "message": "more than %d .py files: the rest were skipped" %
-                             MAX_FILES})
-            return out[:MAX_FILES]
-    return out
+        for f in sorted(files):
+            if f.endswith(".py"):
+                if len(out) < MAX_FILES:
+                    out.append(os.path.join(d, f))
+                else:
+                    extra[0] += 1
+    if extra[0]:
+        not_checked.append((root, 0, "more than %d .py files: %d were not checked" %
+                            (MAX_FILES, extra[0])))
+    return out, extra[0]
 
 
-def check_file(path, findings, warnings):
+def read_source(path):
+    """The file's bytes, read with a bound. Raises NotChecked: a symlink may lead anywhere
+    (/dev/zero, a FIFO), so only a regular file (after links) of at most MAX_FILE_BYTES is
+    read, and the bound holds even when the file grows between the check and the read."""
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            warnings.append({"file": path, "line": 0, "message": "larger than 5 MiB: skipped"})
-            return False
-        with open(path, "rb") as f:
-            source = f.read()
-    except (OSError, IOError) as e:
-        warnings.append({"file": path, "line": 0, "message": "cannot read: %s" % e.strerror})
-        return False
+        st = os.stat(path)  # follows symlinks: a link to a regular file is checked
+        if not stat.S_ISREG(st.st_mode):
+            raise NotChecked("%s, not a regular file" % file_kind(st.st_mode))
+        # O_NONBLOCK: should the path become a FIFO after the stat, open must not wait on it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise NotChecked("cannot read: %s" % (e.strerror or e))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotChecked("%s, not a regular file" % file_kind(st.st_mode))
+        chunks = []
+        size = 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise NotChecked("larger than %d MiB" % (MAX_FILE_BYTES >> 20))
+        return b"".join(chunks)
+    except OSError as e:
+        raise NotChecked("cannot read: %s" % (e.strerror or e))
+    finally:
+        os.close(fd)
+
+
+def check_file(path, findings):
+    """Adds the file's findings; raises NotChecked when it could not be read or parsed."""
+    source = read_source(path)
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as e:
-        warnings.append({"file": path, "line": e.lineno or 0,
-                         "message": "SyntaxError: %s (not checked)" % e.msg})
-        return False
+        raise NotChecked("SyntaxError: %s" % e.msg, e.lineno or 0)
     except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
-        reason = ("%s: %s" % (type(e).__name__, e)) if str(e) else type(e).__name__
-        warnings.append({"file": path, "line": 0, "message": "%s (not checked)" % reason})
-        return False
+        raise NotChecked(("%s: %s" % (type(e).__name__, e)) if str(e) else type(e).__name__)
     try:
         findings.extend(Checker(path, source, tree).run())
     except RecursionError:
-        warnings.append({"file": path, "line": 0, "message": "nested too deeply: not checked"})
-        return False
-    return True
+        raise NotChecked("nested too deeply")
 
 
 def main(argv):
-    warnings = []
+    not_checked = []  # (path, line, reason)
     findings = []
     checked = 0
+    more = 0  # files beyond MAX_FILES, not checked
     for root in argv:
-        for path in python_files(root, warnings):
-            if check_file(path, findings, warnings):
+        files, extra = python_files(root, not_checked)
+        more += extra
+        for path in files:
+            try:
+                check_file(path, findings)
                 checked += 1
+            except NotChecked as e:
+                not_checked.append((path, e.args[1] if len(e.args) > 1 else 0, e.args[0]))
+    warnings = [{"file": f, "line": line, "message": why} for f, line, why in not_checked]
     out = {"python": "%d.%d.%d" % sys.version_info[:3], "files_checked": checked,
+           "files_not_checked": len(not_checked) - (1 if more else 0) + more,
            "findings": findings[:MAX_FINDINGS], "truncated": len(findings) > MAX_FINDINGS,
-           "warnings": warnings[:100]}
+           "warnings": warnings[:MAX_WARNINGS]}
     sys.stdout.write(MARKER + " " + json.dumps(out) + "\n")
     sys.stdout.flush()
 

@@ -39,7 +39,13 @@ TEST(ParseCodeCheck, ReadsFindingsAndCountsMalformedEntries) {
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_EQ(r.warnings[0].line, 4);
   EXPECT_EQ(r.malformed, 2);  // the finding without a line, the warning without a file
-  EXPECT_EQ(CodeExitCode(r), 1);
+  // Each warning is a file not checked, the malformed one too (issue 27 B12): a check that did
+  // not read every file fails, whatever it found in the others.
+  EXPECT_EQ(r.files_not_checked, 2);
+  EXPECT_EQ(CodeExitCode(r), kCodeExitNotChecked);
+  CodeReport all_read = r;
+  all_read.files_not_checked = 0;
+  EXPECT_EQ(CodeExitCode(all_read), 1);
 }
 
 TEST(ParseCodeCheck, BadAnswers) {

@@ -3,14 +3,18 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -105,48 +109,110 @@ CommandOutput Collect(pid_t pid, host::ScopedFd out_fd, host::ScopedFd err_fd, i
   return o;
 }
 
+/// `name` as execv wants it: itself when it holds a '/', else the first executable file of that
+/// name in $PATH (as execvp searches). Resolved before fork: the child only calls what is safe
+/// between fork and exec.
+std::optional<std::string> FindProgram(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) return name;
+  const char* env = std::getenv("PATH");
+  const std::string_view path = env != nullptr ? env : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    const size_t end = std::min(path.find(':', begin), path.size());
+    const std::string_view dir = path.substr(begin, end - begin);
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + name;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+/// Moves `fd` to `target` with close-on-exec off (dup2 onto itself would leave it on).
+void MoveFd(int fd, int target) {
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+  } else {
+    dup2(fd, target);
+  }
+}
+
+/// In the forked child: its own process group (a timeout kills its children too), a
+/// parent-death signal (B04: when doctor dies, of SIGTERM from `timeout` or anything else, the
+/// helper dies with it instead of living on blocked on a FIFO), stdin from /dev/null, default
+/// signals, then exec. Only async-signal-safe calls. Never returns.
+[[noreturn]] void ExecChild(pid_t parent, const char* program, char* const* args, int out_fd,
+                            int err_fd, int exec_fd) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the parent died before the prctl: no signal comes
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) MoveFd(null_fd, STDIN_FILENO);
+  MoveFd(out_fd, STDOUT_FILENO);
+  MoveFd(err_fd, STDERR_FILENO);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // ignored ones too
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(program, args, environ);
+  const int e = errno;
+  (void)!write(exec_fd, &e, sizeof e);
+  _exit(127);
+}
+
 }  // namespace
 
 std::string_view PythonProbeScript() { return kScript; }
 
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int64_t timeout_ns) {
   if (argv.empty()) return Error{ErrorCode::kInvalidArgument, "no command"};
-  std::array<int, 2> out_pipe{-1, -1}, err_pipe{-1, -1};
+  const std::optional<std::string> program = FindProgram(argv[0]);
+  if (!program) {
+    return MakeError(ErrorCode::kNotFound, "cannot run '{}': {}", argv[0], std::strerror(ENOENT));
+  }
+  std::array<int, 2> out_pipe{-1, -1}, err_pipe{-1, -1}, exec_pipe{-1, -1};
   if (pipe2(out_pipe.data(), O_CLOEXEC) != 0)
     return MakeError(ErrorCode::kIo, "pipe: {}", std::strerror(errno));
   host::ScopedFd out_read(out_pipe[0]), out_write(out_pipe[1]);
   if (pipe2(err_pipe.data(), O_CLOEXEC) != 0)
     return MakeError(ErrorCode::kIo, "pipe: {}", std::strerror(errno));
   host::ScopedFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigfillset(&defaults);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a timeout kills its children too
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  // The child writes exec's errno here; a successful exec closes it (O_CLOEXEC) with nothing.
+  if (pipe2(exec_pipe.data(), O_CLOEXEC) != 0)
+    return MakeError(ErrorCode::kIo, "pipe: {}", std::strerror(errno));
+  host::ScopedFd exec_read(exec_pipe[0]), exec_write(exec_pipe[1]);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return MakeError(rc == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, "cannot run '{}': {}",
-                     argv[0], std::strerror(rc));
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return MakeError(ErrorCode::kIo, "fork: {}", std::strerror(errno));
+  if (pid == 0) {
+    ExecChild(parent, program->c_str(), args.data(), out_write.get(), err_write.get(),
+              exec_write.get());
   }
+  setpgid(pid, pid);             // as the child does: kill(-pid) must find the group at once
   out_write = host::ScopedFd();  // the child holds the write ends; EOF comes when it exits
   err_write = host::ScopedFd();
+  exec_write = host::ScopedFd();
+  int exec_errno = 0;
+  ssize_t n = 0;
+  while ((n = read(exec_read.get(), &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return MakeError(exec_errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
+                     "cannot run '{}': {}", argv[0], std::strerror(exec_errno));
+  }
   return Collect(pid, std::move(out_read), std::move(err_read), MonotonicNs() + timeout_ns);
 }
 

@@ -29,7 +29,9 @@ struct CommandOutput {
 };
 
 /// Runs argv (argv[0] searched in PATH) without a shell, stdin from /dev/null, in its own process
-/// group, which is killed (SIGKILL) when `timeout_ns` passes. Errors: the command could not be
+/// group, which is killed (SIGKILL) when `timeout_ns` passes. The command never outlives this
+/// process: it gets SIGKILL when this process dies, however it dies (PR_SET_PDEATHSIG). Not
+/// thread-safe with respect to a concurrent fork elsewhere. Errors: the command could not be
 /// started ("cannot run 'python3': No such file or directory").
 [[nodiscard]] Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
                                                int64_t timeout_ns);

@@ -311,11 +311,15 @@ std::string RenderCodeText(const doctor::CodeReport& r) {
   }
   const int64_t warns = doctor::CountWarnFindings(r);
   const int64_t infos = static_cast<int64_t>(r.findings.size()) - warns;
-  std::string out =
-      fmt::format("{}: {}, {} in {} ({}, Python {})\n", warns > 0 ? "WARN" : "OK",
-                  Plural(warns, "GPU-stalling pattern", "GPU-stalling patterns"),
-                  Plural(infos, "note", "notes"), Plural(r.files_checked, "file", "files"),
-                  EscapeControl(r.path), EscapeControl(r.python_version));
+  // B12: a file that was not read is never passed as OK; the verdict says so first.
+  const bool incomplete = r.files_not_checked > 0;
+  std::string out = incomplete ? fmt::format("INCOMPLETE: {} could not be checked; ",
+                                             Plural(r.files_not_checked, "file", "files"))
+                               : std::string(warns > 0 ? "WARN: " : "OK: ");
+  out += fmt::format("{}, {} in {} ({}, Python {})\n",
+                     Plural(warns, "GPU-stalling pattern", "GPU-stalling patterns"),
+                     Plural(infos, "note", "notes"), Plural(r.files_checked, "file", "files"),
+                     EscapeControl(r.path), EscapeControl(r.python_version));
   size_t width = 0;
   for (const doctor::CodeFinding& f : r.findings) {
     width = std::max(width, EscapeControl(Location(f.file, f.line)).size());
@@ -329,18 +333,26 @@ std::string RenderCodeText(const doctor::CodeReport& r) {
         fmt::format("      why: {}\n      fix: {}\n", EscapeControl(f.why), EscapeControl(f.fix));
   }
   if (r.truncated) out += "\n(more findings than these: fix these and run it again)\n";
-  if (!r.warnings.empty()) out += "\n";
+  if (incomplete || !r.warnings.empty()) out += "\n";
   for (const doctor::CodeWarning& w : r.warnings) {
-    out += fmt::format("warning: {}: {}\n", EscapeControl(Location(w.file, w.line)),
+    out += fmt::format("not checked: {}: {}\n", EscapeControl(Location(w.file, w.line)),
                        EscapeControl(w.message));
   }
-  if (r.files_checked == 0 && r.warnings.empty()) {
+  const int64_t unlisted = r.files_not_checked - static_cast<int64_t>(r.warnings.size());
+  if (unlisted > 0) out += fmt::format("not checked: {} more, not listed\n", unlisted);
+  if (r.files_checked == 0 && !incomplete && r.warnings.empty()) {
     out += fmt::format("warning: no .py file in {} (venv, site-packages and .git are skipped)\n",
                        EscapeControl(r.path));
   }
   if (r.malformed > 0) {
     out += fmt::format("warning: {} malformed entries in the analyzer's answer were skipped\n",
                        r.malformed);
+  }
+  if (incomplete) {
+    out += fmt::format(
+        "\nNext: fix the files that were not checked, or leave them out of what --code is given: "
+        "until every file is read, the check fails (exit {})\n",
+        doctor::kCodeExitNotChecked);
   }
   if (warns > 0) {
     out +=
@@ -361,6 +373,7 @@ std::string RenderCodeJson(const doctor::CodeReport& r, std::string_view tool_ve
   w.FieldBool("ran", r.ran).Key("error");
   r.ran ? w.Null() : w.String(r.error);
   w.Field("python_version", r.python_version).Field("files_checked", r.files_checked);
+  w.Field("files_not_checked", r.files_not_checked);
   w.Key("summary").BeginObject().Field("warn", warns);
   w.Field("info", static_cast<int64_t>(r.findings.size()) - warns);
   w.Field("exit_code", doctor::CodeExitCode(r)).FieldBool("truncated", r.truncated).EndObject();

@@ -136,13 +136,16 @@ doctor::CodeReport CodeAnswer() {
                         "do not", "total += loss.item()"});
   r.findings.push_back({"train.py", 3, "zero-grad-set-to-none", doctor::CodeSeverity::kInfo,
                         "memset", "set_to_none=True", ""});
-  r.warnings.push_back({"bad.py", 4, "SyntaxError: invalid syntax (not checked)"});
+  r.files_not_checked = 1;
+  r.warnings.push_back({"bad.py", 4, "SyntaxError: invalid syntax"});
   r.malformed = 2;
   return r;
 }
 
 TEST(RenderCodeText, VerdictFindingsWarningsAndNextStep) {
-  const doctor::CodeReport r = CodeAnswer();
+  doctor::CodeReport r = CodeAnswer();
+  r.files_not_checked = 0;
+  r.warnings.clear();
   const std::string text = RenderCodeText(r);
   EXPECT_EQ(text.rfind("WARN: 1 GPU-stalling pattern, 1 note in 2 files (src, Python 3.11.7)\n", 0),
             0u)
@@ -154,10 +157,43 @@ TEST(RenderCodeText, VerdictFindingsWarningsAndNextStep) {
   EXPECT_NE(text.find("INFO  train.py:3   zero-grad-set-to-none\n      why: memset\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("warning: bad.py:4: SyntaxError: invalid syntax (not checked)\n"),
-            std::string::npos);
+  EXPECT_EQ(text.find("not checked"), std::string::npos) << text;
   EXPECT_NE(text.find("warning: 2 malformed entries"), std::string::npos);
   EXPECT_NE(text.find("Next: fix the WARN lines"), std::string::npos);
+}
+
+// B12: a file the analyzer could not read or parse is never passed as OK: the verdict says
+// how many, each is named with the reason, and the findings of the others still show.
+TEST(RenderCodeText, FilesNotCheckedComeFirstAndAreNamed) {
+  const std::string text = RenderCodeText(CodeAnswer());
+  EXPECT_EQ(text.rfind("INCOMPLETE: 1 file could not be checked; 1 GPU-stalling pattern, 1 note "
+                       "in 2 files (src, Python 3.11.7)\n",
+                       0),
+            0u)
+      << text;
+  EXPECT_NE(text.find("\nnot checked: bad.py:4: SyntaxError: invalid syntax\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("WARN  train.py:12  loop-item\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("the check fails (exit 3)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Next: fix the WARN lines"), std::string::npos) << text;
+
+  doctor::CodeReport only;  // the probe's case: one file given, and it does not parse
+  only.ran = true;
+  only.path = "train.py";
+  only.python_version = "3.11.7";
+  only.files_not_checked = 1;
+  only.warnings.push_back({"train.py", 1, "SyntaxError: invalid syntax"});
+  EXPECT_EQ(RenderCodeText(only),
+            "INCOMPLETE: 1 file could not be checked; 0 GPU-stalling patterns, 0 notes in 0 files "
+            "(train.py, Python 3.11.7)\n"
+            "\n"
+            "not checked: train.py:1: SyntaxError: invalid syntax\n"
+            "\n"
+            "Next: fix the files that were not checked, or leave them out of what --code is "
+            "given: until every file is read, the check fails (exit 3)\n");
+  // More than the analyzer lists (it names 100).
+  only.files_not_checked = 250;
+  EXPECT_NE(RenderCodeText(only).find("not checked: 249 more, not listed\n"), std::string::npos);
 }
 
 TEST(RenderCodeText, EscapesControlCharactersFromTheCode) {
@@ -199,7 +235,8 @@ TEST(RenderCodeJson, SchemaAndKeyOrder) {
   EXPECT_TRUE(j["error"].is_null());
   EXPECT_EQ(j["summary"]["warn"], 1);
   EXPECT_EQ(j["summary"]["info"], 1);
-  EXPECT_EQ(j["summary"]["exit_code"], 1);
+  EXPECT_EQ(j["files_not_checked"], 1);
+  EXPECT_EQ(j["summary"]["exit_code"], 3);  // a file not checked outranks a warn finding
   ASSERT_EQ(j["findings"].size(), 2u);
   EXPECT_EQ(j["findings"][0]["id"], "loop-item");
   EXPECT_EQ(j["findings"][0]["severity"], "warn");
