@@ -66,8 +66,34 @@ std::string BoundText(const ExperimentOptions& e) {
 struct Outcome {
   std::optional<diagnose::RunDigest> run;
   std::string failure;
-  bool interrupted = false;
+  bool interrupted = false;  ///< the user stopped it: no run after it starts
 };
+
+/// Why an interrupted run has no result. A SIGKILL at the third interrupt is stallscope's own
+/// (run_cmd.cc Supervisor), never the out-of-memory killer's.
+std::string InterruptedFailure(int code, int interrupts) {
+  if (code == 128 + SIGKILL && interrupts >= 3)
+    return "interrupted: stallscope killed the job (SIGKILL) at the third interrupt";
+  if (code > 128) return fmt::format("interrupted: the job ended by signal {}", code - 128);
+  return fmt::format("interrupted: the job exited {}", code);
+}
+
+/// True when SIGINT, SIGTERM or SIGHUP came after the last run's job ended (RunRun leaves them
+/// blocked, so they wait instead of reaching the next run's job). Consumes them.
+bool InterruptPending() {
+  sigset_t set, pending;
+  sigemptyset(&set);
+  sigemptyset(&pending);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  if (sigpending(&pending) != 0) return false;
+  bool any = false;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) any = any || sigismember(&pending, sig) == 1;
+  if (!any) return false;
+  const timespec now{0, 0};
+  while (sigtimedwait(&set, nullptr, &now) > 0) {
+  }
+  return true;
+}
 
 Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
                 const std::vector<std::string>& command, std::vector<std::string> env,
@@ -85,16 +111,22 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   ro.stop_after = e.duration;
   ro.env = std::move(env);
   ro.command = command;
+  int interrupts = 0;
+  ro.interrupts = &interrupts;
   Outcome o;
-  int code = RunRun(ro);
+  const int code = RunRun(ro);
+  // The user's interrupt reaches stallscope (counted by the monitor) or, at a terminal, the job
+  // (it holds the terminal): either stops the experiment, whatever the job's exit status.
+  o.interrupted = interrupts > 0 || code == kInterrupted;
   auto digest = diagnose::LoadDigest(dir, skip_through_step);
   if (!digest.ok()) {
-    o.failure = "failed: " + digest.error().message;
+    o.failure = (o.interrupted ? "interrupted: " : "failed: ") + digest.error().message;
     return o;
   }
   const bool stopped = digest->meta.status == "stopped";
-  o.interrupted = code == kInterrupted;
-  if (code != 0 && !stopped) {
+  if (o.interrupted) {
+    o.failure = InterruptedFailure(code, interrupts);
+  } else if (code != 0 && !stopped) {
     o.failure = code > 128 ? fmt::format("failed: killed by signal {}{}", code - 128,
                                          code - 128 == SIGKILL ? " (out of memory?)" : "")
                            : fmt::format("failed: exit {}", code);
@@ -218,6 +250,7 @@ int RunRankPasses(const PassesOptions& o) {
              EscapeControl(f.dir), EscapeControl(launcher->name), report.bound);
   bool interrupted = false;
   for (auto& run : report.runs) {
+    interrupted = interrupted || InterruptPending();
     if (interrupted) break;
     const std::string name = report::ScalingRunDirName(run);
     fmt::print(stderr, "[stallscope] {} running: {}\n", name,
@@ -267,6 +300,7 @@ int RunPasses(const PassesOptions& o) {
   }
   bool interrupted = false;
   for (const auto& spec : specs) {
+    interrupted = interrupted || InterruptPending();
     if (interrupted) break;
     fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
     // Every pass leaves out its start-up and warm-up, and the steps of pass C's real batches.
@@ -308,7 +342,9 @@ int RunSweep(const SweepOptions& o) {
   fmt::print(stderr, "[stallscope] sweep of {} settings in {}, {}; torch.save goes to {}\n",
              points->size(), EscapeControl(f.dir), report.bound, EscapeControl(f.scratch));
   bool interrupted = false;
-  for (size_t i = 0; i < points->size() && !interrupted; ++i) {
+  for (size_t i = 0; i < points->size(); ++i) {
+    interrupted = interrupted || InterruptPending();
+    if (interrupted) break;
     const auto& p = (*points)[i];
     std::vector<std::string> env = p.env;
     env.push_back("STALLSCOPE_SCRATCH_DIR=" + f.scratch);

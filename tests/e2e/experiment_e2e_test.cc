@@ -4,15 +4,19 @@
 // neither; a worker sweep finds the setting the verdict predicted. Skipped where /usr/bin/python3
 // has no torch or the build has no Python package (sanitizer builds).
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -289,6 +293,51 @@ TEST_F(ExperimentUsage, BadFlagsAreOneLineUsageErrors) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not empty; give --force"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir_ / "taken" / "mine.txt"));
+}
+
+// Issue 27 B06: the user's interrupts stop the whole experiment. A job that ignores SIGINT and
+// SIGTERM gets the first two forwarded and is SIGKILLed at the third; that kill is stallscope's
+// own, never "out of memory?", and no pass runs after it.
+TEST_F(ExperimentUsage, ThirdInterruptStopsTheExperimentAndIsNotBlamedOnMemory) {
+  const fs::path started = dir_ / "started";
+  std::ofstream(dir_ / "stubborn.py") << "import signal, time\n"
+                                         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                         "open('"
+                                      << started.string()
+                                      << "', 'w').close()\n"
+                                         "while True: time.sleep(1)\n";
+  std::vector<std::string> env = stallscope::testing::EnvironmentWithout({"STALLSCOPE_"});
+  const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+  const pid_t pid = stallscope::testing::Spawn(
+      {STALLSCOPE_BIN, "passes", "--steps", "5", "--out", (dir_ / "p").string(), "--",
+       "/usr/bin/python3", (dir_ / "stubborn.py").string()},
+      env, out.string(), err.string());
+  ASSERT_GT(pid, 0);
+  // Interrupt only once the job runs, then again until stallscope is gone: a signal that
+  // arrives while the last is still pending merges with it, so the count of sends is not the
+  // count of interrupts; each one the monitor takes is forwarded, and the third kills.
+  for (int i = 0; i < 3000 && !fs::exists(started); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(fs::exists(started)) << stallscope::testing::Slurp(err);
+  int status = 0;
+  pid_t reaped = 0;
+  for (int i = 0; i < 600 && (reaped = waitpid(pid, &status, WNOHANG)) == 0; ++i) {
+    kill(pid, SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (reaped == 0) {  // still there after 2 minutes of interrupts
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ADD_FAILURE() << "passes did not stop at the user's interrupts";
+  }
+  stallscope::testing::ProcessOutput r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = stallscope::testing::Slurp(err);
+  EXPECT_NE(r.err.find("pass A (baseline) running"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[stallscope] pass B ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("out of memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
 }
 
 }  // namespace
