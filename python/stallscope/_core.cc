@@ -31,6 +31,64 @@ py::str Utf8(const std::string& bytes) {
   return py::reinterpret_steal<py::str>(text);
 }
 
+/// Appends code point `c` (not a surrogate) as UTF-8.
+void AppendUtf8(std::string& out, Py_UCS4 c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+/// How RecorderText writes a lone surrogate.
+enum class Surrogates { kBackslash, kJsonBackslash };
+
+/// `text` (a str, else its str()) as UTF-8 for the recorder, never an exception: the recorder
+/// must not change what the job does. A str with lone surrogates (os.fsdecode of a file name
+/// that is not UTF-8) has no UTF-8 form, so each surrogate becomes the six characters "\udcff"
+/// as Python's backslashreplace writes them: valid UTF-8, recognisable in reports. In JSON text
+/// (kJsonBackslash) the backslash is escaped too, so the value parses to those six characters.
+/// Empty only when even str() fails (the error is cleared).
+std::string RecorderText(PyObject* text, Surrogates surrogates) {
+  py::object as_str;
+  if (!PyUnicode_Check(text)) {
+    as_str = py::reinterpret_steal<py::object>(PyObject_Str(text));
+    if (!as_str) {
+      PyErr_Clear();
+      return {};
+    }
+    text = as_str.ptr();
+  }
+  Py_ssize_t size = 0;
+  if (const char* utf8 = PyUnicode_AsUTF8AndSize(text, &size)) {
+    return std::string(utf8, static_cast<size_t>(size));
+  }
+  PyErr_Clear();  // UnicodeEncodeError: a lone surrogate
+  std::string out;
+  const Py_ssize_t length = PyUnicode_GetLength(text);
+  constexpr std::string_view kHex = "0123456789abcdef";
+  for (Py_ssize_t i = 0; i < length; ++i) {
+    const Py_UCS4 c = PyUnicode_ReadChar(text, i);
+    if (c < 0xD800 || c > 0xDFFF) {
+      AppendUtf8(out, c);
+      continue;
+    }
+    out += surrogates == Surrogates::kJsonBackslash ? "\\\\u" : "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(c >> shift) & 0xF];
+  }
+  return out;
+}
+
 std::optional<std::string> ErrorText(const Status& status) {
   if (status.ok()) return std::nullopt;
   return status.error().message;
@@ -65,16 +123,14 @@ int PhaseInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "Phase(writer, name): writer must be a stallscope Writer");
     return -1;
   }
-  Py_ssize_t size = 0;
-  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);
-  if (utf8 == nullptr) return -1;
+  const std::string utf8 = RecorderText(name, Surrogates::kBackslash);
   auto* phase = reinterpret_cast<PhaseObject*>(self);
   Py_INCREF(writer_obj);
   Py_INCREF(name);
   Py_XSETREF(phase->writer_ref, writer_obj);
   Py_XSETREF(phase->name, name);
   phase->writer = writer;
-  phase->id = writer->NameId(std::string_view(utf8, static_cast<size_t>(size)));
+  phase->id = writer->NameId(utf8);
   return 0;
 }
 
@@ -217,7 +273,12 @@ void BindWriter(py::module_& m) {
           py::arg("phases_dir") = py::none(),
           "Writer for `phases_dir` (default $STALLSCOPE_RUN_DIR/phases) with rank and world\n"
           "size from the environment; None when there is no directory.")
-      .def("name_id", &PhaseWriter::NameId, py::arg("name"))
+      .def(
+          "name_id",
+          [](PhaseWriter& w, py::handle name) {
+            return w.NameId(RecorderText(name.ptr(), Surrogates::kBackslash));
+          },
+          py::arg("name"))
       .def("begin", [](PhaseWriter& w, uint16_t id) { w.Begin(id); })
       .def("end", [](PhaseWriter& w, uint16_t id) { w.End(id); })
       .def("begin_at", [](PhaseWriter& w, uint16_t id, int64_t ts) { w.BeginAt(id, ts); })
@@ -228,14 +289,15 @@ void BindWriter(py::module_& m) {
            py::arg("gpu_ns"))
       .def(
           "mark",
-          [](PhaseWriter& w, uint16_t id, const std::string& data_json) {
-            return ErrorText(w.Mark(id, data_json));
+          [](PhaseWriter& w, uint16_t id, py::handle data_json) {
+            return ErrorText(w.Mark(id, RecorderText(data_json.ptr(), Surrogates::kJsonBackslash)));
           },
           py::arg("id"), py::arg("data_json") = "", "Returns None, or the error text.")
       .def(
           "info",
-          [](PhaseWriter& w, const std::string& kind, const std::string& data_json) {
-            return ErrorText(w.Info(kind, data_json));
+          [](PhaseWriter& w, py::handle kind, py::handle data_json) {
+            return ErrorText(w.Info(RecorderText(kind.ptr(), Surrogates::kBackslash),
+                                    RecorderText(data_json.ptr(), Surrogates::kJsonBackslash)));
           },
           py::arg("kind"), py::arg("data_json"), "Returns None, or the error text.")
       .def("open", [](PhaseWriter& w) { return w.Open().ok(); })

@@ -99,7 +99,20 @@ _prof_reset = _declare(_fast, "stallscope_profiler_reset", None, [_P])
 
 
 def _utf8(text):
-    return text.encode("utf-8", "surrogatepass")
+    """Names and kinds as UTF-8, never an exception (the recorder must not change what the job
+    does): a lone surrogate (os.fsdecode of a file name that is not UTF-8) becomes the six
+    characters "\\udcff" (backslashreplace), as the compiled backend writes it."""
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _json_utf8(text):
+    """JSON text as UTF-8: a lone surrogate in a string becomes an escaped backslash and "udcff",
+    so the value parses to the same six characters as a name gets."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\\\\u%04x" % ord(c) if "\ud800" <= c <= "\udfff" else c
+                       for c in text).encode("utf-8")
 
 
 def _read_string(fn, handle, *args):
@@ -120,7 +133,7 @@ class Writer:
     __slots__ = ("_ptr",)
 
     def __init__(self, phases_dir, rank=0, world_size=1, capacity=_DEFAULT_CAPACITY):
-        raw = _utf8(phases_dir)
+        raw = os.fsencode(phases_dir)
         ptr = _new(raw, len(raw), rank, world_size, capacity)
         if not ptr:
             raise MemoryError("stallscope: cannot allocate a writer")
@@ -130,7 +143,7 @@ class Writer:
     def from_env(cls, phases_dir=None):
         """Writer for ``phases_dir`` (default $STALLSCOPE_RUN_DIR/phases) with rank and world
         size from the environment; None when there is no directory."""
-        raw = _utf8(phases_dir) if phases_dir else b""
+        raw = os.fsencode(phases_dir) if phases_dir else b""
         ptr = _from_env(raw, len(raw))
         if not ptr:
             return None
@@ -160,7 +173,7 @@ class Writer:
 
     def mark(self, id, data_json=""):  # noqa: A002
         """Returns None, or the error text."""
-        raw = _utf8(data_json)
+        raw = _json_utf8(data_json)
         err = ctypes.create_string_buffer(_ERR_BYTES)
         if _mark(self._ptr, id, raw, len(raw), err, _ERR_BYTES) == 0:
             return None
@@ -168,7 +181,7 @@ class Writer:
 
     def info(self, kind, data_json):
         """Returns None, or the error text."""
-        k, raw = _utf8(kind), _utf8(data_json)
+        k, raw = _utf8(kind), _json_utf8(data_json)
         err = ctypes.create_string_buffer(_ERR_BYTES)
         if _info(self._ptr, k, len(k), raw, len(raw), err, _ERR_BYTES) == 0:
             return None

@@ -317,6 +317,35 @@ class RecordingTest(TempDirTest):
         self.assertEqual(sum(1 for n in names if n == {"decode"}), 4, names)
         self.assertEqual(sum(1 for n in names if "train_step" in n), 1, names)
 
+    def test_names_that_are_not_unicode_never_break_the_job(self):
+        # Issue 27 B07: os.fsdecode of a file name that is not UTF-8 holds a lone surrogate,
+        # which has no UTF-8 form. Both backends record it as Python's backslashreplace writes
+        # it (the six characters "\\udcff"), in names, mark and info kinds and their data.
+        proc = run_py(
+            r"""
+            import os, stallscope
+            name = os.fsdecode(b"shard_\xff.tar")
+            with stallscope.phase(f"load {name}"):
+                pass
+            stallscope.mark(f"opened {name}", path=name)
+            stallscope.info(f"file {name}", {"path": name})
+            stallscope.step()
+            print("survived")
+            """,
+            {"STALLSCOPE_RUN_DIR": self.dir},
+        )
+        self.assertEqual(proc.stdout.strip(), "survived", proc.stderr)
+        rings = self.rings()
+        self.assertEqual(len(rings), 1)
+        self.assertEqual(events(read_ring(rings[0]))[:2],
+                         [("B", "load shard_\\udcff.tar", 0), ("E", "load shard_\\udcff.tar", 0)])
+        with open(rings[0][: -len(".ring")] + ".meta.jsonl", encoding="utf-8") as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual([(l["kind"], l["name"]) for l in lines],
+                         [("mark", "opened shard_\\udcff.tar"), ("info", "file shard_\\udcff.tar")])
+        self.assertEqual(lines[0]["data"], {"path": "shard_\\udcff.tar"})
+        self.assertEqual(lines[1]["data"], {"path": "shard_\\udcff.tar"})
+
     def test_unwritable_run_dir_never_breaks_the_job(self):
         proc = run_py(
             """
