@@ -27,7 +27,7 @@ def read_ring(path):
     with open(path, "rb") as f:
         data = f.read()
     (magic, version, slots_offset, slot_bytes, capacity, name_capacity, name_bytes, pid, rank,
-     world_size, _reserved, start_mono, start_real) = HEADER.unpack_from(data, 0)
+     world_size, _forked_from, start_mono, start_real) = HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise ValueError(f"{path}: not a stallscope ring (magic {magic!r})")
     if slot_bytes != SLOT.size:

@@ -8,12 +8,21 @@
 #include <cstring>
 #include <utility>
 
+#include "base/units.h"
+
 namespace stallscope::sample {
 
 Result<LineReader> LineReader::Open(const std::string& path, const LineReaderOptions& options) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  // The message ReadRecording gave before it streamed; callers (run reports) show it as is.
-  if (fd < 0) return MakeError(ErrorCode::kNotFound, "{}: cannot open recording", path);
+  if (fd < 0) {
+    // Callers (run reports, summary) show it as is; the errno's words say which cause it is
+    // (issue 27 B21: a symbolic link loop or a permission read as a missing file).
+    const int err = errno;
+    const ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::kNotFound
+                           : err == EACCES || err == EPERM ? ErrorCode::kPermission
+                                                           : ErrorCode::kIo;
+    return MakeError(code, "{}: cannot open recording: {}", path, ErrnoText(err));
+  }
   return LineReader(fd, path, options);
 }
 

@@ -35,7 +35,8 @@ struct Line {
 /// chunks: memory is O(longest line) up to max_line_bytes, never O(file). Not thread-safe.
 class LineReader {
  public:
-  /// Opens `path`. Fails with kNotFound "{path}: cannot open recording" like ReadRecording did.
+  /// Opens `path`. Fails with "{path}: cannot open recording: <the errno in words>": kNotFound
+  /// when it does not exist, kPermission, else kIo.
   [[nodiscard]] static Result<LineReader> Open(const std::string& path,
                                                const LineReaderOptions& options = {});
   LineReader(LineReader&& other) noexcept;
