@@ -167,7 +167,8 @@ TEST(SummarizeFile, MatchesSummarizeOfTheWholeRecording) {
   }
   auto missing = SummarizeFile("/nonexistent/run.jsonl");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/run.jsonl: cannot open recording: no such file or directory");
+  EXPECT_EQ(missing.error().message,
+            "/nonexistent/run.jsonl: cannot open recording: no such file or directory");
 }
 
 TEST(LowUtilWatch, WarnsOnlyAfterAFullLowWindow) {

@@ -120,7 +120,8 @@ TEST_F(LineReaderTest, AMissingFileNamesTheFile) {
   auto r = LineReader::Open("/nonexistent/run.jsonl");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(r.error().message, "/nonexistent/run.jsonl: cannot open recording: no such file or directory");
+  EXPECT_EQ(r.error().message,
+            "/nonexistent/run.jsonl: cannot open recording: no such file or directory");
 }
 
 TEST_F(LineReaderTest, ADirectoryIsAReadError) {
