@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
 #include "trace/trace_reader.h"
 
 namespace stallscope::trace {
@@ -21,26 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A scratch directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "reader_limits_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Write(const std::string& name, const std::string& bytes) const {
-    std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+/// Writes `bytes` as `name` in `dir`; returns its path.
+std::string Write(const stallscope::testing::TempDir& dir, const std::string& name,
+                  const std::string& bytes) {
+  const std::string path = dir.Sub(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
 
 /// Pieces of a document: `text` repeated `times`.
 struct Piece {
@@ -101,7 +89,7 @@ bool HasWarning(const RankTrace& t, const std::string& text) {
 // (before an element, after one, between an event's keys, inside a captured top-level value),
 // now holds no buffer: the chunk buffer stays about two chunks for 100 MiB of it.
 TEST(ReadTraceLimits, GzipBombOfWhitespaceHoldsNoBuffer) {
-  TempDir dir;
+  stallscope::testing::TempDir dir("reader_limits");
   const std::string mib(size_t{1} << 20, ' ');
   const std::string lines(size_t{1} << 20, '\n');
   const std::vector<Piece> pieces = {
@@ -118,7 +106,7 @@ TEST(ReadTraceLimits, GzipBombOfWhitespaceHoldsNoBuffer) {
       {"]}"},
       {mib, 4},
   };
-  const std::string path = dir.Write("bomb.json.gz", GzipPieces(pieces));
+  const std::string path = Write(dir, "bomb.json.gz", GzipPieces(pieces));
   EXPECT_LT(fs::file_size(path), size_t{1} << 20);  // a bomb: over 100× smaller than inflated
   for (bool threaded : {false, true}) {
     ReadOptions options;
@@ -137,12 +125,12 @@ TEST(ReadTraceLimits, GzipBombOfWhitespaceHoldsNoBuffer) {
 
 // The same bound with tiny chunks and every layout: the cut blanks change no event.
 TEST(ReadTraceLimits, BlanksCutAnywhereGiveTheSameEvents) {
-  TempDir dir;
+  stallscope::testing::TempDir dir("reader_limits");
   const std::string pad(3000, ' ');
   const std::string json = "[" + pad + Kernel(1) + pad + "," + pad + R"({"ph" )" + pad + ":" + pad +
                            R"("X","cat":"kernel","name":"a  b","pid":0,"tid":7,"ts":)" + pad + "2" +
                            pad + R"(,"dur":1)" + pad + "}" + pad + ",[ ]," + pad + "1 ]";
-  const std::string path = dir.Write("pad.json", json);
+  const std::string path = Write(dir, "pad.json", json);
   for (size_t chunk = 64; chunk <= 600; chunk += 37) {
     ReadOptions options;
     options.chunk_bytes = chunk;
@@ -158,7 +146,7 @@ TEST(ReadTraceLimits, BlanksCutAnywhereGiveTheSameEvents) {
 // skipped as it streams past: counted (oversized, malformed), warned once, its neighbours kept,
 // the buffer bounded by the limit.
 TEST(ReadTraceLimits, ElementLongerThanTheLimitIsSkippedAndCounted) {
-  TempDir dir;
+  stallscope::testing::TempDir dir("reader_limits");
   constexpr size_t kLimit = size_t{64} << 10;
   const std::string long_name(200 << 10, 'n');
   const std::string junk(300 << 10, '7');
@@ -166,8 +154,8 @@ TEST(ReadTraceLimits, ElementLongerThanTheLimitIsSkippedAndCounted) {
   const std::string json = R"({"traceEvents":[)" + Kernel(1) + "," + Kernel(2, long_name) + "," +
                            Kernel(3) + "," + junk + "," + nested + "," + Kernel(4) + "," +
                            Kernel(5, long_name) + "]}";
-  const std::string plain = dir.Write("long.json", json);
-  const std::string gz = dir.Write("long.json.gz", GzipPieces({{json}}));
+  const std::string plain = Write(dir, "long.json", json);
+  const std::string gz = Write(dir, "long.json.gz", GzipPieces({{json}}));
   for (const std::string& path : {plain, gz}) {
     for (size_t chunk : {size_t{64}, size_t{1000}, size_t{1} << 20}) {
       ReadOptions options;
@@ -191,7 +179,7 @@ TEST(ReadTraceLimits, ElementLongerThanTheLimitIsSkippedAndCounted) {
     ReadOptions options;
     options.chunk_bytes = chunk;
     options.max_element_bytes = kLimit;
-    Result<RankTrace> r = ReadTrace(dir.Write("cut.json", cut), options);
+    Result<RankTrace> r = ReadTrace(Write(dir, "cut.json", cut), options);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(Names(*r), (std::vector<std::string>{"k@1000", "k@3000"}));
     EXPECT_EQ(r->stats.oversized, 1u) << chunk;
@@ -203,11 +191,11 @@ TEST(ReadTraceLimits, ElementLongerThanTheLimitIsSkippedAndCounted) {
 // A captured top-level value (deviceProperties) longer than 1 MiB of content is dropped with a
 // warning; the trace is still read.
 TEST(ReadTraceLimits, OversizedTopLevelValueIsDroppedWithAWarning) {
-  TempDir dir;
+  stallscope::testing::TempDir dir("reader_limits");
   const std::string json = R"({"deviceProperties":[{"name":")" +
                            std::string((size_t{1} << 20) + 10, 'g') + R"("}],"traceEvents":[)" +
                            Kernel(1) + "]}";
-  const std::string path = dir.Write("props.json", json);
+  const std::string path = Write(dir, "props.json", json);
   Result<RankTrace> r = ReadTrace(path);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(Names(*r), (std::vector<std::string>{"k@1000"}));
