@@ -13,6 +13,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stallscope::fuzz {
 
@@ -36,6 +37,22 @@ inline const std::string& ScratchDir() {
     return path;
   }());
   return dir;
+}
+
+/// `input` cut at each `separator` into at most `count` sections, the last taking the rest:
+/// how the run-directory harnesses split one input into the files of a run directory (fewer
+/// sections when the input holds fewer separators).
+inline std::vector<std::string_view> Sections(std::string_view input, std::string_view separator,
+                                              size_t count) {
+  std::vector<std::string_view> out;
+  while (out.size() + 1 < count) {
+    const size_t end = input.find(separator);
+    if (end == std::string_view::npos) break;
+    out.push_back(input.substr(0, end));
+    input.remove_prefix(end + separator.size());
+  }
+  if (count > 0) out.push_back(input);
+  return out;
 }
 
 /// Replaces `path` with `bytes`.

@@ -63,12 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fs::remove_all(run_dir, ec);
   fs::create_directories(run_dir + "/phases", ec);
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  for (size_t i = 0; i < std::size(kFiles); ++i) {
-    size_t end = i + 1 < std::size(kFiles) ? input.find(kSeparator) : std::string_view::npos;
-    stallscope::fuzz::WriteFile(run_dir + "/" + kFiles[i], input.substr(0, end));
-    if (end == std::string_view::npos) break;
-    input.remove_prefix(end + kSeparator.size());
-  }
+  const auto sections = stallscope::fuzz::Sections(input, kSeparator, std::size(kFiles));
+  for (size_t i = 0; i < sections.size(); ++i)
+    stallscope::fuzz::WriteFile(run_dir + "/" + kFiles[i], sections[i]);
   auto run = stallscope::diagnose::LoadAndAnalyzeRun(run_dir);
   if (run.ok()) {
     (void)stallscope::report::RenderRunReportText(run->analysis.report);

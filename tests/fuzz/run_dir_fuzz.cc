@@ -114,13 +114,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fs::remove_all(run_dir, ec);
   fs::create_directories(run_dir + "/phases", ec);
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  for (size_t i = 0; i < std::size(kFiles); ++i) {
-    size_t end = i + 1 < std::size(kFiles) ? input.find(kSeparator) : std::string_view::npos;
-    std::string_view section = input.substr(0, end);
-    std::string bytes = i + 1 == std::size(kFiles) ? UnpackRing(section) : std::string(section);
-    stallscope::fuzz::WriteFile(run_dir + "/" + kFiles[i], bytes);
-    if (end == std::string_view::npos) break;
-    input.remove_prefix(end + kSeparator.size());
+  const auto sections = stallscope::fuzz::Sections(input, kSeparator, std::size(kFiles));
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const bool ring = i + 1 == std::size(kFiles);  // packed: header, names, slots
+    stallscope::fuzz::WriteFile(run_dir + "/" + kFiles[i],
+                                ring ? UnpackRing(sections[i]) : std::string(sections[i]));
   }
   (void)stallscope::diagnose::ReadRunMeta({run_dir});
   (void)stallscope::phase::ReadEventLog(run_dir);
