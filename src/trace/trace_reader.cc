@@ -21,6 +21,7 @@
 #include <simdjson.h>
 
 #include "base/units.h"
+#include "trace/blank_squeeze.h"
 #include "trace/byte_source.h"
 #include "trace/huge_pages.h"
 #include "trace/json_scan.h"
@@ -43,9 +44,6 @@ constexpr size_t kMaxBatchBytes = size_t{512} << 10;
 // Slack after the data in the chunk buffer: simdjson reads up to SIMDJSON_PADDING past a
 // document's end, and the scanner may write a closing ']' at the data's end.
 constexpr size_t kSlack = simdjson::SIMDJSON_PADDING + 64;
-
-/// JSON's whitespace (RFC 8259 section 2).
-bool IsBlankByte(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
@@ -288,18 +286,6 @@ std::optional<int64_t> StreamFromText(std::string_view s) {
   return ParseJsonInt(s.substr(kPrefix.size()));
 }
 
-/// Squeezes each run of JSON whitespace outside strings in the element being read to its first
-/// byte (RFC 8259 section 2: insignificant there; one byte stays, so two tokens never join), in
-/// place, resuming where it stopped: buf[0] is the element's separator, buf[1, done) is done.
-struct BlankSqueeze {
-  uint64_t done = 1;
-  bool in_string = false;
-  bool escape = false;
-  bool off = false;  // a backslash outside a string: not JSON, nothing more is squeezed
-  /// Squeezes buf[done, end) (scanned bytes); returns where the squeezed bytes end now.
-  uint64_t Run(char* buf, uint64_t end);
-};
-
 /// Reads one file: chunk loop, batches, per-event commit.
 class TraceReader {
  public:
@@ -404,34 +390,6 @@ Status TraceReader::ReadAll(ByteSource& src) {
   skipping_ = false;
   tally_.stats.buffer_bytes = cap_;
   return OkStatus();
-}
-
-uint64_t BlankSqueeze::Run(char* buf, uint64_t end) {
-  uint64_t w = done;
-  for (uint64_t r = done; r < end; ++r) {
-    const char c = buf[r];
-    if (off) {
-      // Not JSON (a backslash outside a string): left as it is; the parser will say so.
-    } else if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (IsBlankByte(c)) {
-      // buf[w - 1] is outside a string here (a string ends with '"'); buf[0] is no blank.
-      if (IsBlankByte(buf[w - 1])) continue;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '\\') {
-      off = true;
-    }
-    buf[w++] = c;
-  }
-  done = w;
-  return w;
 }
 
 // Issue 27 B02: a gzip bomb of whitespace between (or inside) elements grew the buffer to the
