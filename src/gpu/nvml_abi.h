@@ -221,6 +221,67 @@ typedef enum nvmlPageRetirementCause_enum {
 inline constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0;
 inline constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
 
+// GPM (GPU Performance Monitoring, Hopper and later; nvml.h "GPM" section, NVML 12.x). A GPM
+// sample is an opaque driver snapshot of counters; nvmlGpmMetricsGet turns two snapshots into
+// exact averages over the time between them.
+
+/// nvmlGpmMetricId_t: the metrics stallscope asks for (values are part of the ABI).
+typedef enum nvmlGpmMetricId_enum {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,             ///< % of time the graphics/compute engine was busy
+  NVML_GPM_METRIC_SM_UTIL = 2,                   ///< % of SMs that were busy ("SM active")
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,              ///< % of warps active vs the theoretical maximum
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,           ///< % of time the SMs did any tensor operation
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,          ///< % of time the SMs did HMMA (fp16/bf16/tf32)
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,             ///< % of DRAM bandwidth used vs the maximum
+  NVML_GPM_METRIC_FP64_UTIL = 11,                ///< % of time doing non-tensor FP64 math
+  NVML_GPM_METRIC_FP32_UTIL = 12,                ///< % of time doing non-tensor FP32 math
+  NVML_GPM_METRIC_FP16_UTIL = 13,                ///< % of time doing non-tensor FP16 math
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,          ///< PCIe traffic from the GPU, MiB/s
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,          ///< PCIe traffic to the GPU, MiB/s
+  NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,  ///< NVLink read bandwidth, all links, MiB/s
+  NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,  ///< NVLink write bandwidth, all links, MiB/s
+} nvmlGpmMetricId_t;
+
+/// nvmlGpmSample_t: a handle (one pointer) to a sample buffer from nvmlGpmSampleAlloc.
+struct nvmlGpmSample_st;
+typedef struct {
+  struct nvmlGpmSample_st* handle;
+} nvmlGpmSample_t;
+
+/// nvmlGpmMetric_t: one metric of a nvmlGpmMetricsGet request.
+typedef struct {
+  unsigned int metricId;    ///< in: a nvmlGpmMetricId_t
+  nvmlReturn_t nvmlReturn;  ///< out: this metric's status; value is valid only when 0
+  double value;             ///< out
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;  ///< out: may be NULL
+} nvmlGpmMetric_t;
+
+/// nvml.h sizes metrics[] with NVML_GPM_METRIC_MAX, which grew between releases (98 in CUDA
+/// 12.0, 210 later) without a new version number; the driver reads numMetrics entries. Ours is
+/// the larger size, so any driver writing up to its own maximum stays inside the struct.
+inline constexpr unsigned int kGpmMetricsCapacity = 210;
+inline constexpr unsigned int NVML_GPM_METRICS_GET_VERSION = 1;
+inline constexpr unsigned int NVML_GPM_SUPPORT_VERSION = 1;
+
+/// nvmlGpmMetricsGet_t.
+typedef struct {
+  unsigned int version;     ///< in: NVML_GPM_METRICS_GET_VERSION
+  unsigned int numMetrics;  ///< in: entries of metrics[] to fill
+  nvmlGpmSample_t sample1;  ///< in: the older sample
+  nvmlGpmSample_t sample2;  ///< in: the newer sample
+  nvmlGpmMetric_t metrics[kGpmMetricsCapacity];
+} nvmlGpmMetricsGet_t;
+
+/// nvmlGpmSupport_t.
+typedef struct {
+  unsigned int version;            ///< in: NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;  ///< out
+} nvmlGpmSupport_t;
+
 // Layout checks (LP64: x86-64 and aarch64 Linux, the platforms NVML ships for).
 static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlUtilization_t) == 8);
@@ -231,6 +292,10 @@ static_assert(sizeof(nvmlProcessInfo_v1_t) == 16 && sizeof(nvmlProcessInfo_t) ==
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
 static_assert(sizeof(nvmlReturn_t) == 4 && sizeof(nvmlValueType_t) == 4);
 static_assert(sizeof(nvmlPageRetirementCause_t) == 4 && sizeof(nvmlEnableState_t) == 4);
+static_assert(sizeof(nvmlGpmSample_t) == 8 && sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetric_t, value) == 8 &&
+              offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);
 
 // Function types of the entry points we call (nvml.h, CUDA 12.x). The backend holds pointers to
 // them (dlsym); the fake library static_asserts that its definitions have exactly these types.
@@ -304,6 +369,14 @@ using DeviceGetRunningProcessesFn = nvmlReturn_t(nvmlDevice_t device, unsigned i
 /// Get{Compute,Graphics}RunningProcesses (unversioned).
 using DeviceGetRunningProcessesV1Fn = nvmlReturn_t(nvmlDevice_t device, unsigned int* info_count,
                                                    nvmlProcessInfo_v1_t* infos);
+/// nvmlGpmQueryDeviceSupport: whether the GPU has GPM (Hopper and later, not under vGPU).
+using GpmQueryDeviceSupportFn = nvmlReturn_t(nvmlDevice_t device, nvmlGpmSupport_t* gpm_support);
+using GpmSampleAllocFn = nvmlReturn_t(nvmlGpmSample_t* gpm_sample);
+using GpmSampleFreeFn = nvmlReturn_t(nvmlGpmSample_t gpm_sample);
+/// nvmlGpmSampleGet: snapshot the GPU's counters into `gpm_sample`.
+using GpmSampleGetFn = nvmlReturn_t(nvmlDevice_t device, nvmlGpmSample_t gpm_sample);
+/// nvmlGpmMetricsGet: the metrics between metrics_get->sample1 and ->sample2.
+using GpmMetricsGetFn = nvmlReturn_t(nvmlGpmMetricsGet_t* metrics_get);
 
 // NOLINTEND(readability-identifier-naming)
 

@@ -36,9 +36,9 @@ State& TheState() {
 namespace {
 
 constexpr const char* kScenarioEnv = "STALLSCOPE_FAKE_NVML_SCENARIO";
-// The real driver records a GPU-utilization sample about every 1/6 s and keeps ~100 of them
-// (observed on Ampere/Hopper; see the nvmlDeviceGetSamples notes in the NVML API reference).
-constexpr double kDriverSamplePeriodS = 1.0 / 6.0;
+// The real driver records a GPU-utilization sample every scenario.driver_sample_period_s (1/6 s
+// on Ampere/Hopper, 200 ms on the H100 of shared/gpu/h100-2026-11-26) and keeps ~100 of them
+// (see the nvmlDeviceGetSamples notes in the NVML API reference).
 constexpr unsigned int kDriverSampleBuffer = 100;
 
 nvmlReturn_t CopyString(std::string_view text, char* out, unsigned int length) {
@@ -54,11 +54,13 @@ uint32_t Pct(double v) { return static_cast<uint32_t>(std::lround(std::clamp(v, 
 /// Utilization as nvmlDeviceGetUtilizationRates reports it: the mean of the driver samples of
 /// the last second, so a sub-second sawtooth shows as a middling value here.
 double UtilLastSecond(const Ctx& c) {
-  const auto newest = static_cast<int64_t>(std::floor(c.t / kDriverSamplePeriodS));
-  const int64_t oldest = std::max<int64_t>(0, newest - 5);
+  const double period_s = c.state.scenario.driver_sample_period_s;
+  const auto newest = static_cast<int64_t>(std::floor(c.t / period_s));
+  const int64_t per_second = std::max<int64_t>(1, std::llround(1.0 / period_s));
+  const int64_t oldest = std::max<int64_t>(0, newest - per_second + 1);
   double sum = 0;
   for (int64_t k = oldest; k <= newest; ++k) {
-    sum += UtilAt(c.gpu.pattern, static_cast<double>(k) * kDriverSamplePeriodS);
+    sum += UtilAt(c.gpu.pattern, static_cast<double>(k) * period_s);
   }
   return sum / static_cast<double>(newest - oldest + 1);
 }
@@ -144,16 +146,24 @@ nvmlReturn_t ListProcesses(const Ctx& c, bool graphics, unsigned int* count, Inf
   return nv::NVML_SUCCESS;
 }
 
-nvmlReturn_t Init(const char* fn) {
-  State& s = TheState();
-  const std::lock_guard lock(s.mu);
+/// nvmlInit's work under State::mu; sets `*loaded` when this call loaded the scenario.
+nvmlReturn_t InitLocked(State& s, const char* fn, bool* loaded) {
   if (s.refcount > 0) {
     s.Count(fn);
     if (s.Missing(fn)) return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
     ++s.refcount;
     return nv::NVML_SUCCESS;
   }
-  // First init: (re)load the scenario, so a test can shut down and reopen with another one.
+  // First init: (re)load the cost table and the scenario, so a test can shut down and reopen
+  // with others.
+  const char* cost_spec = std::getenv(kCostEnv);
+  Result<CostTable> cost = CostTable::Load(cost_spec == nullptr ? "" : cost_spec);
+  if (!cost.ok()) {
+    std::fprintf(stderr, "fake NVML: %s\n", cost.error().message.c_str());
+    s.cost.Set(CostTable{});  // no driver, no price: the calls that follow fail fast
+    return nv::NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  s.cost.Set(*cost);
   const char* path = std::getenv(kScenarioEnv);
   if (path == nullptr || *path == '\0') {
     std::fprintf(stderr, "fake NVML: %s is not set\n", kScenarioEnv);
@@ -171,7 +181,22 @@ nvmlReturn_t Init(const char* fn) {
   s.Reset(std::move(scenario).value());
   s.Count(fn);
   s.refcount = 1;
+  *loaded = true;
   return nv::NVML_SUCCESS;
+}
+
+nvmlReturn_t Init(const char* fn) {
+  State& s = TheState();
+  bool loaded = false;
+  nvmlReturn_t rc = nv::NVML_SUCCESS;
+  {
+    const std::lock_guard lock(s.mu);
+    rc = InitLocked(s, fn, &loaded);
+  }
+  // The real cost is the first init's, when the driver loads (README section 2: "once"); the
+  // table is known only now, so this one is charged after the work, still outside the lock.
+  if (loaded) s.cost.Charge(fn);
+  return rc;
 }
 
 nvmlReturn_t GetCount(const char* fn, unsigned int* count) {
@@ -247,17 +272,20 @@ FAKE_NVML_API nvmlReturn_t nvmlInit() { return Init(__func__); }
 
 FAKE_NVML_API nvmlReturn_t nvmlShutdown() {
   State& s = TheState();
+  s.cost.Charge(__func__);
   const std::lock_guard lock(s.mu);
   if (s.refcount == 0) return nv::NVML_ERROR_UNINITIALIZED;
   s.Count(__func__);
   if (--s.refcount == 0) {
     s.WriteCallLog();
     s.Reset(Scenario{});
+    s.cost.Set(CostTable{});  // calls after the last nvmlShutdown answer UNINITIALIZED, at once
   }
   return nv::NVML_SUCCESS;
 }
 
 FAKE_NVML_API const char* nvmlErrorString(nvmlReturn_t result) {
+  TheState().cost.Charge(__func__);
   // Wording of the real driver's nvmlErrorString.
   switch (result) {
     case nv::NVML_SUCCESS:
@@ -282,6 +310,8 @@ FAKE_NVML_API const char* nvmlErrorString(nvmlReturn_t result) {
       return "GPU is lost";
     case nv::NVML_ERROR_LIB_RM_VERSION_MISMATCH:
       return "Driver/library version mismatch";
+    case nv::NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
     default:
       return "Unknown Error";
   }
@@ -368,8 +398,9 @@ FAKE_NVML_API nvmlReturn_t nvmlDeviceGetSamples(nv::nvmlDevice_t device,
       *count = kDriverSampleBuffer;
       return nv::NVML_SUCCESS;
     }
-    const auto time_of = [](int64_t k) { return static_cast<double>(k) * kDriverSamplePeriodS; };
-    const auto newest = static_cast<int64_t>(std::floor(c.t / kDriverSamplePeriodS));
+    const double period_s = c.state.scenario.driver_sample_period_s;
+    const auto time_of = [&](int64_t k) { return static_cast<double>(k) * period_s; };
+    const auto newest = static_cast<int64_t>(std::floor(c.t / period_s));
     int64_t first = std::max<int64_t>(0, newest - kDriverSampleBuffer + 1);
     while (first <= newest && c.state.WallUs(time_of(first)) <= last_seen) ++first;
     if (first > newest) return nv::NVML_ERROR_NOT_FOUND;  // nothing newer than last_seen
@@ -506,7 +537,8 @@ FAKE_NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(
     if (count == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
     if (c.gpu.mig == Mig::kEnabled) return nv::NVML_ERROR_NOT_SUPPORTED;
     // One sample per process, stamped with the newest driver sample time.
-    const double newest = std::floor(c.t / kDriverSamplePeriodS) * kDriverSamplePeriodS;
+    const double period_s = c.state.scenario.driver_sample_period_s;
+    const double newest = std::floor(c.t / period_s) * period_s;
     const unsigned long long ts = c.state.WallUs(newest);
     const auto n = static_cast<unsigned int>(c.gpu.processes.size());
     if (ts <= last_seen || n == 0) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "fake_cost.h"
 #include "gpu/nvml_abi.h"
 #include "scenario.h"
 
@@ -36,21 +37,18 @@ using nv::nvmlReturn_t;
 
 inline constexpr const char* kCallLogEnv = "STALLSCOPE_FAKE_NVML_CALL_LOG";
 
-inline int64_t ClockNs(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 /// Everything the fake knows. A C ABI leaves no choice but one instance per process (the house
-/// rule against globals cannot apply to a fake driver); every entry point locks `mu`.
+/// rule against globals cannot apply to a fake driver); every entry point locks `mu`, after
+/// paying its cost (`cost`, which has a lock of its own).
 struct State {
   std::mutex mu;
+  CostModel cost;    // $STALLSCOPE_FAKE_NVML_COST, read at the first nvmlInit
   int refcount = 0;  // NVML reference-counts nvmlInit/nvmlShutdown
   Scenario scenario;
   int64_t start_mono_ns = 0;
   int64_t start_wall_us = 0;
   std::vector<nv::nvmlDevice_st> handles;
+  std::vector<bool> gpm_metrics_seen;  // per GPU: a nvmlGpmMetricsGet since nvmlInit
   struct CallCount {
     const char* name;  // an entry point's __func__: one address per function
     uint64_t count;
@@ -64,6 +62,7 @@ struct State {
     start_wall_us = ClockNs(CLOCK_REALTIME) / 1000;
     handles.clear();
     for (uint32_t i = 0; i < scenario.gpus.size(); ++i) handles.push_back({i});
+    gpm_metrics_seen.assign(scenario.gpus.size(), false);
     call_kinds = 0;
   }
 
@@ -130,11 +129,21 @@ struct Ctx {
   double t;
 };
 
-/// Common path of every per-GPU entry point: bookkeeping, then the scenario's failure modes in
-/// the order a driver would hit them (lost, failing, unsupported), then `body`.
+/// The scenario's failure modes of a GPU at `t`, in the order a driver would hit them (lost,
+/// failing, unsupported); SUCCESS when none applies.
+inline nvmlReturn_t GpuFailure(const Gpu& gpu, double t, uint32_t feature) {
+  if (gpu.lost_at_s && t >= *gpu.lost_at_s) return nv::NVML_ERROR_GPU_IS_LOST;
+  if (gpu.fail_from_s && t >= *gpu.fail_from_s) return nv::NVML_ERROR_UNKNOWN;
+  if ((gpu.not_supported & feature) != 0) return nv::NVML_ERROR_NOT_SUPPORTED;
+  return nv::NVML_SUCCESS;
+}
+
+/// Common path of every per-GPU entry point: its cost (outside the lock), bookkeeping, the
+/// scenario's failure modes, then `body`.
 template <typename Body>
 nvmlReturn_t OnGpu(const char* fn, nv::nvmlDevice_t device, uint32_t feature, Body body) {
   State& s = TheState();
+  s.cost.Charge(fn);
   const std::lock_guard lock(s.mu);
   s.Count(fn);
   if (s.refcount == 0) return nv::NVML_ERROR_UNINITIALIZED;
@@ -142,16 +151,15 @@ nvmlReturn_t OnGpu(const char* fn, nv::nvmlDevice_t device, uint32_t feature, Bo
   const Gpu* gpu = s.Lookup(device);
   if (gpu == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
   const double t = s.Now();
-  if (gpu->lost_at_s && t >= *gpu->lost_at_s) return nv::NVML_ERROR_GPU_IS_LOST;
-  if (gpu->fail_from_s && t >= *gpu->fail_from_s) return nv::NVML_ERROR_UNKNOWN;
-  if ((gpu->not_supported & feature) != 0) return nv::NVML_ERROR_NOT_SUPPORTED;
+  if (const nvmlReturn_t rc = GpuFailure(*gpu, t, feature); rc != nv::NVML_SUCCESS) return rc;
   return body(Ctx{s, *gpu, t});
 }
 
-/// Entry points that need nvmlInit but no GPU.
+/// Entry points that need nvmlInit but no GPU (or, for nvmlGpmMetricsGet, find it themselves).
 template <typename Body>
 nvmlReturn_t OnSystem(const char* fn, Body body) {
   State& s = TheState();
+  s.cost.Charge(fn);
   const std::lock_guard lock(s.mu);
   s.Count(fn);
   if (s.refcount == 0) return nv::NVML_ERROR_UNINITIALIZED;

@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<std::string_view, Feature>, 18> kFeatureNames{{
+constexpr std::array<std::pair<std::string_view, Feature>, 19> kFeatureNames{{
     {"memory", kFeatureMemory},
     {"utilization", kFeatureUtilization},
     {"samples", kFeatureSamples},
@@ -38,6 +38,7 @@ constexpr std::array<std::pair<std::string_view, Feature>, 18> kFeatureNames{{
     {"process_util", kFeatureProcessUtil},
     {"retired_pages", kFeatureRetiredPages},
     {"remapped_rows", kFeatureRemappedRows},
+    {"gpm", kFeatureGpm},
 }};
 
 /// nvmlInit failures a scenario can ask for, with their nvmlReturn_t values (nvml.h).
@@ -251,6 +252,29 @@ void ParsePcie(Reader& r, const json& obj, const std::string& path, Pcie& p) {
   r.Get(obj, path, "rx_kbps", p.rx_kbps);
 }
 
+/// "gpm": present means the GPU has GPM; every key is optional (defaults: scenario.h).
+void ParseGpm(Reader& r, const json& obj, const std::string& path, Gpm& g) {
+  r.Keys(obj, path,
+         {"sm_active_ratio", "sm_occupancy_pct", "tensor_active_ratio", "dram_active_ratio",
+          "fp32_active_ratio", "fp16_active_ratio", "fp64_active_ratio", "pcie_tx_mibps",
+          "pcie_rx_mibps", "nvlink_tx_mibps", "nvlink_rx_mibps"});
+  const std::pair<std::string_view, double*> ratios[] = {
+      {"sm_active_ratio", &g.sm_active_ratio},     {"tensor_active_ratio", &g.tensor_active_ratio},
+      {"dram_active_ratio", &g.dram_active_ratio}, {"fp32_active_ratio", &g.fp32_active_ratio},
+      {"fp16_active_ratio", &g.fp16_active_ratio}, {"fp64_active_ratio", &g.fp64_active_ratio},
+  };
+  for (const auto& [key, out] : ratios) {
+    if (r.Get(obj, path, key, *out) && *out > 1) r.Fail(Reader::Path(path, key), "above 1");
+  }
+  if (r.Get(obj, path, "sm_occupancy_pct", g.sm_occupancy_pct) && g.sm_occupancy_pct > 100) {
+    r.Fail(path + ".sm_occupancy_pct", "above 100");
+  }
+  r.Get(obj, path, "pcie_tx_mibps", g.pcie_tx_mibps);
+  r.Get(obj, path, "pcie_rx_mibps", g.pcie_rx_mibps);
+  r.Get(obj, path, "nvlink_tx_mibps", g.nvlink_tx_mibps);
+  r.Get(obj, path, "nvlink_rx_mibps", g.nvlink_rx_mibps);
+}
+
 /// "retired_pages", "remapped_rows" and "cpu_affinity": the health facts doctor reads.
 void ParseHealth(Reader& r, const json& obj, const std::string& at, Gpu& g) {
   if (const json* pages = r.Object(obj, at, "retired_pages")) {
@@ -354,7 +378,8 @@ void ParseGpu(Reader& r, const json& obj, size_t index, Gpu& g) {
           "fail_from_s",
           "pattern",
           "throttle",
-          "processes"});
+          "processes",
+          "gpm"});
   g.name = "NVIDIA H100 80GB HBM3";
   g.uuid = fmt::format("GPU-fa4e0000-0000-0000-0000-{:012x}", index);
   g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x17 + index);
@@ -364,6 +389,7 @@ void ParseGpu(Reader& r, const json& obj, size_t index, Gpu& g) {
   if (const json* pattern = r.Object(obj, at, "pattern")) {
     ParsePattern(r, *pattern, at + ".pattern", g.pattern);
   }
+  if (const json* gpm = r.Object(obj, at, "gpm")) ParseGpm(r, *gpm, at + ".gpm", g.gpm.emplace());
   ParseFeatures(r, r.Array(obj, at, "not_supported"), at + ".not_supported", g);
   ParseThrottle(r, r.Array(obj, at, "throttle"), at + ".throttle", g);
   ParseProcesses(r, r.Array(obj, at, "processes"), at + ".processes", g);
@@ -380,7 +406,7 @@ Result<Scenario> ParseScenario(std::string_view json_text) {
   Scenario s;
   r.Keys(root, "",
          {"driver_version", "cuda_driver_version", "init_error", "time_scale", "frozen_at_s",
-          "missing_symbols", "device_count", "gpus"});
+          "driver_sample_period_s", "missing_symbols", "device_count", "gpus"});
   r.Get(root, "", "driver_version", s.driver_version);
   uint32_t cuda_version = static_cast<uint32_t>(s.cuda_driver_version);
   r.Get(root, "", "cuda_driver_version", cuda_version);
@@ -402,6 +428,8 @@ Result<Scenario> ParseScenario(std::string_view json_text) {
   r.Get(root, "", "frozen_at_s", s.frozen_at_s);
   r.Get(root, "", "device_count", s.device_count);
   if (s.time_scale <= 0) r.Fail("time_scale", "expected a number > 0");
+  r.Get(root, "", "driver_sample_period_s", s.driver_sample_period_s);
+  if (s.driver_sample_period_s <= 0) r.Fail("driver_sample_period_s", "expected a number > 0");
   for (const json& name : r.Array(root, "", "missing_symbols")) {
     if (!name.is_string()) {
       r.Fail("missing_symbols", "expected strings");

@@ -34,6 +34,7 @@ enum Feature : uint32_t {
   kFeatureProcessUtil = 1U << 15,     ///< "process_util"
   kFeatureRetiredPages = 1U << 16,    ///< "retired_pages" (Ampere and later: not supported)
   kFeatureRemappedRows = 1U << 17,    ///< "remapped_rows" (before Ampere: not supported)
+  kFeatureGpm = 1U << 18,             ///< "gpm" (every GPM device call)
 };
 
 enum class PatternKind { kSteady, kSawtooth, kDips };
@@ -92,6 +93,24 @@ struct RemappedRows {
   bool failure = false;  ///< a remapping failed
 };
 
+/// GPM (GPU Performance Monitoring, Hopper and later): what nvmlGpmMetricsGet reports. Defaults:
+/// a real H100 during a bf16 matmul burn (shared/gpu/h100-2026-11-26/README.md, section 2:
+/// SM active 95.9-96.2%, occupancy 14.2%, tensor 93.1-93.4%, DRAM 22.6-26.8%, PCIe TX 5-7 and
+/// RX 15-18 MiB/s at 99.3-99.6% graphics utilization).
+struct Gpm {
+  double sm_active_ratio = 0.96;      ///< SM active % = util(t) x this
+  double sm_occupancy_pct = 14.2;     ///< at util 100; scaled by util(t) / 100
+  double tensor_active_ratio = 0.93;  ///< any-tensor and HMMA % = util(t) x this
+  double dram_active_ratio = 0.25;    ///< DRAM bandwidth % = util(t) x this
+  double fp32_active_ratio = 0;
+  double fp16_active_ratio = 0;
+  double fp64_active_ratio = 0;
+  double pcie_tx_mibps = 6;  ///< constant
+  double pcie_rx_mibps = 16;
+  double nvlink_tx_mibps = 0;
+  double nvlink_rx_mibps = 0;
+};
+
 struct Gpu {
   std::string name;
   std::string uuid;
@@ -124,6 +143,7 @@ struct Gpu {
   Pattern pattern;
   std::vector<Throttle> throttle;
   std::vector<Process> processes;
+  std::optional<Gpm> gpm;  ///< absent: no GPM (a pre-Hopper GPU)
 };
 
 struct Scenario {
@@ -132,7 +152,11 @@ struct Scenario {
   /// When set, nvmlInit fails with this return code ("driver_not_loaded" = 9,
   /// "no_permission" = 4, "lib_rm_version_mismatch" = 18).
   std::optional<int> init_error;
-  double time_scale = 1.0;                             ///< scenario seconds per real second
+  double time_scale = 1.0;  ///< scenario seconds per real second
+  /// One driver utilization sample per this many scenario seconds (nvmlDeviceGetSamples,
+  /// nvmlDeviceGetUtilizationRates). 1/6 s was observed on Ampere/Hopper; the H100 of
+  /// shared/gpu/h100-2026-11-26 recorded one every 200 ms.
+  double driver_sample_period_s = 1.0 / 6.0;
   std::optional<double> frozen_at_s;                   ///< when set, time stands still at this t
   std::set<std::string, std::less<>> missing_symbols;  ///< answer FUNCTION_NOT_FOUND
   /// When set, nvmlDeviceGetCount reports this instead of gpus.size() (a broken driver; handles

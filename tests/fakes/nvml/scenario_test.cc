@@ -86,6 +86,46 @@ TEST(ScenarioTest, HealthKeys) {
   EXPECT_EQ(s->gpus[1].remapped_rows.correctable, 0U);
 }
 
+TEST(ScenarioTest, GpmAndDriverSamplePeriod) {
+  Result<Scenario> s = ParseScenario(R"({
+    "driver_sample_period_s": 0.2,
+    "gpus": [{"gpm": {}}, {},
+             {"gpm": {"sm_active_ratio": 0.5, "sm_occupancy_pct": 40, "tensor_active_ratio": 0.1,
+                      "dram_active_ratio": 0.7, "fp32_active_ratio": 0.2,
+                      "fp16_active_ratio": 0.3, "fp64_active_ratio": 0.4, "pcie_tx_mibps": 100,
+                      "pcie_rx_mibps": 200, "nvlink_tx_mibps": 300, "nvlink_rx_mibps": 400},
+              "not_supported": ["gpm"]}]})");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->driver_sample_period_s, 0.2);
+  EXPECT_DOUBLE_EQ(ParseScenario("{}")->driver_sample_period_s, 1.0 / 6.0);
+  // Defaults: a real H100 during a bf16 matmul (shared/gpu/h100-2026-11-26, section 2).
+  ASSERT_TRUE(s->gpus[0].gpm);
+  const Gpm& d = *s->gpus[0].gpm;
+  EXPECT_EQ(d.sm_active_ratio, 0.96);
+  EXPECT_EQ(d.sm_occupancy_pct, 14.2);
+  EXPECT_EQ(d.tensor_active_ratio, 0.93);
+  EXPECT_EQ(d.dram_active_ratio, 0.25);
+  EXPECT_EQ(d.fp32_active_ratio + d.fp16_active_ratio + d.fp64_active_ratio, 0);
+  EXPECT_EQ(d.pcie_tx_mibps, 6);
+  EXPECT_EQ(d.pcie_rx_mibps, 16);
+  EXPECT_EQ(d.nvlink_tx_mibps + d.nvlink_rx_mibps, 0);
+  EXPECT_EQ(s->gpus[0].not_supported, 0U);
+  EXPECT_FALSE(s->gpus[1].gpm) << "absent: a GPU without GPM";
+  const Gpm& g = *s->gpus[2].gpm;
+  EXPECT_EQ(g.sm_active_ratio, 0.5);
+  EXPECT_EQ(g.sm_occupancy_pct, 40);
+  EXPECT_EQ(g.tensor_active_ratio, 0.1);
+  EXPECT_EQ(g.dram_active_ratio, 0.7);
+  EXPECT_EQ(g.fp32_active_ratio, 0.2);
+  EXPECT_EQ(g.fp16_active_ratio, 0.3);
+  EXPECT_EQ(g.fp64_active_ratio, 0.4);
+  EXPECT_EQ(g.pcie_tx_mibps, 100);
+  EXPECT_EQ(g.pcie_rx_mibps, 200);
+  EXPECT_EQ(g.nvlink_tx_mibps, 300);
+  EXPECT_EQ(g.nvlink_rx_mibps, 400);
+  EXPECT_EQ(s->gpus[2].not_supported, kFeatureGpm);
+}
+
 TEST(ScenarioTest, MalformedAndHostileInput) {
   struct Case {
     const char* json;
@@ -129,6 +169,17 @@ TEST(ScenarioTest, MalformedAndHostileInput) {
        "gpus[0].processes[0].pid: expected a number"},
       {R"({"time_scale": 0, "gpus": []})", "time_scale: expected a number > 0"},
       {R"({"missing_symbols": [1]})", "missing_symbols: expected strings"},
+      {R"({"gpus": [{"gpm": {"sm_actve_ratio": 0.9}}]})",
+       "gpus[0].gpm: unknown key 'sm_actve_ratio'"},
+      {R"({"gpus": [{"gpm": []}]})", "gpus[0].gpm: expected an object"},
+      {R"({"gpus": [{"gpm": {"tensor_active_ratio": 1.5}}]})",
+       "gpus[0].gpm.tensor_active_ratio: above 1"},
+      {R"({"gpus": [{"gpm": {"sm_occupancy_pct": 101}}]})",
+       "gpus[0].gpm.sm_occupancy_pct: above 100"},
+      {R"({"gpus": [{"gpm": {"pcie_tx_mibps": -6}}]})",
+       "gpus[0].gpm.pcie_tx_mibps: expected a number >= 0"},
+      {R"({"driver_sample_period_s": 0})", "driver_sample_period_s: expected a number > 0"},
+      {R"({"driver_sample_period_s": "0.2"})", "driver_sample_period_s: expected a number"},
   };
   for (const Case& c : cases) {
     Result<Scenario> s = ParseScenario(c.json);
