@@ -13,7 +13,30 @@ constexpr uint64_t kThrottleMask = gpu::kClockEventSwPowerCap | gpu::kClockEvent
 
 /// `wall_to_mono_ns`: the sample's wall − monotonic clock (the driver stamps its sub-second
 /// samples in wall-clock µs); those outside [fine_begin, fine_end] (monotonic) are skipped.
-void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t wall_to_mono_ns,
+/// The fields that arrive after their time: the driver's sub-second utilization samples (driver
+/// timestamps in wall-clock µs) and GPM windows (ending at the sample), each only inside
+/// [fine_begin, fine_end] (monotonic).
+void AddBufferedGpu(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns,
+                    int64_t wall_to_mono_ns, int64_t fine_begin_ns, int64_t fine_end_ns) {
+  for (size_t k = 0; k < g.util_sample_count; ++k) {
+    const int64_t mono = static_cast<int64_t>(g.util_samples[k].ts_us) * 1000 - wall_to_mono_ns;
+    if (mono >= fine_begin_ns && mono <= fine_end_ns)
+      s.util_fine_pct.Add(g.util_samples[k].util_pct);
+  }
+  if (!g.gpm || mono_ns > fine_end_ns || mono_ns - g.gpm->window_ns < fine_begin_ns) return;
+  const gpu::GpmMetrics& m = *g.gpm;
+  auto add = [](RunningStats& stats, const std::optional<double>& v) {
+    if (v) stats.Add(*v);
+  };
+  add(s.gpm_sm_active_pct, m.sm_active_pct);
+  add(s.gpm_sm_occupancy_pct, m.sm_occupancy_pct);
+  add(s.gpm_tensor_active_pct, m.tensor_active_pct);
+  add(s.gpm_dram_active_pct, m.dram_active_pct);
+  add(s.gpm_fp32_active_pct, m.fp32_active_pct);
+  add(s.gpm_fp16_active_pct, m.fp16_active_pct);
+}
+
+void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns, int64_t wall_to_mono_ns,
                   int64_t fine_begin_ns, int64_t fine_end_ns) {
   if (g.lost) {
     ++s.lost_samples;
@@ -25,11 +48,7 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t wall_to_mono_n
   if (g.mem_total_bytes)
     s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
   if (g.util_gpu_pct) s.util_pct.Add(*g.util_gpu_pct);
-  for (size_t k = 0; k < g.util_sample_count; ++k) {
-    const int64_t mono = static_cast<int64_t>(g.util_samples[k].ts_us) * 1000 - wall_to_mono_ns;
-    if (mono >= fine_begin_ns && mono <= fine_end_ns)
-      s.util_fine_pct.Add(g.util_samples[k].util_pct);
-  }
+  AddBufferedGpu(s, g, mono_ns, wall_to_mono_ns, fine_begin_ns, fine_end_ns);
   if (g.power_mw) s.power_w.Add(*g.power_mw / 1000.0);
   if (g.temperature_c) s.temperature_c.Add(*g.temperature_c);
   if (g.sm_clock_mhz) s.sm_clock_mhz.Add(*g.sm_clock_mhz);
@@ -62,12 +81,21 @@ void SummaryBuilder::Add(const sample::Sample& s) {
   last_mono_ns_ = s.mono_ns;
   ++out_.samples;
   for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i)
-    AddGpuSample(out_.gpus[i], s.gpus[i], s.wall_ns - s.mono_ns, fine_begin_ns_, fine_end_ns_);
+    AddGpuSample(out_.gpus[i], s.gpus[i], s.mono_ns, s.wall_ns - s.mono_ns, fine_begin_ns_,
+                 fine_end_ns_);
   if (s.host.cpu) {
     out_.cpu_busy_pct.Add(s.host.cpu->busy_pct);
     out_.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
   }
   if (s.host.mem_used_bytes) out_.mem_used_bytes.Add(static_cast<double>(*s.host.mem_used_bytes));
+}
+
+void SummaryBuilder::AddBuffered(const sample::Sample& s) {
+  for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i) {
+    if (s.gpus[i].lost) continue;
+    AddBufferedGpu(out_.gpus[i], s.gpus[i], s.mono_ns, s.wall_ns - s.mono_ns, fine_begin_ns_,
+                   fine_end_ns_);
+  }
 }
 
 RecordingSummary SummaryBuilder::Finish(std::optional<int> exit_code,
@@ -98,10 +126,12 @@ RecordingSummary Summarize(const sample::Recording& rec, const ThresholdSet& t) 
 
 RecordingSummary SummarizeWindow(const sample::RecordingHeader& header,
                                  std::span<const sample::Sample> samples, int64_t fine_begin_ns,
-                                 int64_t fine_end_ns, const ThresholdSet& t) {
+                                 int64_t fine_end_ns, const ThresholdSet& t,
+                                 std::span<const sample::Sample> after) {
   SummaryBuilder builder(header, t);
   builder.SetFineWindow(fine_begin_ns, fine_end_ns);
   for (const auto& s : samples) builder.Add(s);
+  for (const auto& s : after) builder.AddBuffered(s);
   return std::move(builder).Finish(std::nullopt, {});
 }
 

@@ -26,6 +26,13 @@ struct GpuSummary {
   int64_t samples = 0;
   int64_t lost_samples = 0;
   int64_t throttled_samples = 0;  ///< any clock-event reason other than idle/app-clocks
+  /// GPM (Hopper+): one entry per GPM window that lies wholly inside the fine window, in %.
+  RunningStats gpm_sm_active_pct;
+  RunningStats gpm_sm_occupancy_pct;
+  RunningStats gpm_tensor_active_pct;
+  RunningStats gpm_dram_active_pct;
+  RunningStats gpm_fp32_active_pct;
+  RunningStats gpm_fp16_active_pct;
 };
 
 /// Seed 002 load balance across GPUs: CV of the per-GPU means.
@@ -60,6 +67,10 @@ class SummaryBuilder {
   explicit SummaryBuilder(const sample::RecordingHeader& header,
                           const ThresholdSet& t = kThresholds);
   void Add(const sample::Sample& s);
+  /// Only the fields that arrive after their time (the utilization buffer, GPM windows) of a
+  /// sample taken after the window: a slower tier read after the window's end still holds data
+  /// of its inside (gpu/poll_plan.h). Use with SetFineWindow.
+  void AddBuffered(const sample::Sample& s);
   /// From now on, the driver's sub-second utilization samples count only when their own time
   /// (converted to CLOCK_MONOTONIC) lies in [begin_ns, end_ns]: a sample taken just after a
   /// window's end carries the driver's samples of the time before it, some of them outside.
@@ -86,12 +97,14 @@ class SummaryBuilder {
                                          const ThresholdSet& t = kThresholds);
 
 /// Statistics of `samples` (a window of a recording with `header`, e.g. the steady state of a
-/// run), the sub-second utilization samples only within [fine_begin_ns, fine_end_ns]
-/// (SummaryBuilder::SetFineWindow). No exit code, no warnings.
+/// run), the sub-second utilization samples and GPM windows only within [fine_begin_ns,
+/// fine_end_ns] (SummaryBuilder::SetFineWindow), including those that samples `after` the
+/// window carry (SummaryBuilder::AddBuffered). No exit code, no warnings.
 [[nodiscard]] RecordingSummary SummarizeWindow(const sample::RecordingHeader& header,
                                                std::span<const sample::Sample> samples,
                                                int64_t fine_begin_ns, int64_t fine_end_ns,
-                                               const ThresholdSet& t = kThresholds);
+                                               const ThresholdSet& t = kThresholds,
+                                               std::span<const sample::Sample> after = {});
 
 /// Statistics of the recording at `path`, streamed (sample::StreamRecording): memory is one
 /// sample plus O(GPUs), not the file. Fails like StreamRecording (unreadable, no header, CSV).

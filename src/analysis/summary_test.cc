@@ -145,6 +145,45 @@ sample::Recording MixedRecording() {
 
 // Fed sample by sample, the builder gives what Summarize gives for the recording read whole (the
 // numbers themselves are checked by hand above and by the summary goldens).
+// Issue 28: the utilization buffer and GPM arrive every few seconds, so the samples after a
+// window still carry its last entries; GPM windows count only when wholly inside it.
+TEST(SummarizeWindow, BufferedFieldsReadAfterTheWindowStillCount) {
+  constexpr int64_t kS = 1'000'000'000;
+  sample::RecordingHeader header;
+  header.gpus.resize(1);
+  std::vector<sample::Sample> samples(12);
+  for (int t = 0; t < 12; ++t) {
+    sample::Sample& s = samples[static_cast<size_t>(t)];
+    s.mono_ns = t * kS;
+    s.wall_ns = s.mono_ns;  // wall = mono: driver µs stamps convert 1:1
+    s.gpus.resize(1);
+    s.gpus[0].util_gpu_pct = 50;
+  }
+  // Read at t=10 s: buffer entries of 8.5 s and 9.5 s (inside [2 s, 9 s]: only 8.5 s).
+  gpu::GpuSample& late = samples[10].gpus[0];
+  late.util_samples[0] = {8'500'000, 90};
+  late.util_samples[1] = {9'500'000, 10};
+  late.util_sample_count = 2;
+  // GPM windows: [1 s, 4 s] starts before the window (dropped), [4 s, 8 s] is inside.
+  samples[4].gpus[0].gpm.emplace();
+  samples[4].gpus[0].gpm->window_ns = 3 * kS;
+  samples[4].gpus[0].gpm->sm_active_pct = 10;
+  samples[8].gpus[0].gpm.emplace();
+  samples[8].gpus[0].gpm->window_ns = 4 * kS;
+  samples[8].gpus[0].gpm->sm_active_pct = 90;
+  samples[8].gpus[0].gpm->tensor_active_pct = 80;
+  const std::span<const sample::Sample> all(samples);
+  const RecordingSummary r =
+      SummarizeWindow(header, all.subspan(2, 8), 2 * kS, 9 * kS, kThresholds, all.subspan(10));
+  const GpuSummary& g = r.gpus[0];
+  EXPECT_EQ(g.samples, 8);  // the window's samples only
+  ASSERT_EQ(g.util_fine_pct.count(), 1);
+  EXPECT_EQ(g.util_fine_pct.mean(), 90);
+  ASSERT_EQ(g.gpm_sm_active_pct.count(), 1);
+  EXPECT_EQ(g.gpm_sm_active_pct.mean(), 90);
+  EXPECT_EQ(g.gpm_tensor_active_pct.mean(), 80);
+}
+
 TEST(SummaryBuilder, MatchesTheWholeRecordingSummary) {
   for (const auto& rec :
        {FourGpuRecording({12800, 12750, 12825, 12780}), MixedRecording(), sample::Recording{}}) {

@@ -129,6 +129,21 @@ struct ThresholdSet {
                                   "seed 001 T2: correlate clocks.current.sm"};
   Threshold util_misleading_power{"util_misleading_power", 0.50, "fraction of power limit",
                                   "seed 001 T2: correlate power draw"};
+  Threshold gpm_sm_active_low{"gpm_sm_active_low", 0.5, "fraction of time (GPM SM active)",
+                              "DCGM profiling metrics: SM activity below 0.5 likely indicates "
+                              "ineffective GPU use; with utilization high, the kernels are too "
+                              "small to fill the GPU (util_misleading, measured)"};
+  Threshold gpm_sm_active_busy{"gpm_sm_active_busy", 0.8, "fraction of time (GPM SM active)",
+                               "DCGM profiling metrics: SM activity of 0.8 or more is necessary "
+                               "for effective use; at or above it a low clock or power does not "
+                               "mean small kernels"};
+  Threshold gpm_tensor_idle{"gpm_tensor_idle", 0.05, "fraction of time (GPM tensor active)",
+                            "issue 28: tensor pipes nearly idle while the SMs are busy: the "
+                            "matmuls run on CUDA cores (FP32 without TF32, or half precision off "
+                            "the tensor path); a bf16 matmul burn on an H100 reads 93%"};
+  Threshold gpm_tensor_busy{"gpm_tensor_busy", 0.30, "fraction of time (GPM tensor active)",
+                            "issue 28: tensor pipes this busy already do the math: precision "
+                            "advice (bf16, TF32) is not given"};
   Threshold throttled_share{"throttled_share", 0.10, "fraction of samples",
                             "seed 001 T2/U23: thermal/power throttle; clock-event reasons other "
                             "than idle"};
@@ -187,6 +202,47 @@ struct ThresholdSet {
                                   "stallscope: a cause behind at least half the idle is the "
                                   "cause (confidence fair); less is the likeliest of several "
                                   "(weak)"};
+  // --- sampling cost (issue 28): how often the sampler reads each tier of GPU fields ---------
+  // A tier's period is its base, stretched so that its measured CPU cost (probed at open) stays
+  // within its budget, never past its maximum. Budgets are fractions of one core at 10 samples/s
+  // and shrink in proportion at slower sampling. Costs: issue 28's H100 table (driver 580).
+  Threshold poll_util_buffer_s{"poll_util_buffer_s", 1, "s (shortest period)",
+                               "issue 28: the driver's utilization buffer at <= 1 Hz; each call "
+                               "returns every entry since the last, so none is lost"};
+  Threshold poll_util_buffer_max_s{"poll_util_buffer_max_s", 10, "s (longest period)",
+                                   "NVML keeps ~100 entries, one per 1/6-1/5 s (H100: 200 ms), "
+                                   "i.e. 16-20 s: 10 s leaves margin"};
+  Threshold poll_util_buffer_budget{"poll_util_buffer_budget", 0.0005, "fraction of a core",
+                                    "issue 28: nvmlDeviceGetSamples costs 2.4 ms of CPU per GPU "
+                                    "on an H100 (vs 20 us for the utilization rate); with the "
+                                    "other budgets, 1 GPU at 10 Hz aims at 2x nvidia-smi's CPU"};
+  Threshold poll_energy_s{"poll_energy_s", 5, "s (shortest period)",
+                          "issue 28: energy at <= 0.2 Hz (power is read every sample)"};
+  Threshold poll_energy_max_s{"poll_energy_max_s", 30, "s (longest period)",
+                              "stallscope: a counter since driver load; slower reads lose nothing"};
+  Threshold poll_energy_budget{"poll_energy_budget", 0.0002, "fraction of a core",
+                               "issue 28: nvmlDeviceGetTotalEnergyConsumption costs 3.9 ms"};
+  Threshold poll_process_util_s{"poll_process_util_s", 5, "s (shortest period)",
+                                "issue 28: per-process utilization at <= 0.2 Hz, only while the "
+                                "GPU has processes"};
+  Threshold poll_process_util_max_s{"poll_process_util_max_s", 30, "s (longest period)",
+                                    "stallscope: the driver keeps its samples since lastSeen"};
+  Threshold poll_process_util_budget{"poll_process_util_budget", 0.0002, "fraction of a core",
+                                     "issue 28: nvmlDeviceGetProcessUtilization costs 2.2 ms"};
+  Threshold poll_slow_s{"poll_slow_s", 30, "s",
+                        "issue 28: PCIe link generation and width, volatile ECC counts: at start "
+                        "and then every 30 s (link width 37 us, ECC 9 us per call)"};
+  Threshold poll_gpm_s{"poll_gpm_s", 2, "s (shortest period)",
+                       "issue 28: GPM metrics are exact averages between two samples, so a low "
+                       "rate loses no coverage; default >= 2 s (W&B: 15 s)"};
+  Threshold poll_gpm_max_s{"poll_gpm_max_s", 30, "s (longest period)",
+                           "stallscope: the steady window's average needs a few GPM windows"};
+  Threshold poll_gpm_budget{"poll_gpm_budget", 0.0025, "fraction of a core",
+                            "issue 28: GPM on 8 GPUs adds <= 0.5% of a core; nvmlGpmSampleGet "
+                            "76-93 us + nvmlGpmMetricsGet 1.4-1.9 ms per GPU"};
+  Threshold poll_pcie_s{"poll_pcie_s", 5, "s",
+                        "issue 28: nvmlDeviceGetPcieThroughput blocks 20 ms per direction: only "
+                        "with --pcie, on its own thread, at <= 0.2 Hz"};
   // --- confidence levels (Finding::confidence; the rules pick one by what was measured) ------
   Threshold confidence_measured{"confidence_measured", 0.9, "confidence (0..1)",
                                 "stallscope: the symptom and its mechanism are both measured"};
@@ -232,7 +288,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 74> kThresholdTable{{
+inline constexpr std::array<Threshold, 92> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -271,6 +327,10 @@ inline constexpr std::array<Threshold, 74> kThresholdTable{{
     kThresholds.util_misleading_util,
     kThresholds.util_misleading_clock,
     kThresholds.util_misleading_power,
+    kThresholds.gpm_sm_active_low,
+    kThresholds.gpm_sm_active_busy,
+    kThresholds.gpm_tensor_idle,
+    kThresholds.gpm_tensor_busy,
     kThresholds.throttled_share,
     kThresholds.low_util_warn,
     kThresholds.low_util_window,
@@ -292,6 +352,20 @@ inline constexpr std::array<Threshold, 74> kThresholdTable{{
     kThresholds.comm_exposed_share,
     kThresholds.trace_idle_share,
     kThresholds.trace_idle_cause_most,
+    kThresholds.poll_util_buffer_s,
+    kThresholds.poll_util_buffer_max_s,
+    kThresholds.poll_util_buffer_budget,
+    kThresholds.poll_energy_s,
+    kThresholds.poll_energy_max_s,
+    kThresholds.poll_energy_budget,
+    kThresholds.poll_process_util_s,
+    kThresholds.poll_process_util_max_s,
+    kThresholds.poll_process_util_budget,
+    kThresholds.poll_slow_s,
+    kThresholds.poll_gpm_s,
+    kThresholds.poll_gpm_max_s,
+    kThresholds.poll_gpm_budget,
+    kThresholds.poll_pcie_s,
     kThresholds.confidence_measured,
     kThresholds.confidence_pattern,
     kThresholds.confidence_strong,

@@ -56,6 +56,10 @@ void AddRecordSpec(CLI::App* cmd, const OptionSpec& spec, RecordOptions& rec) {
 /// --nvml-lib and --proc-root (record_args.cc kSampling), on every sampling command.
 void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
   for (const OptionSpec& spec : SamplingOptionSpecs()) {
+    if (spec.sampling_flag != nullptr) {
+      cmd->add_flag(spec.names, *spec.sampling_flag(o), spec.help);
+      continue;
+    }
     CLI::Option* opt = cmd->add_option(spec.names, *spec.sampling(o), spec.help);
     if (spec.default_value != nullptr) opt->default_val(spec.default_value);
   }
@@ -69,7 +73,8 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   record->footer(
       "Examples:\n  stallscope record --duration 60s -o run.jsonl\n"
       "  stallscope record -i 500ms -- python train.py --epochs 1\n"
-      "With a command, the recording ends when it exits and its exit code is returned.\n");
+      "With a command, the recording ends when it exits and its exit code is returned.\n" +
+      PollingHelp());
   AddSamplingFlags(record, rec.sampling);
   return record;
 }
@@ -165,7 +170,8 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
       "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
-      "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.\n");
+      "The job runs unchanged (no shell); its exit code is returned. Ctrl-C is forwarded to it.\n" +
+      PollingHelp());
   AddSamplingFlags(run_cmd, run.sampling);
   AddServeFlag(run_cmd, run.serve);
   return run_cmd;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "base/version.h"
 
@@ -13,14 +14,45 @@ namespace stallscope::cli {
 
 std::string ToolVersion() { return fmt::format("stallscope {}", kVersion); }
 
-Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t interval_ns) {
+namespace {
+
+Result<std::optional<int64_t>> GpmIntervalNs(const SamplingOptions& options) {
+  if (options.gpm_interval.empty()) return std::optional<int64_t>();
+  auto parsed = ParseDurationNs(options.gpm_interval);
+  if (!parsed.ok()) {
+    return MakeError(ErrorCode::kInvalidArgument, "--gpm-interval: {}", parsed.error().message);
+  }
+  if (*parsed < kMinGpmIntervalNs) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--gpm-interval {} is below the 100ms minimum (DCGM's profiling floor)",
+                     EscapeControl(options.gpm_interval));
+  }
+  if (options.no_gpm) {
+    return MakeError(ErrorCode::kInvalidArgument, "give either --gpm-interval or --no-gpm");
+  }
+  return std::optional<int64_t>(*parsed);
+}
+
+}  // namespace
+
+Status CheckSamplingOptions(const SamplingOptions& options) {
+  TRY(auto gpm_ns, GpmIntervalNs(options));
+  (void)gpm_ns;
+  return OkStatus();
+}
+
+Result<Machine> OpenMachine(const SamplingOptions& options, const Clock& clock,
+                            int64_t interval_ns) {
+  TRY(const std::optional<int64_t> gpm_ns, GpmIntervalNs(options));
   Machine m;
   m.fs.proc_root = options.proc_root;
   gpu::NvmlOptions nvml;
   nvml.library_path = options.nvml_lib;
-  // NVML measures PCIe throughput over a 20 ms window per direction (nvml.h), so 8 GPUs cost
-  // ~320 ms of wall time per sample: only worth it when sampling at 2 Hz or slower.
-  nvml.query_pcie_throughput = interval_ns >= 500'000'000;
+  // PCIe throughput blocks 20 ms per direction (nvml.h; 20.7 ms on an H100): only when asked,
+  // and then on its own thread (gpu/pcie_poller.h).
+  nvml.query_pcie_throughput = options.pcie;
+  nvml.pcie_period_ns = static_cast<int64_t>(kThresholds.poll_pcie_s.value * 1e9);
+  nvml.gpm = !options.no_gpm;
   if (nvml.library_path.empty()) {
     if (const char* env = std::getenv("STALLSCOPE_NVML_LIB")) nvml.library_path = env;
   }
@@ -45,6 +77,12 @@ Machine OpenMachine(const SamplingOptions& options, const Clock& clock, int64_t 
   h.gpu_backend = std::string(m.gpus->Name());
   h.driver_version = m.gpus->DriverVersion();
   for (size_t i = 0; i < m.gpus->DeviceCount(); ++i) h.gpus.push_back(m.gpus->Static(i));
+  h.poll = gpu::PlanPolling({.tick_ns = interval_ns,
+                             .gpus = m.gpus->DeviceCount(),
+                             .cost_us = m.gpus->ProbedCosts(),
+                             .gpm_ns = gpm_ns,
+                             .pcie = options.pcie && m.gpus->DeviceCount() > 0},
+                            kThresholds);
   return m;
 }
 

@@ -5,6 +5,10 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
+#include "base/thresholds.h"
+
 namespace stallscope::cli {
 namespace {
 
@@ -51,6 +55,19 @@ constexpr OptionSpec kSampling[] = {
      .help = "Root of the proc filesystem (for tests)",
      .default_value = "/proc",
      .sampling = [](SamplingOptions& o) { return &o.proc_root; }},
+    {.names = "--pcie",
+     .help = "Also read PCIe throughput (nvmlDeviceGetPcieThroughput blocks 20 ms per "
+             "direction: on its own thread, every 5 s; GPM gives it without blocking on Hopper)",
+     .default_value = nullptr,
+     .sampling_flag = [](SamplingOptions& o) { return &o.pcie; }},
+    {.names = "--no-gpm",
+     .help = "Do not read GPM metrics (SM active, tensor, DRAM; Hopper and later)",
+     .default_value = nullptr,
+     .sampling_flag = [](SamplingOptions& o) { return &o.no_gpm; }},
+    {.names = "--gpm-interval",
+     .help = "Read GPM metrics this often (e.g. 500ms; default: every 2 s or more, by cost)",
+     .default_value = nullptr,
+     .sampling = [](SamplingOptions& o) { return &o.gpm_interval; }},
 };
 
 /// Whether `arg` ("-i", "--interval") is one of the comma-separated `names`.
@@ -78,6 +95,30 @@ std::optional<int32_t> PlainInt32(std::string_view text) {
 }  // namespace
 
 std::span<const OptionSpec> RecordOptionSpecs() { return kRecord; }
+
+std::string PollingHelp() {
+  const ThresholdSet& t = kThresholds;
+  auto range = [](const Threshold& lo, const Threshold& hi) {
+    return fmt::format("{:g}-{:g} s", lo.value, hi.value);
+  };
+  return fmt::format(
+      "GPU fields are read by cost (a real driver answers most in 2-20 us, a few in 2-4 ms):\n"
+      "  every sample   utilization, memory, power, temperature, clocks, clock events, "
+      "processes\n"
+      "  {:<14} the driver's sub-second utilization buffer (nothing is lost)\n"
+      "  {:<14} energy\n"
+      "  {:<14} per-process utilization, while the GPU has processes\n"
+      "  {:<14} PCIe link generation and width, ECC counts\n"
+      "  {:<14} GPM: SM active, occupancy, tensor, DRAM, PCIe/NVLink bytes (Hopper+)\n"
+      "  only --pcie    PCIe throughput, every {:g} s on its own thread\n"
+      "A period stretches within its range to keep its measured CPU cost in budget "
+      "(thresholds poll_*); the recording's header (gpu_polling) gives those used.\n",
+      range(t.poll_util_buffer_s, t.poll_util_buffer_max_s),
+      range(t.poll_energy_s, t.poll_energy_max_s),
+      range(t.poll_process_util_s, t.poll_process_util_max_s),
+      fmt::format("{:g} s", t.poll_slow_s.value), range(t.poll_gpm_s, t.poll_gpm_max_s),
+      t.poll_pcie_s.value);
+}
 std::span<const OptionSpec> SamplingOptionSpecs() { return kSampling; }
 
 std::optional<RecordOptions> ParseRecordArgs(int argc, const char* const* argv) {
@@ -110,9 +151,9 @@ std::optional<RecordOptions> ParseRecordArgs(int argc, const char* const* argv) 
     const std::string key = std::string(spec->names) + "\n";
     if (seen.find(key) != std::string::npos) return std::nullopt;
     seen += key;
-    if (spec->flag != nullptr) {
+    if (spec->flag != nullptr || spec->sampling_flag != nullptr) {
       if (value) return std::nullopt;  // --csv=true
-      *spec->flag(o) = true;
+      *(spec->flag != nullptr ? spec->flag(o) : spec->sampling_flag(o.sampling)) = true;
       continue;
     }
     if (!value) {

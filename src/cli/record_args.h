@@ -20,12 +20,17 @@ struct OptionSpec {
   int32_t* (*number)(RecordOptions&) = nullptr;          ///< an integer option of `record`
   bool* (*flag)(RecordOptions&) = nullptr;               ///< a flag of `record`
   std::string* (*sampling)(SamplingOptions&) = nullptr;  ///< a sampling option (any command)
+  bool* (*sampling_flag)(SamplingOptions&) = nullptr;    ///< a sampling flag (any command)
 };
 
 /// `record`'s own options (not its `command` positional), in --help order.
 std::span<const OptionSpec> RecordOptionSpecs();
-/// --nvml-lib and --proc-root, which every sampling command takes.
+/// --nvml-lib, --proc-root, --pcie, --no-gpm, --gpm-interval: every sampling command takes them.
 std::span<const OptionSpec> SamplingOptionSpecs();
+
+/// What `record --help` (and run's) says about how often each GPU field is read (issue 28): the
+/// tiers with their periods from the thresholds table.
+std::string PollingHelp();
 
 /// `stallscope record ...` (argv[1] == "record") parsed as CLI11 parses it in the full binary, in
 /// the common forms only: `--name value`, `--name=value`, `-i value`, flags, a command after

@@ -31,6 +31,9 @@ void ExpectSame(const RecordOptions& a, const RecordOptions& b, const std::strin
   EXPECT_EQ(a.command, b.command) << what;
   EXPECT_EQ(a.sampling.nvml_lib, b.sampling.nvml_lib) << what;
   EXPECT_EQ(a.sampling.proc_root, b.sampling.proc_root) << what;
+  EXPECT_EQ(a.sampling.pcie, b.sampling.pcie) << what;
+  EXPECT_EQ(a.sampling.no_gpm, b.sampling.no_gpm) << what;
+  EXPECT_EQ(a.sampling.gpm_interval, b.sampling.gpm_interval) << what;
 }
 
 std::string Join(const std::vector<const char*>& args) {
@@ -50,6 +53,8 @@ TEST(RecordArgs, AgreesWithCli11OnWhatItParses) {
       {"--format=csv"},
       {"--nvml-lib", "/opt/lib/libnvidia-ml.so.1", "--proc-root", "/tmp/proc"},
       {"--nvml-lib=/x.so", "--proc-root=/p", "-i", "1s"},
+      {"--pcie", "--gpm-interval", "500ms", "-i", "100ms"},
+      {"--no-gpm", "--pcie"},
       {"--", "python3", "train.py", "--epochs", "1", "-i", "--"},
       {"-i", "250ms", "--", "sh", "-c", "exit 3"},
       {"--"},
@@ -108,7 +113,9 @@ TEST(RecordArgs, EverySpecIsParsedBothWays) {
       std::string names = spec.names;
       const std::string name = names.substr(names.rfind(',') + 1);  // the long name
       std::vector<const char*> line = {name.c_str()};
-      if (spec.flag == nullptr) line.push_back(spec.number != nullptr ? "42" : "value");
+      if (spec.flag == nullptr && spec.sampling_flag == nullptr) {
+        line.push_back(spec.number != nullptr ? "42" : "value");
+      }
       auto front = Front(line);
       auto cli11 = Cli11(line);
       ASSERT_TRUE(front.has_value()) << name;

@@ -97,6 +97,8 @@ std::optional<sample::RecordingFormat> RecordFormat(const RecordOptions& o) {
 
 int RunRecord(const RecordOptions& o, const ServeHook& serve) {
   auto interval = monitor::ParseIntervalNs(o.interval);
+  if (auto st = CheckSamplingOptions(o.sampling); !st.ok())
+    return fmt::print(stderr, "stallscope record: {}\n", st.error().message), 2;
   if (!interval.ok())
     return fmt::print(stderr, "stallscope record: {}\n", interval.error().message), 2;
   Deadlines deadlines;
@@ -118,7 +120,10 @@ int RunRecord(const RecordOptions& o, const ServeHook& serve) {
     return fmt::print(stderr, "stallscope record: {}\n", *refused), 2;
   }
   monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask
-  Machine machine = OpenMachine(o.sampling, clock, *interval);
+  auto machine_or = OpenMachine(o.sampling, clock, *interval);
+  if (!machine_or.ok())
+    return fmt::print(stderr, "stallscope record: {}\n", machine_or.error().message), 2;
+  Machine machine = std::move(machine_or).value();
 
   // A write error ends the recording (it is the product): the sampler stops, the error is
   // printed at the end and the exit code is 1 (a followed command still runs to its end).

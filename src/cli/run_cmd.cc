@@ -404,6 +404,8 @@ std::optional<int> RefuseRun(const RunOptions& o, const std::string& name,
 
 int RunRun(const RunOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
+  if (auto st = CheckSamplingOptions(o.sampling); !st.ok())
+    return fmt::print(stderr, "stallscope run: {}\n", st.error().message), 2;
   if (!interval.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
   std::optional<int64_t> stop_after_ns;
@@ -422,7 +424,10 @@ int RunRun(const RunOptions& o) {
 
   const double monitor_cpu_before = CpuSeconds(RUSAGE_SELF);
   const double job_cpu_before = CpuSeconds(RUSAGE_CHILDREN);
-  Machine machine = OpenMachine(o.sampling, clock, *interval);
+  auto machine_or = OpenMachine(o.sampling, clock, *interval);
+  if (!machine_or.ok())
+    return fmt::print(stderr, "stallscope run: {}\n", machine_or.error().message), 2;
+  Machine machine = std::move(machine_or).value();
   const std::vector<std::string> job_env = JobEnvironment(*paths, o);
   diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock, job_env);
 

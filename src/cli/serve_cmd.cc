@@ -63,6 +63,8 @@ Result<std::shared_ptr<void>> StartServe(monitor::Session& session, const std::s
 
 int RunServe(const ServeOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
+  if (auto st = CheckSamplingOptions(o.sampling); !st.ok())
+    return fmt::print(stderr, "stallscope serve: {}\n", st.error().message), 2;
   if (!interval.ok())
     return fmt::print(stderr, "stallscope serve: {}\n", interval.error().message), 2;
   if (auto bad = BadListenAddress(o.listen))
@@ -78,7 +80,10 @@ int RunServe(const ServeOptions& o) {
   }
   monitor::BlockTerminationSignals();  // before any thread starts, so all inherit the mask
   SystemClock clock;
-  Machine machine = OpenMachine(o.sampling, clock, *interval);
+  auto machine_or = OpenMachine(o.sampling, clock, *interval);
+  if (!machine_or.ok())
+    return fmt::print(stderr, "stallscope serve: {}\n", machine_or.error().message), 2;
+  Machine machine = std::move(machine_or).value();
   monitor::SessionOptions options;
   options.interval_ns = *interval;
   monitor::Session session(*machine.gpus, machine.fs, clock, machine.header, std::move(options));

@@ -81,6 +81,8 @@ int RunTopFullScreen(monitor::Session& session, const sample::RecordingHeader& h
 
 int RunTop(const TopOptions& o) {
   auto interval = monitor::ParseIntervalNs(o.interval);
+  if (auto st = CheckSamplingOptions(o.sampling); !st.ok())
+    return fmt::print(stderr, "stallscope top: {}\n", st.error().message), 2;
   if (!interval.ok())
     return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(interval.error().message)), 2;
   monitor::BlockTerminationSignals();
@@ -95,7 +97,10 @@ int RunTop(const TopOptions& o) {
       return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(f.error().message)), 1;
     follower.emplace(std::move(*f));
   }
-  Machine machine = OpenMachine(o.sampling, clock, *interval);
+  auto machine_or = OpenMachine(o.sampling, clock, *interval);
+  if (!machine_or.ok())
+    return fmt::print(stderr, "stallscope top: {}\n", machine_or.error().message), 2;
+  Machine machine = std::move(machine_or).value();
   // No thread and no recording: top samples on its own schedule, on this thread.
   monitor::SessionOptions options;
   options.interval_ns = *interval;

@@ -39,6 +39,31 @@ void GpuSample::Clear() {
   ecc_volatile_uncorrected.reset();
   util_sample_count = 0;  // util_samples entries past the count are stale by contract
   processes.clear();      // keeps capacity
+  gpm.reset();
+}
+
+void CarrySlowFields(const GpuSample& before, GpuSample& now) {
+  if (now.lost || before.lost) return;
+  auto carry = [](const auto& from, auto& to) {
+    if (!to && from) to = from;
+  };
+  carry(before.energy_mj, now.energy_mj);
+  carry(before.pcie_tx_kbps, now.pcie_tx_kbps);
+  carry(before.pcie_rx_kbps, now.pcie_rx_kbps);
+  carry(before.pcie_gen, now.pcie_gen);
+  carry(before.pcie_width, now.pcie_width);
+  carry(before.ecc_volatile_corrected, now.ecc_volatile_corrected);
+  carry(before.ecc_volatile_uncorrected, now.ecc_volatile_uncorrected);
+  carry(before.gpm, now.gpm);
+  for (GpuProcess& p : now.processes) {
+    if (p.sm_util_pct) continue;
+    for (const GpuProcess& q : before.processes) {
+      if (q.pid != p.pid || q.graphics != p.graphics) continue;
+      p.sm_util_pct = q.sm_util_pct;
+      p.mem_util_pct = q.mem_util_pct;
+      break;
+    }
+  }
 }
 
 namespace {
@@ -48,7 +73,8 @@ class NoGpuBackend final : public GpuBackend {
  public:
   size_t DeviceCount() const override { return 0; }
   const GpuStatic& Static(size_t /*i*/) const override { return empty_; }
-  void Sample(size_t /*i*/, GpuSample& out) override { out.Clear(); }
+  using GpuBackend::Sample;
+  void Sample(size_t /*i*/, PollTiers /*due*/, GpuSample& out) override { out.Clear(); }
   std::string DriverVersion() const override { return {}; }
   std::string_view Name() const override { return "none"; }
 

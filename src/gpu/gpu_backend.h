@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "gpu/poll_plan.h"
 
 namespace stallscope::gpu {
 
@@ -66,6 +67,10 @@ struct GpuStatic {
   std::optional<uint32_t> pcie_width_max;
   std::optional<bool> persistence_mode;
   MigMode mig_mode = MigMode::kUnsupported;
+  /// Whether GPM metrics (GpuSample::gpm) are sampled; when not, gpm_note says why in one line
+  /// ("not supported by this GPU (GPM needs Hopper or later)", "MIG is enabled", ...).
+  bool gpm = false;
+  std::string gpm_note;
 };
 
 /// One point of the driver's sub-second utilization buffer (nvmlDeviceGetSamples).
@@ -82,6 +87,28 @@ struct GpuProcess {
   std::optional<uint64_t> mem_used_bytes;
   std::optional<uint32_t> sm_util_pct;  ///< from nvmlDeviceGetProcessUtilization
   std::optional<uint32_t> mem_util_pct;
+};
+
+/// GPM metrics (NVML GPU Performance Monitoring, Hopper and later): exact averages over the
+/// window between two GPM samples, computed by the driver from hardware counters. Unlike the
+/// utilization rate (the share of time *any* kernel ran), SM active says how much of the GPU the
+/// kernels filled. Each is absent when the driver does not give it.
+struct GpmMetrics {
+  int64_t window_ns = 0;  ///< the window the averages cover
+  std::optional<double>
+      graphics_active_pct;                 ///< graphics/compute engine busy (DCGM GR_ENGINE_ACTIVE)
+  std::optional<double> sm_active_pct;     ///< SMs with a warp resident (DCGM SM_ACTIVE)
+  std::optional<double> sm_occupancy_pct;  ///< warps resident vs the maximum (SM_OCCUPANCY)
+  std::optional<double> tensor_active_pct;  ///< any tensor pipe busy (PIPE_TENSOR_ACTIVE)
+  std::optional<double> tensor_hmma_pct;    ///< HMMA (fp16/bf16/tf32) tensor pipe busy
+  std::optional<double> dram_active_pct;    ///< DRAM bandwidth used vs peak (DRAM_ACTIVE)
+  std::optional<double> fp64_active_pct;    ///< non-tensor FP64 pipe (PIPE_FP64_ACTIVE)
+  std::optional<double> fp32_active_pct;    ///< non-tensor FP32 pipe (PIPE_FP32_ACTIVE)
+  std::optional<double> fp16_active_pct;    ///< non-tensor FP16 pipe (PIPE_FP16_ACTIVE)
+  std::optional<double> pcie_tx_mibps;      ///< PCIe from the GPU, MiB/s
+  std::optional<double> pcie_rx_mibps;      ///< PCIe to the GPU, MiB/s
+  std::optional<double> nvlink_tx_mibps;    ///< NVLink, all links, MiB/s
+  std::optional<double> nvlink_rx_mibps;
 };
 
 /// Capacity of the sub-second buffer kept per sample: NVML keeps about 100 entries; at 1 s
@@ -113,10 +140,18 @@ struct GpuSample {
   std::array<UtilSample, kMaxUtilSamples> util_samples{};
   size_t util_sample_count = 0;
   std::vector<GpuProcess> processes;
+  /// Present on the samples where a GPM window closed (PollTier::kGpm).
+  std::optional<GpmMetrics> gpm;
 
   /// Empties every field, keeping container capacity.
   void Clear();
 };
+
+/// For live views (top, serve): fills the fields of the slower tiers that `now` lacks from
+/// `before` (the view's previous state), so a value read every 5 s stays on screen between reads.
+/// The event-like utilization buffer is not carried; a lost GPU carries nothing. Recordings keep
+/// samples as read: this is never applied to them.
+void CarrySlowFields(const GpuSample& before, GpuSample& now);
 
 /// Health facts of one GPU that `stallscope doctor` asks once, outside the sampling path (each
 /// is a call or two per GPU that no sample needs). Absent = not supported by the GPU or driver.
@@ -149,9 +184,15 @@ class GpuBackend {
   virtual size_t DeviceCount() const = 0;
   /// Static info of GPU `i` (< DeviceCount()).
   virtual const GpuStatic& Static(size_t i) const = 0;
-  /// Reads GPU `i` into `out` (cleared first). Never fails: an error marks the GPU lost or leaves
-  /// the metric empty. Must not allocate once `out`'s containers have grown.
-  virtual void Sample(size_t i, GpuSample& out) = 0;
+  /// Reads the fields of the `due` tiers of GPU `i` into `out` (cleared first; the fields of
+  /// other tiers stay empty). Never fails: an error marks the GPU lost or leaves the metric
+  /// empty. Must not allocate once `out`'s containers have grown.
+  virtual void Sample(size_t i, PollTiers due, GpuSample& out) = 0;
+  /// Reads every tier (a one-off sample).
+  void Sample(size_t i, GpuSample& out) { Sample(i, AllTiers(), out); }
+  /// CPU µs each tier cost per GPU when the GPUs were probed at open (gpu/poll_plan.h); the
+  /// default knows nothing, so plans use the base periods.
+  virtual TierCosts ProbedCosts() const { return {}; }
   /// Driver version ("550.54.15") or empty; NVML version likewise.
   virtual std::string DriverVersion() const = 0;
   /// The newest CUDA version the driver supports, as 1000 x major + 10 x minor (12040 = 12.4);
@@ -169,9 +210,14 @@ struct NvmlOptions {
   /// Explicit library path (--nvml-lib or STALLSCOPE_NVML_LIB); empty → the default search:
   /// libnvidia-ml.so.1, then libnvidia-ml.so.
   std::string library_path;
-  /// Query nvmlDeviceGetPcieThroughput. The driver measures over a 20 ms window inside the call
-  /// (NVML API reference), so it costs 2 x 20 ms per GPU per sample; turn off for fast polling.
-  bool query_pcie_throughput = true;
+  /// Query nvmlDeviceGetPcieThroughput every `pcie_period_ns` on a thread of its own. The driver
+  /// measures over a 20 ms window inside the call (NVML API reference; 20.7 ms on an H100), so it
+  /// never runs on the sampling thread; off unless asked (`--pcie`). GPM gives PCIe bytes/s
+  /// without blocking on Hopper and later.
+  bool query_pcie_throughput = false;
+  int64_t pcie_period_ns = 5'000'000'000;
+  /// Sample GPM metrics where the GPU supports them.
+  bool gpm = true;
 };
 
 /// Loads NVML with dlopen, initialises it, probes every metric of every GPU once.

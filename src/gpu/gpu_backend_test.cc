@@ -112,3 +112,42 @@ TEST(FakeGpuBackendTest, ScriptRepeatsLastStep) {
 
 }  // namespace
 }  // namespace stallscope::gpu
+
+namespace stallscope::gpu {
+namespace {
+
+TEST(CarrySlowFields, LiveViewsKeepTheSlowTiersLastValues) {
+  GpuSample before;
+  before.energy_mj = 1234;
+  before.pcie_gen = 5;
+  before.ecc_volatile_corrected = 2;
+  before.gpm.emplace().sm_active_pct = 96;
+  before.processes.push_back({.pid = 7, .sm_util_pct = 40, .mem_util_pct = 20});
+  before.util_samples[0] = {1, 50};
+  before.util_sample_count = 1;
+  GpuSample now;
+  now.util_gpu_pct = 99;
+  now.processes.push_back({.pid = 7});
+  now.processes.push_back({.pid = 8});
+  CarrySlowFields(before, now);
+  EXPECT_EQ(now.energy_mj, 1234U);
+  EXPECT_EQ(now.pcie_gen, 5U);
+  EXPECT_EQ(now.ecc_volatile_corrected, 2U);
+  ASSERT_TRUE(now.gpm);
+  EXPECT_EQ(now.gpm->sm_active_pct, 96);
+  EXPECT_EQ(now.processes[0].sm_util_pct, 40U);
+  EXPECT_FALSE(now.processes[1].sm_util_pct);  // a new process has no value yet
+  EXPECT_EQ(now.util_sample_count, 0U);        // buffer entries are events, never carried
+  // A fresh value wins; a lost GPU carries nothing.
+  GpuSample fresh;
+  fresh.energy_mj = 9999;
+  CarrySlowFields(before, fresh);
+  EXPECT_EQ(fresh.energy_mj, 9999U);
+  GpuSample lost;
+  lost.lost = true;
+  CarrySlowFields(before, lost);
+  EXPECT_FALSE(lost.energy_mj);
+}
+
+}  // namespace
+}  // namespace stallscope::gpu

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "gpu/nvml_backend.h"
 
@@ -28,7 +30,7 @@ namespace stallscope::gpu {
 namespace {
 
 TEST(NvmlAllocationTest, SteadyStateSampleDoesNotAllocate) {
-  setenv("STALLSCOPE_FAKE_NVML_SCENARIO", STALLSCOPE_NVML_SCENARIOS "/eight_gpus.json", 1);
+  setenv("STALLSCOPE_FAKE_NVML_SCENARIO", STALLSCOPE_NVML_SCENARIOS "/eight_gpus_gpm.json", 1);
   Result<std::unique_ptr<GpuBackend>> backend = OpenNvml({.library_path = STALLSCOPE_FAKE_NVML});
   unsetenv("STALLSCOPE_FAKE_NVML_SCENARIO");
   ASSERT_TRUE(backend.ok()) << backend.error().message;
@@ -38,14 +40,21 @@ TEST(NvmlAllocationTest, SteadyStateSampleDoesNotAllocate) {
   for (int warm = 0; warm < 3; ++warm) {
     for (size_t i = 0; i < gpus.DeviceCount(); ++i) gpus.Sample(i, sample);
   }
+  // GPM reports windows of 100 ms or more: let one grow so the counted rounds read it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  bool saw_gpm = false;
   g_allocations = 0;
   g_counting = true;
   for (int round = 0; round < 50; ++round) {
-    for (size_t i = 0; i < gpus.DeviceCount(); ++i) gpus.Sample(i, sample);
+    for (size_t i = 0; i < gpus.DeviceCount(); ++i) {
+      gpus.Sample(i, sample);
+      saw_gpm = saw_gpm || sample.gpm.has_value();
+    }
   }
   g_counting = false;
   EXPECT_EQ(g_allocations.load(), 0U);
   EXPECT_EQ(sample.processes.size(), 1U);  // the samples were real
+  EXPECT_TRUE(saw_gpm);                    // every tier, GPM included
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "gpu/nvml_backend.h"
 
+#include <time.h>
 #include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -72,6 +74,14 @@ std::optional<uint32_t> SampleValue(nv::nvmlValueType_t type, const nv::nvmlValu
   }
 }
 
+/// CPU time of the calling thread (the probe's cost measure: a 20 ms PCIe call that sleeps
+/// costs its 0.7 ms of CPU, not 20 ms).
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 ErrorCode InitErrorCode(nv::nvmlReturn_t rc) {
   switch (rc) {
     case nv::NVML_ERROR_NO_PERMISSION:
@@ -103,6 +113,7 @@ constexpr std::array<std::string_view, static_cast<size_t>(NvmlMetric::kCount)> 
     "compute_processes",
     "graphics_processes",
     "process_utilization",
+    "gpm",
 };
 
 }  // namespace
@@ -148,6 +159,8 @@ NvmlBackend::NvmlBackend(std::unique_ptr<NvmlLibrary> library)
 }
 
 NvmlBackend::~NvmlBackend() {
+  pcie_.reset();  // its thread calls NVML: stop it before shutdown
+  for (Gpu& gpu : gpus_) CloseGpm(gpu);
   if (initialized_ && api_.shutdown != nullptr) api_.shutdown();
 }
 
@@ -168,7 +181,21 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(std::unique_ptr<NvmlLibra
                      count, kMaxDevices);
   }
   backend->gpus_.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) backend->AddGpu(i, options);
+  TierCosts cost_sum{};
+  for (uint32_t i = 0; i < count; ++i) {
+    backend->AddGpu(i, options);
+    if (backend->gpus_.size() == i + 1 && !backend->gpus_.back().lost) {
+      backend->Probe(backend->gpus_.back(), cost_sum);
+    }
+  }
+  size_t probed = 0;
+  for (const Gpu& gpu : backend->gpus_) probed += gpu.lost ? 0 : 1;
+  for (size_t t = 0; t < kPollTierCount && probed > 0; ++t) {
+    if (cost_sum[t]) backend->probed_costs_[t] = *cost_sum[t] / static_cast<double>(probed);
+  }
+  if (options.query_pcie_throughput && !backend->gpus_.empty()) {
+    backend->StartPcie(options.pcie_period_ns);
+  }
   return backend;
 }
 
@@ -209,9 +236,8 @@ void NvmlBackend::AddGpu(uint32_t index, const NvmlOptions& options) {
     return;
   }
   gpu.supported.set();
-  if (!options.query_pcie_throughput) {
-    gpu.supported.reset(static_cast<size_t>(NvmlMetric::kPcieThroughput));
-  }
+  // PCIe throughput is read by the PciePoller's thread, never by Sample().
+  gpu.supported.reset(static_cast<size_t>(NvmlMetric::kPcieThroughput));
   // samples == NULL asks for the size of the driver's buffer (NVML API reference).
   unsigned int driver_buffer = 0;
   nv::nvmlValueType_t type = nv::NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -221,11 +247,68 @@ void NvmlBackend::AddGpu(uint32_t index, const NvmlOptions& options) {
     if (want > sample_buf_.size()) sample_buf_.resize(want);
   }
   ReadStatic(gpu);
-  // The probe: one full read. Unsupported metrics drop out of `supported` here and are never
-  // asked again; the sample buffers' last-seen timestamps start from now.
-  auto probe = std::make_unique<GpuSample>();
-  if (!gpu.lost) ReadAll(gpu, *probe);
+  gpu.supported.reset(static_cast<size_t>(NvmlMetric::kGpm));
+  if (!gpu.lost && options.gpm) {
+    OpenGpm(gpu);
+  } else if (!options.gpm) {
+    gpu.info.gpm_note = "not asked for (--no-gpm)";
+  }
   gpus_.push_back(std::move(gpu));
+}
+
+void NvmlBackend::Probe(Gpu& gpu, TierCosts& cost_sum_us) {
+  // One read of every tier, each timed. Unsupported metrics drop out of `supported` here and are
+  // never asked again; the sample buffers' last-seen timestamps start from now.
+  auto probe = std::make_unique<GpuSample>();
+  auto timed = [&](PollTier tier, auto&& read) {
+    const int64_t begin = ThreadCpuNs();
+    read();
+    const double us = static_cast<double>(ThreadCpuNs() - begin) / 1e3;
+    auto& sum = cost_sum_us[TierIndex(tier)];
+    sum = sum.value_or(0) + us;
+  };
+  timed(PollTier::kTick, [&] {
+    ReadCore(gpu, *probe);
+    ReadPowerAndThermal(gpu, *probe);
+    ReadClocks(gpu, *probe);
+    ReadProcesses(gpu, /*graphics=*/false, *probe);
+    ReadProcesses(gpu, /*graphics=*/true, *probe);
+  });
+  timed(PollTier::kUtilBuffer, [&] { ReadUtilSamples(gpu, *probe); });
+  timed(PollTier::kEnergy, [&] { ReadEnergy(gpu, *probe); });
+  timed(PollTier::kSlow, [&] { ReadSlow(gpu, *probe); });
+  // Asked even without processes (the driver then answers NOT_FOUND, at the same 2.2 ms on an
+  // H100), so the plan knows its cost before the job starts.
+  if (probe->processes.empty()) probe->processes.emplace_back();
+  timed(PollTier::kProcessUtil, [&] { MergeProcessUtilization(gpu, *probe); });
+  if (Has(gpu, NvmlMetric::kGpm)) {
+    // The first nvmlGpmMetricsGet costs 6-9.5 ms on an H100, later ones 1.4-1.9 ms: OpenGpm made
+    // the first; this one is what a tier round costs.
+    timed(PollTier::kGpm, [&] { ReadGpm(gpu, *probe, /*force=*/true); });
+  }
+}
+
+void NvmlBackend::StartPcie(int64_t period_ns) {
+  std::vector<nv::nvmlDevice_t> handles;
+  for (const Gpu& gpu : gpus_) handles.push_back(gpu.lost ? nullptr : gpu.handle);
+  auto* fn = api_.get_pcie_throughput;
+  if (fn == nullptr) return;
+  pcie_ = std::make_unique<PciePoller>(
+      handles.size(), period_ns,
+      [handles, fn](size_t i, uint32_t* tx, uint32_t* rx, bool* unsupported) {
+        if (handles[i] == nullptr) {
+          *unsupported = true;
+          return false;
+        }
+        unsigned int tx_v = 0, rx_v = 0;
+        const nv::nvmlReturn_t rc_tx = fn(handles[i], nv::NVML_PCIE_UTIL_TX_BYTES, &tx_v);
+        const nv::nvmlReturn_t rc_rx =
+            rc_tx == nv::NVML_SUCCESS ? fn(handles[i], nv::NVML_PCIE_UTIL_RX_BYTES, &rx_v) : rc_tx;
+        *unsupported = IsUnsupported(rc_rx) || rc_rx == nv::NVML_ERROR_GPU_IS_LOST;
+        *tx = tx_v;
+        *rx = rx_v;
+        return rc_rx == nv::NVML_SUCCESS;
+      });
 }
 
 void NvmlBackend::ReadStatic(Gpu& gpu) {
@@ -352,24 +435,32 @@ void NvmlBackend::ReadScalar(Gpu& gpu, NvmlMetric metric, std::optional<T>& fiel
   if (Check(gpu, metric, call(&raw))) field = static_cast<T>(raw);
 }
 
-void NvmlBackend::Sample(size_t i, GpuSample& out) {
+void NvmlBackend::Sample(size_t i, PollTiers due, GpuSample& out) {
   out.Clear();
   Gpu& gpu = gpus_[i];
-  if (!gpu.lost) ReadAll(gpu, out);
+  if (!gpu.lost) ReadAll(gpu, due, out);
   if (gpu.lost) {
     out.Clear();  // contract: a lost GPU reports nothing else
     out.lost = true;
   }
 }
 
-void NvmlBackend::ReadAll(Gpu& gpu, GpuSample& out) {
+void NvmlBackend::ReadAll(Gpu& gpu, PollTiers due, GpuSample& out) {
   ReadCore(gpu, out);
   ReadPowerAndThermal(gpu, out);
-  ReadClocksAndLinks(gpu, out);
-  ReadUtilSamples(gpu, out);
+  ReadClocks(gpu, out);
+  if (due.test(TierIndex(PollTier::kUtilBuffer))) ReadUtilSamples(gpu, out);
   ReadProcesses(gpu, /*graphics=*/false, out);
   ReadProcesses(gpu, /*graphics=*/true, out);
-  MergeProcessUtilization(gpu, out);
+  if (due.test(TierIndex(PollTier::kProcessUtil))) MergeProcessUtilization(gpu, out);
+  if (due.test(TierIndex(PollTier::kEnergy))) ReadEnergy(gpu, out);
+  if (due.test(TierIndex(PollTier::kSlow))) ReadSlow(gpu, out);
+  if (due.test(TierIndex(PollTier::kGpm))) ReadGpm(gpu, out);
+  uint32_t tx = 0, rx = 0;
+  if (pcie_ && pcie_->TakeNew(static_cast<size_t>(&gpu - gpus_.data()), &tx, &rx)) {
+    out.pcie_tx_kbps = tx;
+    out.pcie_rx_kbps = rx;
+  }
 }
 
 void NvmlBackend::ReadCore(Gpu& gpu, GpuSample& out) {
@@ -405,15 +496,28 @@ void NvmlBackend::ReadCore(Gpu& gpu, GpuSample& out) {
 void NvmlBackend::ReadPowerAndThermal(Gpu& gpu, GpuSample& out) {
   const nv::nvmlDevice_t h = gpu.handle;
   using U = unsigned int;
-  using Ull = unsigned long long;
   ReadScalar<U>(gpu, NvmlMetric::kPower, out.power_mw,
                 [&](U* v) { return CallIf(api_.get_power_usage, h, v); });
   ReadScalar<U>(gpu, NvmlMetric::kPowerLimit, out.power_limit_mw,
                 [&](U* v) { return get_power_limit_.Call(h, v); });
-  ReadScalar<Ull>(gpu, NvmlMetric::kEnergy, out.energy_mj,
-                  [&](Ull* v) { return CallIf(api_.get_total_energy_consumption, h, v); });
   ReadScalar<U>(gpu, NvmlMetric::kTemperature, out.temperature_c,
                 [&](U* v) { return CallIf(api_.get_temperature, h, nv::NVML_TEMPERATURE_GPU, v); });
+}
+
+void NvmlBackend::ReadEnergy(Gpu& gpu, GpuSample& out) {
+  using Ull = unsigned long long;
+  ReadScalar<Ull>(gpu, NvmlMetric::kEnergy, out.energy_mj,
+                  [&](Ull* v) { return CallIf(api_.get_total_energy_consumption, gpu.handle, v); });
+}
+
+void NvmlBackend::ReadSlow(Gpu& gpu, GpuSample& out) {
+  const nv::nvmlDevice_t h = gpu.handle;
+  using U = unsigned int;
+  using Ull = unsigned long long;
+  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_gen,
+                [&](U* v) { return CallIf(api_.get_curr_pcie_link_generation, h, v); });
+  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_width,
+                [&](U* v) { return CallIf(api_.get_curr_pcie_link_width, h, v); });
   ReadScalar<Ull>(gpu, NvmlMetric::kEcc, out.ecc_volatile_corrected, [&](Ull* v) {
     return CallIf(api_.get_total_ecc_errors, h, nv::NVML_MEMORY_ERROR_TYPE_CORRECTED,
                   nv::NVML_VOLATILE_ECC, v);
@@ -424,7 +528,7 @@ void NvmlBackend::ReadPowerAndThermal(Gpu& gpu, GpuSample& out) {
   });
 }
 
-void NvmlBackend::ReadClocksAndLinks(Gpu& gpu, GpuSample& out) {
+void NvmlBackend::ReadClocks(Gpu& gpu, GpuSample& out) {
   const nv::nvmlDevice_t h = gpu.handle;
   using U = unsigned int;
   ReadScalar<U>(gpu, NvmlMetric::kSmClock, out.sm_clock_mhz,
@@ -434,16 +538,6 @@ void NvmlBackend::ReadClocksAndLinks(Gpu& gpu, GpuSample& out) {
   ReadScalar<unsigned long long>(
       gpu, NvmlMetric::kClockEvents, out.clock_event_reasons,
       [&](unsigned long long* v) { return get_clock_events_.Call(h, v); });
-  ReadScalar<U>(gpu, NvmlMetric::kPcieThroughput, out.pcie_tx_kbps, [&](U* v) {
-    return CallIf(api_.get_pcie_throughput, h, nv::NVML_PCIE_UTIL_TX_BYTES, v);
-  });
-  ReadScalar<U>(gpu, NvmlMetric::kPcieThroughput, out.pcie_rx_kbps, [&](U* v) {
-    return CallIf(api_.get_pcie_throughput, h, nv::NVML_PCIE_UTIL_RX_BYTES, v);
-  });
-  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_gen,
-                [&](U* v) { return CallIf(api_.get_curr_pcie_link_generation, h, v); });
-  ReadScalar<U>(gpu, NvmlMetric::kPcieLink, out.pcie_width,
-                [&](U* v) { return CallIf(api_.get_curr_pcie_link_width, h, v); });
 }
 
 void NvmlBackend::ReadUtilSamples(Gpu& gpu, GpuSample& out) {

@@ -12,6 +12,8 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/nvml_abi.h"
 #include "gpu/nvml_loader.h"
+#include "gpu/pcie_poller.h"
+#include "gpu/poll_plan.h"
 
 namespace stallscope::gpu {
 
@@ -34,6 +36,7 @@ enum class NvmlMetric : uint8_t {
   kComputeProcesses,    ///< nvmlDeviceGetComputeRunningProcesses{_v3,_v2,}
   kGraphicsProcesses,   ///< nvmlDeviceGetGraphicsRunningProcesses{_v3,_v2,}
   kProcessUtilization,  ///< nvmlDeviceGetProcessUtilization
+  kGpm,                 ///< nvmlGpmSampleGet + nvmlGpmMetricsGet (Hopper and later)
   kCount,
 };
 
@@ -57,7 +60,9 @@ class NvmlBackend final : public GpuBackend {
 
   size_t DeviceCount() const override { return gpus_.size(); }
   const GpuStatic& Static(size_t i) const override { return gpus_[i].info; }
-  void Sample(size_t i, GpuSample& out) override;
+  using GpuBackend::Sample;
+  void Sample(size_t i, PollTiers due, GpuSample& out) override;
+  TierCosts ProbedCosts() const override { return probed_costs_; }
   std::string DriverVersion() const override { return driver_version_; }
   std::optional<int32_t> CudaDriverVersion() const override { return cuda_driver_version_; }
   /// ECC history, retired pages / remapped rows, default power limit, the GPU's own PCIe maximum
@@ -93,6 +98,10 @@ class NvmlBackend final : public GpuBackend {
     int core_errors = 0;                     ///< consecutive errors on the core call
     unsigned long long last_util_ts_us = 0;  ///< newest nvmlDeviceGetSamples timestamp seen
     unsigned long long last_proc_ts_us = 0;  ///< newest process-utilization timestamp seen
+    // GPM: two driver sample buffers; `gpm_prev` was taken at gpm_prev_ns (CLOCK_MONOTONIC).
+    nvml::nvmlGpmSample_t gpm_prev{};
+    nvml::nvmlGpmSample_t gpm_next{};
+    int64_t gpm_prev_ns = 0;
   };
 
   explicit NvmlBackend(std::unique_ptr<NvmlLibrary> library);
@@ -102,10 +111,20 @@ class NvmlBackend final : public GpuBackend {
 
   void ReadStatic(Gpu& gpu);
   void ReadMemoryHealth(const Gpu& gpu, GpuHealth& out) const;
-  void ReadAll(Gpu& gpu, GpuSample& out);
+  void ReadAll(Gpu& gpu, PollTiers due, GpuSample& out);
   void ReadCore(Gpu& gpu, GpuSample& out);
   void ReadPowerAndThermal(Gpu& gpu, GpuSample& out);
-  void ReadClocksAndLinks(Gpu& gpu, GpuSample& out);
+  void ReadClocks(Gpu& gpu, GpuSample& out);
+  void ReadEnergy(Gpu& gpu, GpuSample& out);
+  void ReadSlow(Gpu& gpu, GpuSample& out);
+  /// The probe at open: every tier once, each timed in thread CPU, added to `cost_sum_us`.
+  void Probe(Gpu& gpu, TierCosts& cost_sum_us);
+  void StartPcie(int64_t period_ns);
+  // GPM (nvml_gpm.cc).
+  void OpenGpm(Gpu& gpu);
+  /// Reads the GPM window since the last read; `force` even when it is under 100 ms (the probe).
+  void ReadGpm(Gpu& gpu, GpuSample& out, bool force = false);
+  void CloseGpm(Gpu& gpu);
   void ReadUtilSamples(Gpu& gpu, GpuSample& out);
   void ReadProcesses(Gpu& gpu, bool graphics, GpuSample& out);
   void MergeProcessUtilization(Gpu& gpu, GpuSample& out);
@@ -142,6 +161,9 @@ class NvmlBackend final : public GpuBackend {
   std::vector<nvml::nvmlProcessInfo_t> proc_buf_;
   std::vector<nvml::nvmlProcessInfo_v1_t> proc_buf_v1_;
   std::vector<nvml::nvmlProcessUtilizationSample_t> proc_util_buf_;
+  std::unique_ptr<nvml::nvmlGpmMetricsGet_t> gpm_request_;  // 8 KiB: one for every GPU
+  TierCosts probed_costs_{};
+  std::unique_ptr<PciePoller> pcie_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace stallscope::gpu

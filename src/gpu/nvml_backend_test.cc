@@ -116,8 +116,9 @@ TEST_F(NvmlBackendTest, SteadyGpuThroughPublicApi) {
   EXPECT_EQ(s.sm_clock_mhz, 1980U);
   EXPECT_EQ(s.mem_clock_mhz, 2619U);
   EXPECT_EQ(s.clock_event_reasons, 0U);
-  EXPECT_EQ(s.pcie_tx_kbps, 1500U);
-  EXPECT_EQ(s.pcie_rx_kbps, 2500U);
+  // PCIe throughput blocks 20 ms per direction: only with query_pcie_throughput, on its thread.
+  EXPECT_FALSE(s.pcie_tx_kbps);
+  EXPECT_FALSE(s.pcie_rx_kbps);
   EXPECT_EQ(s.pcie_gen, 5U);
   EXPECT_EQ(s.pcie_width, 16U);
   EXPECT_EQ(s.ecc_volatile_corrected, 2U);
@@ -160,9 +161,127 @@ TEST_F(NvmlBackendTest, EveryMetricSupportedOnAFullGpu) {
   ASSERT_TRUE(backend);
   for (size_t m = 0; m < static_cast<size_t>(NvmlMetric::kCount); ++m) {
     const auto metric = static_cast<NvmlMetric>(m);
+    // PCIe throughput is never read by Sample() (its own thread does, when asked); this GPU has
+    // no GPM (the scenario has no "gpm": a pre-Hopper GPU).
+    if (metric == NvmlMetric::kPcieThroughput || metric == NvmlMetric::kGpm) continue;
     EXPECT_TRUE(backend->Supports(0, metric)) << NvmlMetricName(metric);
   }
+  EXPECT_FALSE(backend->Supports(0, NvmlMetric::kGpm));
+  EXPECT_FALSE(backend->Static(0).gpm);
+  EXPECT_NE(backend->Static(0).gpm_note.find("Hopper"), std::string::npos);
   EXPECT_FALSE(backend->Supports(1, NvmlMetric::kMemory));  // no such GPU
+}
+
+TEST_F(NvmlBackendTest, TiersNotDueAreNeitherAskedNorFilled) {
+  const std::string log = EnableCallLog();
+  {
+    auto backend = Open("steady_1gpu.json");
+    ASSERT_TRUE(backend);
+    PollTiers tick;
+    tick.set(TierIndex(PollTier::kTick));
+    GpuSample s;
+    for (int k = 0; k < 5; ++k) {
+      backend->Sample(0, tick, s);
+      EXPECT_EQ(s.util_gpu_pct, 100U);
+      EXPECT_EQ(s.power_mw, 650'000U);
+      EXPECT_FALSE(s.energy_mj);
+      EXPECT_FALSE(s.pcie_gen);
+      EXPECT_FALSE(s.ecc_volatile_corrected);
+      ASSERT_EQ(s.processes.size(), 2U);
+      EXPECT_FALSE(s.processes[0].sm_util_pct);
+    }
+    PollTiers energy = tick;
+    energy.set(TierIndex(PollTier::kEnergy));
+    backend->Sample(0, energy, s);
+    EXPECT_EQ(s.energy_mj, 3'250'000U);
+  }
+  const nlohmann::json calls = ReadCallLog(log);
+  // The probe at open asked each once; the five tick-only samples asked none of them.
+  EXPECT_EQ(calls.value("nvmlDeviceGetTotalEnergyConsumption", 0), 2);
+  EXPECT_EQ(calls.value("nvmlDeviceGetProcessUtilization", 0), 1);
+  EXPECT_EQ(calls.value("nvmlDeviceGetCurrPcieLinkWidth", 0), 1);
+  EXPECT_EQ(calls.value("nvmlDeviceGetPcieThroughput", 0), 0);
+  EXPECT_EQ(calls.value("nvmlDeviceGetUtilizationRates", 0), 7);  // probe + 6 samples
+}
+
+TEST_F(NvmlBackendTest, ProbedCostsAreMeasuredPerTier) {
+  auto backend = Open("steady_1gpu.json");
+  ASSERT_TRUE(backend);
+  const TierCosts costs = backend->ProbedCosts();
+  for (PollTier tier : {PollTier::kTick, PollTier::kUtilBuffer, PollTier::kEnergy,
+                        PollTier::kProcessUtil, PollTier::kSlow}) {
+    ASSERT_TRUE(costs[TierIndex(tier)]) << PollTierName(tier);
+    EXPECT_GE(*costs[TierIndex(tier)], 0) << PollTierName(tier);
+  }
+  EXPECT_FALSE(costs[TierIndex(PollTier::kGpm)]);  // no GPM on this GPU
+}
+
+TEST_F(NvmlBackendTest, PcieThroughputComesFromItsOwnThreadWhenAsked) {
+  auto backend = Open("steady_1gpu.json", STALLSCOPE_FAKE_NVML,
+                      {.query_pcie_throughput = true, .pcie_period_ns = 10'000'000});
+  ASSERT_TRUE(backend);
+  GpuSample s;
+  bool seen = false;
+  for (int k = 0; k < 500 && !seen; ++k) {
+    backend->Sample(0, s);
+    seen = s.pcie_tx_kbps.has_value();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(s.pcie_tx_kbps, 1500U);
+  EXPECT_EQ(s.pcie_rx_kbps, 2500U);
+}
+
+TEST_F(NvmlBackendTest, GpmMetricsAreExactWindowAveragesOnHopper) {
+  auto backend = Open("h100_gpm.json");
+  ASSERT_TRUE(backend);
+  ASSERT_TRUE(backend->Static(0).gpm) << backend->Static(0).gpm_note;
+  EXPECT_TRUE(backend->Static(0).gpm_note.empty());
+  ASSERT_TRUE(backend->ProbedCosts()[TierIndex(PollTier::kGpm)]);
+  PollTiers gpm;
+  gpm.set(TierIndex(PollTier::kTick)).set(TierIndex(PollTier::kGpm));
+  GpuSample s;
+  // Right after open the window is under DCGM's 100 ms floor: no value, the window stays open.
+  backend->Sample(0, gpm, s);
+  EXPECT_FALSE(s.gpm);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  backend->Sample(0, gpm, s);
+  ASSERT_TRUE(s.gpm);
+  EXPECT_GE(s.gpm->window_ns, 100'000'000);
+  // Steady 100% utilization; the fake's defaults are the H100 bf16 burn's (issue 28).
+  EXPECT_NEAR(s.gpm->graphics_active_pct.value_or(-1), 100.0, 1e-6);
+  EXPECT_NEAR(s.gpm->sm_active_pct.value_or(-1), 96.0, 1e-6);
+  EXPECT_NEAR(s.gpm->tensor_active_pct.value_or(-1), 93.0, 1e-6);
+  EXPECT_NEAR(s.gpm->dram_active_pct.value_or(-1), 25.0, 1e-6);
+  EXPECT_TRUE(s.gpm->pcie_tx_mibps);
+  // Not due: no GPM.
+  PollTiers tick;
+  tick.set(TierIndex(PollTier::kTick));
+  backend->Sample(0, tick, s);
+  EXPECT_FALSE(s.gpm);
+}
+
+TEST_F(NvmlBackendTest, GpmAbsentWithAReasonWhereUnsupported) {
+  {
+    auto mig = Open("mig.json");
+    ASSERT_TRUE(mig);
+    EXPECT_FALSE(mig->Static(0).gpm);
+    EXPECT_NE(mig->Static(0).gpm_note.find("MIG is enabled"), std::string::npos)
+        << mig->Static(0).gpm_note;
+  }
+  {
+    auto old = Open("old_driver.json", STALLSCOPE_FAKE_NVML_LEGACY);
+    ASSERT_TRUE(old);
+    EXPECT_NE(old->Static(0).gpm_note.find("no GPM"), std::string::npos) << old->Static(0).gpm_note;
+  }
+  {
+    auto off = Open("h100_gpm.json", STALLSCOPE_FAKE_NVML, {.gpm = false});
+    ASSERT_TRUE(off);
+    EXPECT_FALSE(off->Static(0).gpm);
+    GpuSample s;
+    off->Sample(0, s);
+    EXPECT_FALSE(s.gpm);
+  }
 }
 
 TEST_F(NvmlBackendTest, EightGpus) {

@@ -119,6 +119,11 @@ void NvmlLibrary::Resolve() {
   Sym(h, "nvmlDeviceGetGraphicsRunningProcesses_v3", a.get_graphics_processes_v3);
   Sym(h, "nvmlDeviceGetGraphicsRunningProcesses_v2", a.get_graphics_processes_v2);
   Sym(h, "nvmlDeviceGetGraphicsRunningProcesses", a.get_graphics_processes);
+  Sym(h, "nvmlGpmQueryDeviceSupport", a.gpm_query_device_support);
+  Sym(h, "nvmlGpmSampleAlloc", a.gpm_sample_alloc);
+  Sym(h, "nvmlGpmSampleFree", a.gpm_sample_free);
+  Sym(h, "nvmlGpmSampleGet", a.gpm_sample_get);
+  Sym(h, "nvmlGpmMetricsGet", a.gpm_metrics_get);
 }
 
 }  // namespace stallscope::gpu

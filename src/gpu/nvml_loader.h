@@ -63,6 +63,11 @@ struct NvmlApi {
   nvml::DeviceGetRunningProcessesFn* get_graphics_processes_v3 = nullptr;
   nvml::DeviceGetRunningProcessesFn* get_graphics_processes_v2 = nullptr;
   nvml::DeviceGetRunningProcessesV1Fn* get_graphics_processes = nullptr;
+  nvml::GpmQueryDeviceSupportFn* gpm_query_device_support = nullptr;
+  nvml::GpmSampleAllocFn* gpm_sample_alloc = nullptr;
+  nvml::GpmSampleFreeFn* gpm_sample_free = nullptr;
+  nvml::GpmSampleGetFn* gpm_sample_get = nullptr;
+  nvml::GpmMetricsGetFn* gpm_metrics_get = nullptr;
 };
 
 /// A dlopen'ed libnvidia-ml (RTLD_NOW | RTLD_LOCAL) and its resolved entry points. Closes the

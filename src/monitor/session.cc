@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -98,6 +99,7 @@ void Session::EnsureSampler() {
   if (!sampler_) {
     sampler_ =
         std::make_unique<sample::Sampler>(gpus_, host_, tracker_ ? &*tracker_ : nullptr, clock_);
+    if (header_.poll.tick_ns > 0) sampler_->SetPlan(header_.poll);
   }
 }
 
@@ -115,9 +117,19 @@ const sample::Sample& Session::SampleNow() {
   EnsureSampler();
   sampler_->SampleOnce(scratch_);
   std::lock_guard lock(mu_);
-  latest_ = scratch_;
+  PublishLocked(scratch_);
+  return latest_;
+}
+
+void Session::PublishLocked(const sample::Sample& s) {
+  // Copy-assignment reuses the vectors' storage: no allocation in steady state.
+  std::swap(latest_, previous_);
+  latest_ = s;
+  if (have_latest_) {
+    const size_t n = std::min(latest_.gpus.size(), previous_.gpus.size());
+    for (size_t i = 0; i < n; ++i) gpu::CarrySlowFields(previous_.gpus[i], latest_.gpus[i]);
+  }
   have_latest_ = true;
-  return scratch_;
 }
 
 bool Session::OnSample(const sample::Sample& s) {
@@ -135,10 +147,7 @@ bool Session::OnSample(const sample::Sample& s) {
     if (auto st = writer_->Append(s); !st.ok()) go_on = NoteWriteError(st.take_error());
   }
   std::lock_guard lock(mu_);
-  if (options_.keep_latest) {
-    latest_ = s;  // copy-assignment reuses the vectors' storage: no allocation in steady state
-    have_latest_ = true;
-  }
+  if (options_.keep_latest) PublishLocked(s);
   if (writer_) samples_written_ = writer_->samples_written();
   return go_on;
 }

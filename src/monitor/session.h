@@ -152,7 +152,11 @@ class Session {
   std::thread thread_;
 
   mutable std::mutex mu_;  // guards the members below
-  sample::Sample latest_;
+  /// Makes `s` the live view, the slow tiers' last values carried into it (under mu_).
+  void PublishLocked(const sample::Sample& s);
+
+  sample::Sample latest_;    ///< the live view: the newest sample, slow tiers carried over
+  sample::Sample previous_;  ///< the view before it (storage reused)
   bool have_latest_ = false;
   std::optional<Error> write_error_;
   int64_t samples_written_ = 0;

@@ -1,5 +1,6 @@
 #include <sys/stat.h>
 
+#include <cmath>
 #include <fstream>
 #include <optional>
 
@@ -52,6 +53,47 @@ gpu::MigMode ParseMig(std::string_view s) {
   return gpu::MigMode::kUnsupported;
 }
 
+int64_t SecondsToNs(std::optional<double> s) {
+  return s && *s >= 0 && *s < 1e9 ? static_cast<int64_t>(std::llround(*s * 1e9)) : 0;
+}
+
+void ParsePollPlan(object o, RecordingHeader& h) {
+  gpu::PollPlan& plan = h.poll;
+  plan.tick_ns = SecondsToNs(Num<double>(o, "interval_s"));
+  plan.pcie_ns = SecondsToNs(Num<double>(o, "pcie_throughput_s"));
+  plan.gpus = h.gpus.size();
+  simdjson::dom::array tiers;
+  if (o["tiers"].get_array().get(tiers) != simdjson::SUCCESS) return;
+  for (element e : tiers) {
+    object t;
+    if (e.get_object().get(t) != simdjson::SUCCESS) continue;
+    const std::string name = Str(t, "tier");
+    for (size_t i = 0; i < gpu::kPollTierCount; ++i) {
+      if (gpu::PollTierName(static_cast<gpu::PollTier>(i)) != name) continue;
+      plan.period_ns[i] = SecondsToNs(Num<double>(t, "period_s"));
+      plan.cost_us[i] = Num<double>(t, "cost_us_per_gpu");
+    }
+  }
+}
+
+void ParseGpm(object o, gpu::GpuSample& s) {
+  gpu::GpmMetrics& m = s.gpm.emplace();
+  m.window_ns = SecondsToNs(Num<double>(o, "window_s"));
+  m.graphics_active_pct = Num<double>(o, "graphics_active_pct");
+  m.sm_active_pct = Num<double>(o, "sm_active_pct");
+  m.sm_occupancy_pct = Num<double>(o, "sm_occupancy_pct");
+  m.tensor_active_pct = Num<double>(o, "tensor_active_pct");
+  m.tensor_hmma_pct = Num<double>(o, "tensor_hmma_pct");
+  m.dram_active_pct = Num<double>(o, "dram_active_pct");
+  m.fp64_active_pct = Num<double>(o, "fp64_active_pct");
+  m.fp32_active_pct = Num<double>(o, "fp32_active_pct");
+  m.fp16_active_pct = Num<double>(o, "fp16_active_pct");
+  m.pcie_tx_mibps = Num<double>(o, "pcie_tx_mibps");
+  m.pcie_rx_mibps = Num<double>(o, "pcie_rx_mibps");
+  m.nvlink_tx_mibps = Num<double>(o, "nvlink_tx_mibps");
+  m.nvlink_rx_mibps = Num<double>(o, "nvlink_rx_mibps");
+}
+
 void ParseHeader(object o, RecordingHeader& h) {
   h.schema_version = Num<int>(o, "schema_version").value_or(0);
   h.tool_version = Str(o, "tool");
@@ -88,9 +130,13 @@ void ParseHeader(object o, RecordingHeader& h) {
       s.pcie_width_max = Num<uint32_t>(g, "pcie_width_max");
       s.persistence_mode = Bool(g, "persistence_mode");
       s.mig_mode = ParseMig(Str(g, "mig_mode"));
+      s.gpm = Bool(g, "gpm").value_or(false);
+      s.gpm_note = Str(g, "gpm_note");
       h.gpus.push_back(std::move(s));
     }
   }
+  object poll;
+  if (o["gpu_polling"].get_object().get(poll) == simdjson::SUCCESS) ParsePollPlan(poll, h);
 }
 
 void ParseGpu(object g, gpu::GpuSample& s) {
@@ -137,6 +183,8 @@ void ParseGpu(object g, gpu::GpuSample& s) {
       s.processes.push_back(gp);
     }
   }
+  object gpm;
+  if (g["gpm"].get_object().get(gpm) == simdjson::SUCCESS) ParseGpm(gpm, s);
 }
 
 std::optional<host::Pressure> ParsePressure(object h, const std::string& prefix) {

@@ -149,6 +149,49 @@ TEST(Recording, RoundTripKeepsEveryField) {
   EXPECT_FALSE(s.processes[0].write_bytes.has_value());
 }
 
+// Issue 28: the header says which field comes at which rate; GPM windows read back exactly.
+TEST(Recording, PollingPlanAndGpmRoundTrip) {
+  std::string path = TempPath("gpm.jsonl");
+  auto header = TwoGpuHeader();
+  header.gpus[0].gpm = true;
+  header.gpus[1].gpm_note = "not supported by this GPU";
+  gpu::TierCosts costs{};
+  costs[gpu::TierIndex(gpu::PollTier::kUtilBuffer)] = 2391;
+  header.poll = gpu::PlanPolling(
+      {.tick_ns = 100'000'000, .gpus = 2, .cost_us = costs, .pcie = true}, kThresholds);
+  Sample with = MakeSample(0);
+  gpu::GpmMetrics& m = with.gpus[0].gpm.emplace();
+  m.window_ns = 2'000'000'000;
+  m.sm_active_pct = 95.9;
+  m.tensor_active_pct = 93.4;
+  m.pcie_rx_mibps = 16.0;
+  {
+    auto w = RecordingWriter::Open(path, header, RecordingFormat::kJsonl);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE(w->Append(with).ok());
+    ASSERT_TRUE(w->Append(MakeSample(1)).ok());
+  }
+  auto rec = ReadRecording(path);
+  ASSERT_TRUE(rec.ok()) << rec.error().message;
+  const auto& h = rec->header;
+  EXPECT_TRUE(h.gpus[0].gpm);
+  EXPECT_EQ(h.gpus[1].gpm_note, "not supported by this GPU");
+  EXPECT_EQ(h.poll.tick_ns, 100'000'000);
+  EXPECT_EQ(h.poll.period_ns, header.poll.period_ns);
+  EXPECT_EQ(h.poll.cost_us[gpu::TierIndex(gpu::PollTier::kUtilBuffer)], 2391.0);
+  EXPECT_FALSE(h.poll.cost_us[gpu::TierIndex(gpu::PollTier::kEnergy)]);
+  EXPECT_EQ(h.poll.pcie_ns, 5'000'000'000);
+  ASSERT_EQ(rec->samples.size(), 2u);
+  ASSERT_TRUE(rec->samples[0].gpus[0].gpm);
+  const gpu::GpmMetrics& back = *rec->samples[0].gpus[0].gpm;
+  EXPECT_EQ(back.window_ns, 2'000'000'000);
+  EXPECT_DOUBLE_EQ(back.sm_active_pct.value_or(-1), 95.9);
+  EXPECT_DOUBLE_EQ(back.tensor_active_pct.value_or(-1), 93.4);
+  EXPECT_DOUBLE_EQ(back.pcie_rx_mibps.value_or(-1), 16.0);
+  EXPECT_FALSE(back.dram_active_pct);
+  EXPECT_FALSE(rec->samples[1].gpus[0].gpm);
+}
+
 TEST(Recording, SampleLineHasSeedKeys) {
   std::string line;
   AppendSampleJson(TwoGpuHeader(), MakeSample(0), line);

@@ -106,6 +106,50 @@ void WriteGpuStatic(JsonWriter& w, const gpu::GpuStatic& g) {
       .Field("pcie_width_max", g.pcie_width_max)
       .Field("persistence_mode", g.persistence_mode)
       .Field("mig_mode", MigName(g.mig_mode))
+      .FieldBool("gpm", g.gpm)
+      .Field("gpm_note", g.gpm_note)
+      .EndObject();
+}
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+/// Which fields come at which period, and what each tier cost per GPU when probed.
+void WritePollPlan(JsonWriter& w, const gpu::PollPlan& plan) {
+  w.BeginObject().Field("interval_s", Seconds(plan.tick_ns), 3);
+  w.Key("tiers").BeginArray();
+  for (size_t i = 0; i < gpu::kPollTierCount; ++i) {
+    const auto tier = static_cast<gpu::PollTier>(i);
+    w.BeginObject()
+        .Field("tier", gpu::PollTierName(tier))
+        .Field("period_s", Seconds(plan.period_ns[i]), 3)
+        .Field("cost_us_per_gpu", plan.cost_us[i], 1)
+        .Field("fields", gpu::PollTierFields(tier))
+        .EndObject();
+  }
+  w.EndArray();
+  w.Field("pcie_throughput_s",
+          plan.pcie_ns > 0 ? std::optional<double>(Seconds(plan.pcie_ns)) : std::nullopt, 3);
+  w.EndObject();
+}
+
+/// GPM metrics: written only on the samples where a GPM window closed.
+void WriteGpm(JsonWriter& w, const gpu::GpmMetrics& m) {
+  w.Key("gpm")
+      .BeginObject()
+      .Field("window_s", Seconds(m.window_ns), 3)
+      .Field("graphics_active_pct", m.graphics_active_pct, 1)
+      .Field("sm_active_pct", m.sm_active_pct, 1)
+      .Field("sm_occupancy_pct", m.sm_occupancy_pct, 1)
+      .Field("tensor_active_pct", m.tensor_active_pct, 1)
+      .Field("tensor_hmma_pct", m.tensor_hmma_pct, 1)
+      .Field("dram_active_pct", m.dram_active_pct, 1)
+      .Field("fp64_active_pct", m.fp64_active_pct, 1)
+      .Field("fp32_active_pct", m.fp32_active_pct, 1)
+      .Field("fp16_active_pct", m.fp16_active_pct, 1)
+      .Field("pcie_tx_mibps", m.pcie_tx_mibps, 1)
+      .Field("pcie_rx_mibps", m.pcie_rx_mibps, 1)
+      .Field("nvlink_tx_mibps", m.nvlink_tx_mibps, 1)
+      .Field("nvlink_rx_mibps", m.nvlink_rx_mibps, 1)
       .EndObject();
 }
 
@@ -158,7 +202,9 @@ void WriteGpuSample(JsonWriter& w, const gpu::GpuStatic* info, size_t index,
         .Field("mem_util_pct", p.mem_util_pct)
         .EndObject();
   }
-  w.EndArray().EndObject();
+  w.EndArray();
+  if (g.gpm) WriteGpm(w, *g.gpm);
+  w.EndObject();
 }
 
 void WriteAggregate(JsonWriter& w, const AggregateStats& a) {
@@ -277,7 +323,10 @@ void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
   w.Field("root_pid", h.root_pid);
   w.Key("gpus").BeginArray();
   for (const auto& g : h.gpus) WriteGpuStatic(w, g);
-  w.EndArray().EndObject();
+  w.EndArray();
+  w.Key("gpu_polling");
+  WritePollPlan(w, h.poll);
+  w.EndObject();
 }
 
 namespace {

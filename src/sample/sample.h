@@ -41,6 +41,8 @@ struct RecordingHeader {
   std::vector<std::string> command;  ///< the followed command (record -- CMD), else empty
   std::optional<int32_t> root_pid;   ///< the followed process tree, if any
   std::vector<gpu::GpuStatic> gpus;
+  /// Which GPU fields come at which rate (issue 28), as planned at open from measured costs.
+  gpu::PollPlan poll;
 };
 
 /// Seed 002 "aggregate_stats" over the GPUs of one sample that are not lost.

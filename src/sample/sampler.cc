@@ -8,11 +8,14 @@ Sampler::Sampler(gpu::GpuBackend& gpus, host::HostSampler& host, host::ProcessTr
                  Clock& clock)
     : gpus_(gpus), host_(host), processes_(processes), clock_(clock) {}
 
-void Sampler::SampleOnce(Sample& out) {
+void Sampler::SampleOnce(Sample& out) { SampleTiers(out, {}); }
+
+void Sampler::SampleTiers(Sample& out, gpu::PollTiers due) {
   out.mono_ns = clock_.MonotonicNs();
   out.wall_ns = clock_.WallNs();
   out.gpus.resize(gpus_.DeviceCount());
-  for (size_t i = 0; i < out.gpus.size(); ++i) gpus_.Sample(i, out.gpus[i]);
+  if (due.none()) due = poll_ ? poll_->Due(out.mono_ns) : gpu::AllTiers();
+  for (size_t i = 0; i < out.gpus.size(); ++i) gpus_.Sample(i, due, out.gpus[i]);
   host_.Sample(out.mono_ns, out.host);
   out.has_processes = processes_ != nullptr;
   if (processes_ != nullptr) {
@@ -26,15 +29,22 @@ void Sampler::Run(int64_t interval_ns, StopFlag& stop, const Sink& sink, int64_t
   interval_ns = std::max(interval_ns, kMinIntervalNs);
   Sample sample;
   int64_t next = clock_.MonotonicNs();
-  for (int64_t n = 0; !stop.requested(); ++n) {
-    if (max_samples > 0 && n >= max_samples) break;
+  int64_t n = 0;
+  for (; !stop.requested(); ++n) {
+    if (max_samples > 0 && n >= max_samples) return;
     SampleOnce(sample);
-    if (!sink(sample)) break;
+    if (!sink(sample)) return;
     next += interval_ns;
     // Fell behind (a slow NVML call, a suspended process): skip missed ticks, keep the grid.
     int64_t now = clock_.MonotonicNs();
     if (next < now) next += ((now - next) / interval_ns + 1) * interval_ns;
     clock_.SleepUntil(next, stop);
+  }
+  if (n > 0 && poll_) {
+    if (const gpu::PollTiers last = poll_->Final(); last.any()) {
+      SampleTiers(sample, last);
+      sink(sample);
+    }
   }
 }
 

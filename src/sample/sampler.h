@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "base/clock.h"
 #include "gpu/gpu_backend.h"
@@ -22,6 +23,11 @@ class Sampler {
   Sampler(gpu::GpuBackend& gpus, host::HostSampler& host, host::ProcessTracker* processes,
           Clock& clock);
 
+  /// How often each tier of GPU fields is read (gpu/poll_plan.h). Without a plan every sample
+  /// reads every tier; with one, the first sample reads every tier and then each tier comes at
+  /// its period.
+  void SetPlan(const gpu::PollPlan& plan) { poll_.emplace(plan); }
+
   /// Fills `out` with one reading taken now. Steady state does not allocate.
   void SampleOnce(Sample& out);
 
@@ -30,14 +36,19 @@ class Sampler {
 
   /// Samples every `interval_ns` (aligned to an absolute schedule, no drift) until `stop` is
   /// requested (it ends the sleep at once), `sink` returns false, or `max_samples` (> 0) samples
-  /// were taken. Reuses one Sample; sleeps without polling between samples.
+  /// were taken. Reuses one Sample; sleeps without polling between samples. When `stop` ends it
+  /// and the plan reads some tier less often than every sample, one last sample reads those
+  /// tiers (PollClock::Final), so the utilization buffer's newest entries are not lost.
   void Run(int64_t interval_ns, StopFlag& stop, const Sink& sink, int64_t max_samples = 0);
 
  private:
   gpu::GpuBackend& gpus_;
   host::HostSampler& host_;
   host::ProcessTracker* processes_;
+  void SampleTiers(Sample& out, gpu::PollTiers due);
+
   Clock& clock_;
+  std::optional<gpu::PollClock> poll_;
 };
 
 }  // namespace stallscope::sample

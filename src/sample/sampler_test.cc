@@ -1,6 +1,7 @@
 #include "sample/sampler.h"
 
 #include "fakes/fake_clock.h"
+#include "fakes/fake_gpu_backend.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -24,7 +25,8 @@ class ScriptedGpus final : public gpu::GpuBackend {
   }
   size_t DeviceCount() const override { return statics_.size(); }
   const gpu::GpuStatic& Static(size_t i) const override { return statics_[i]; }
-  void Sample(size_t i, gpu::GpuSample& out) override {
+  using gpu::GpuBackend::Sample;
+  void Sample(size_t i, gpu::PollTiers /*due*/, gpu::GpuSample& out) override {
     out.Clear();
     if (i == 1 && calls_ >= 4) {
       out.lost = true;
@@ -101,6 +103,59 @@ TEST(Aggregate, SkipsLostGpusAndAbsentMetrics) {
   EXPECT_EQ(*a.max_temperature_c, 75u);
   EXPECT_DOUBLE_EQ(*a.total_memory_percent, 25.0);
   EXPECT_FALSE(Aggregate({}).average_utilization_pct.has_value());
+}
+
+}  // namespace
+}  // namespace stallscope::sample
+
+namespace stallscope::sample {
+namespace {
+
+// Issue 28: the expensive GPU fields come at their tier's period, and the last sample after a
+// stop reads what is buffered or counted, so the utilization buffer's newest entries are kept.
+TEST(Sampler, SlowTiersComeAtTheirPeriodAndTheLastSampleFlushesThem) {
+  gpu::FakeGpuBackend gpus({gpu::FakeGpuBackend::MakeStatic(0)});
+  host::HostSampler host_sampler{host::ProcFs{}};
+  FakeClock clock;
+  Sampler sampler(gpus, host_sampler, nullptr, clock);
+  constexpr int64_t kTick = 100'000'000;
+  sampler.SetPlan(gpu::PlanPolling({.tick_ns = kTick, .gpus = 1}, kThresholds));
+  StopFlag stop;
+  std::vector<gpu::PollTiers> asked;
+  sampler.Run(kTick, stop, [&](const Sample&) {
+    asked.push_back(gpus.LastDue(0));
+    if (asked.size() == 25) stop.Request();
+    return true;
+  });
+  ASSERT_EQ(asked.size(), 26U);  // 25 on the grid and the last one
+  EXPECT_EQ(asked.front(), gpu::AllTiers());
+  std::vector<size_t> buffer;
+  for (size_t k = 1; k < 25; ++k) {
+    EXPECT_TRUE(asked[k].test(gpu::TierIndex(gpu::PollTier::kTick)));
+    EXPECT_FALSE(asked[k].test(gpu::TierIndex(gpu::PollTier::kSlow)));
+    if (asked[k].test(gpu::TierIndex(gpu::PollTier::kUtilBuffer))) buffer.push_back(k);
+  }
+  EXPECT_EQ(buffer, (std::vector<size_t>{10, 20}));
+  const gpu::PollTiers last = asked.back();
+  EXPECT_TRUE(last.test(gpu::TierIndex(gpu::PollTier::kUtilBuffer)));
+  EXPECT_TRUE(last.test(gpu::TierIndex(gpu::PollTier::kEnergy)));
+  EXPECT_TRUE(last.test(gpu::TierIndex(gpu::PollTier::kGpm)));
+  EXPECT_FALSE(last.test(gpu::TierIndex(gpu::PollTier::kSlow)));
+}
+
+TEST(Sampler, WithoutAPlanEverySampleReadsEveryTier) {
+  gpu::FakeGpuBackend gpus({gpu::FakeGpuBackend::MakeStatic(0)});
+  host::HostSampler host_sampler{host::ProcFs{}};
+  FakeClock clock;
+  Sampler sampler(gpus, host_sampler, nullptr, clock);
+  StopFlag stop;
+  int n = 0;
+  sampler.Run(100'000'000, stop, [&](const Sample&) {
+    EXPECT_EQ(gpus.LastDue(0), gpu::AllTiers());
+    if (++n == 3) stop.Request();
+    return true;
+  });
+  EXPECT_EQ(n, 3);  // no extra last sample without a plan
 }
 
 }  // namespace

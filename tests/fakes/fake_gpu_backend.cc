@@ -12,6 +12,7 @@ FakeGpuBackend::FakeGpuBackend(std::vector<GpuStatic> gpus, SampleFn fn, std::st
       fn_(std::move(fn)),
       driver_version_(std::move(driver_version)),
       calls_(gpus_.size(), 0),
+      last_due_(gpus_.size()),
       health_(gpus_.size()) {}
 
 FakeGpuBackend FakeGpuBackend::Scripted(std::vector<GpuStatic> gpus,
@@ -41,8 +42,9 @@ GpuStatic FakeGpuBackend::MakeStatic(uint32_t index) {
   return info;
 }
 
-void FakeGpuBackend::Sample(size_t i, GpuSample& out) {
+void FakeGpuBackend::Sample(size_t i, PollTiers due, GpuSample& out) {
   out.Clear();
+  last_due_[i] = due;
   const size_t call = calls_[i]++;
   if (fn_) fn_(i, call, out);
 }

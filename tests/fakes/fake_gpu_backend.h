@@ -33,7 +33,8 @@ class FakeGpuBackend final : public GpuBackend {
 
   size_t DeviceCount() const override { return gpus_.size(); }
   const GpuStatic& Static(size_t i) const override { return gpus_[i]; }
-  void Sample(size_t i, GpuSample& out) override;
+  using GpuBackend::Sample;
+  void Sample(size_t i, PollTiers due, GpuSample& out) override;
   std::string DriverVersion() const override { return driver_version_; }
   std::optional<int32_t> CudaDriverVersion() const override { return cuda_driver_version_; }
   GpuHealth Health(size_t i) override { return health_[i]; }
@@ -45,12 +46,19 @@ class FakeGpuBackend final : public GpuBackend {
 
   /// How many times Sample(i, ...) has been called.
   size_t SampleCalls(size_t i) const { return calls_[i]; }
+  /// The tiers the last Sample(i, ...) asked for.
+  PollTiers LastDue(size_t i) const { return last_due_[i]; }
+  /// What ProbedCosts() answers (default: nothing measured).
+  void SetProbedCosts(TierCosts costs) { costs_ = costs; }
+  TierCosts ProbedCosts() const override { return costs_; }
 
  private:
   std::vector<GpuStatic> gpus_;
   SampleFn fn_;
   std::string driver_version_;
   std::vector<size_t> calls_;
+  std::vector<PollTiers> last_due_;
+  TierCosts costs_{};
   std::vector<GpuHealth> health_;
   std::optional<int32_t> cuda_driver_version_ = 12040;
 };
