@@ -318,6 +318,17 @@ void GpuFactsOf(const RunData& data, std::span<const sample::Sample> samples,
       f.memory_used_fraction = f.memory_used_max_mib / *f.memory_total_mib;
     }
     f.throttled_share = static_cast<double>(g.throttled_samples) / static_cast<double>(g.samples);
+    auto fraction = [](const RunningStats& pct) -> std::optional<double> {
+      if (pct.count() == 0) return std::nullopt;
+      return pct.mean() / 100.0;
+    };
+    f.gpm_windows = g.gpm_sm_active_pct.count();
+    f.sm_active = fraction(g.gpm_sm_active_pct);
+    f.sm_occupancy = fraction(g.gpm_sm_occupancy_pct);
+    f.tensor_active = fraction(g.gpm_tensor_active_pct);
+    f.dram_active = fraction(g.gpm_dram_active_pct);
+    f.fp32_active = fraction(g.gpm_fp32_active_pct);
+    f.fp16_active = fraction(g.gpm_fp16_active_pct);
     c.gpus.push_back(std::move(f));
   }
   // Slowdown reasons by name (summary.cc's mask: not idle, app clocks or display clocks).
@@ -361,6 +372,11 @@ void GpuUseFacts(const RunData& data, const RunReport& report, Facts& c) {
     }
   }
   const JobInfo& info = report.job_info;
+  for (const BackendsInfo& b : info.backends) {
+    if (!b.float32_matmul_precision) continue;
+    c.float32_matmul_precision = b.float32_matmul_precision;
+    break;
+  }
   const bool context = !info.cuda_init.empty() ||
                        std::any_of(info.backends.begin(), info.backends.end(), [](const auto& b) {
                          return b.cuda_initialized.value_or(false);

@@ -33,6 +33,15 @@ struct GpuFacts {
   double throttled_share = 0;  ///< samples with a slowdown clock-event reason / samples
   /// Slowdown reasons ("sw_power_cap", "hw_thermal", ...) with their sample counts, most first.
   std::vector<std::pair<std::string, int64_t>> throttle_reasons;
+  /// GPM hardware counters (Hopper+), fractions 0..1, means over the GPM windows inside the
+  /// steady state; absent without GPM or without a whole window there.
+  std::optional<double> sm_active;
+  std::optional<double> sm_occupancy;
+  std::optional<double> tensor_active;
+  std::optional<double> dram_active;
+  std::optional<double> fp32_active;
+  std::optional<double> fp16_active;
+  int64_t gpm_windows = 0;
 };
 
 /// Whether the job used the GPU (issue 26: a job that never initialised CUDA gets no GPU class).
@@ -126,10 +135,12 @@ struct Facts {
   // --- GPUs -----------------------------------------------------------------------------------
   bool has_gpu = false;  ///< GPUs were sampled and the job did not go without them (gpu_use)
   GpuUsage gpu_use = GpuUsage::kUnknown;
-  std::string gpu_use_why;     ///< what decided gpu_use, for people ("no CUDA context was created")
-  int64_t idle_gpus = 0;       ///< kNotUsed: the GPUs sampled and left out of `gpus`
-  std::vector<GpuFacts> gpus;  ///< util_mean from the driver's sub-second samples when recorded
-  std::optional<double> util_cv;    ///< utilization CV across GPUs (std/mean, seed 002)
+  std::string gpu_use_why;  ///< what decided gpu_use, for people ("no CUDA context was created")
+  /// torch.get_float32_matmul_precision() of the job ("highest": FP32 matmuls without TF32).
+  std::optional<std::string> float32_matmul_precision;
+  int64_t idle_gpus = 0;          ///< kNotUsed: the GPUs sampled and left out of `gpus`
+  std::vector<GpuFacts> gpus;     ///< util_mean from the driver's sub-second samples when recorded
+  std::optional<double> util_cv;  ///< utilization CV across GPUs (std/mean, seed 002)
   std::optional<double> memory_cv;  ///< memory-use CV across GPUs
   /// The GPU timeline of a profiler trace; empty for a live run.
   std::optional<TraceFacts> trace;

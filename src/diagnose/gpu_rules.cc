@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "analysis/phases.h"
+#include "diagnose/gpm_rules.h"
 #include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
@@ -73,9 +74,8 @@ std::optional<Finding> GpuBoundByEvents(const Facts& c) {
                             "gpu.sm_clock_fraction", *g->sm_clock_fraction, "fraction",
                             T.gpu_bound_clock.value));
   }
-  Rec(f, 0,
-      "bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) and TF32 matmuls "
-      "(torch.set_float32_matmul_precision(\"high\")) (seed 001 T9, T13)");
+  if (g) AddGpmEvidence(*g, f);
+  if (auto advice = g ? PrecisionAdvice(c, *g) : PrecisionAdvice(c, GpuFacts{})) Rec(f, 0, *advice);
   if (power_low || clock_low) {
     Rec(f, 1,
         "a larger batch, or fewer and bigger kernels (torch.compile, CUDA graphs): the GPU is "
@@ -97,6 +97,8 @@ std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
     if (g.util_mean * 100.0 < T.gpu_bound_util.value) return std::nullopt;
     if (g.sm_clock_fraction && *g.sm_clock_fraction < T.gpu_bound_clock.value) return std::nullopt;
     if (g.power_fraction && *g.power_fraction < T.gpu_bound_power.value) return std::nullopt;
+    // GPM: busy by NVML's count but the SMs mostly idle is util_misleading's, not the limit.
+    if (g.sm_active && *g.sm_active < T.gpm_sm_active_low.value) return std::nullopt;
     all_known = all_known && g.sm_clock_fraction && g.power_fraction;
     if (!weakest || g.util_mean < weakest->util_mean) weakest = &g;
   }
@@ -129,9 +131,8 @@ std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
                        Pct(T.gpu_bound_power.value)),
            "gpu.power_fraction", *weakest->power_fraction, "fraction", T.gpu_bound_power.value));
   }
-  Rec(f, 0,
-      "bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) and TF32 matmuls "
-      "(torch.set_float32_matmul_precision(\"high\")) (seed 001 T9, T13)");
+  AddGpmEvidence(*weakest, f);
+  if (auto advice = PrecisionAdvice(c, *weakest)) Rec(f, 0, *advice);
   Rec(f, 1,
       "fused kernels: F.scaled_dot_product_attention / FlashAttention, torch.compile (seed "
       "001 T14, T15)");
@@ -243,6 +244,9 @@ std::optional<Finding> UtilMisleadingRule(const Facts& c) {
     return std::nullopt;
   for (const auto& g : c.gpus) {
     if (g.util_mean * 100.0 <= T.util_misleading_util.value) continue;
+    // GPM measures what clock and power only suggest: its SM active decides either way.
+    if (auto f = UtilMisleadingByGpm(c, g)) return f;
+    if (g.sm_active) continue;
     // A low clock from throttling is gpu_throttled's finding, not a misleading util.
     bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
                      g.throttled_share <= T.throttled_share.value;

@@ -31,6 +31,74 @@ TEST(GpuBound, BusyAtFullClockAndPower) {
   ASSERT_NE(FindEvidence(*v.principal, "gpu.sm_clock_fraction"), nullptr);
 }
 
+// Issue 28: GPM's hardware counters. NVML utilization says a kernel ran; SM active says how much
+// of the GPU it filled; the tensor pipes say whether the math is on tensor cores.
+
+TEST(GpuBoundGpm, TensorCoresIdleWithFp32MathNamesTheTf32Switch) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 98,
+             .sm_clock_mhz = 1900,
+             .power_w = 600,
+             .sm_active_pct = 92,
+             .tensor_pct = 0.4,
+             .fp32_pct = 61}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_TRUE(HasRec(*v.principal, "tensor cores idle (0.4% tensor, 61% FP32 pipe, GPM)"))
+      << AllRecs(v);
+  EXPECT_TRUE(HasRec(*v.principal, "set_float32_matmul_precision(\"high\")"));
+  ASSERT_NE(FindEvidence(*v.principal, "gpu0.tensor_active"), nullptr);
+  ASSERT_NE(FindEvidence(*v.principal, "gpu0.sm_active"), nullptr);
+}
+
+TEST(GpuBoundGpm, TensorCoresBusyGetNoPrecisionAdvice) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 99, .sm_active_pct = 96, .tensor_pct = 93}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_FALSE(HasRec(*v.principal, "bf16 autocast")) << AllRecs(v);
+  EXPECT_FALSE(HasRec(*v.principal, "tensor cores idle"));
+  const Evidence* e = FindEvidence(*v.principal, "gpu0.tensor_active");
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->text.find("the math is on tensor cores"), std::string::npos) << e->text;
+}
+
+TEST(GpuBoundGpm, HalfPrecisionOffTheTensorPathIsSaid) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  run.Gpus({{.util_pct = 97, .sm_active_pct = 85, .tensor_pct = 1, .fp32_pct = 5, .fp16_pct = 40}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "gpu_bound");
+  EXPECT_TRUE(HasRec(*v.principal, "half-precision math runs on CUDA cores")) << AllRecs(v);
+}
+
+TEST(UtilMisleadingGpm, HighUtilizationWithFewSmsActiveIsMeasuredNotGuessed) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  // Full clock and power: without GPM nothing would argue against gpu_bound.
+  run.Gpus({{.util_pct = 99, .sm_clock_mhz = 1900, .power_w = 600, .sm_active_pct = 22}});
+  Verdict v = run.Diagnose();
+  ASSERT_EQ(ClassOf(v), "util_misleading") << v.principal->reason;
+  const Finding& f = *v.principal;
+  EXPECT_NE(f.reason.find("99% utilization but its SMs are active 22% of the time (GPM): kernels "
+                          "too small to fill the GPU"),
+            std::string::npos)
+      << f.reason;
+  EXPECT_DOUBLE_EQ(f.confidence, kThresholds.confidence_measured.value);
+  EXPECT_EQ(FindClass(v, FindingClass::kGpuBound), nullptr);
+}
+
+TEST(UtilMisleadingGpm, SmsMeasuredBusyOverruleALowClockGuess) {
+  FakeRun run;
+  run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, GpuComputeSteps())}).Main(100, 1);
+  // Low clock and power would make util_misleading guess small kernels; GPM says the SMs are busy.
+  run.Gpus({{.util_pct = 99, .sm_clock_mhz = 1000, .power_w = 200, .sm_active_pct = 90}});
+  Verdict v = run.Diagnose();
+  EXPECT_EQ(FindClass(v, FindingClass::kUtilMisleading), nullptr) << v.principal->reason;
+}
+
 TEST(GpuBound, OnlyWhenNothingElseCostsFivePercent) {
   FakeRun run;
   run.Cpus(16).Steps({MakeRank(0, FakeRun::kMainPid, CheckpointEvery(100, 20, 0.2))}).Main(100, 1);

@@ -460,7 +460,15 @@ RunReport BuildRunReport(const RunData& d) {
   }
   const std::span<const sample::Sample> steady = SteadySamples(d.recording, r);
   r.processes = Processes(d, steady, r.phases, r.loaders);
-  r.machine = analysis::SummarizeWindow(d.recording.header, steady, fine_begin, fine_end);
+  // Samples after the steady window still carry its last utilization-buffer entries and GPM
+  // windows (read every few seconds): their buffered fields count, filtered by time.
+  const auto& all = d.recording.samples;
+  const size_t after_first = std::min(r.steady_last, all.size());
+  const std::span<const sample::Sample> after =
+      r.life.has_steps ? std::span<const sample::Sample>(all).subspan(after_first)
+                       : std::span<const sample::Sample>();
+  r.machine = analysis::SummarizeWindow(d.recording.header, steady, fine_begin, fine_end,
+                                        kThresholds, after);
   r.machine.exit_code = d.recording.exit_code;
   r.machine.warnings = d.recording.warnings;
   r.series = MachineSeries(d);
@@ -517,7 +525,7 @@ std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t
   std::vector<Series> out;
   size_t gpus = recording.header.gpus.size();
   for (size_t g = 0; g < gpus; ++g) {
-    std::vector<SeriesPoint> util, fine, mem, power, clock;
+    std::vector<SeriesPoint> util, fine, mem, power, clock, sm_active, tensor, dram;
     for (const auto& s : samples) {
       if (g >= s.gpus.size() || s.gpus[g].lost) continue;
       const auto& x = s.gpus[g];
@@ -532,6 +540,12 @@ std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t
             {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
       if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
       if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
+      if (x.gpm) {
+        // A GPM value is the average of the window that ends at this sample.
+        if (x.gpm->sm_active_pct) sm_active.push_back({t(s.mono_ns), *x.gpm->sm_active_pct});
+        if (x.gpm->tensor_active_pct) tensor.push_back({t(s.mono_ns), *x.gpm->tensor_active_pct});
+        if (x.gpm->dram_active_pct) dram.push_back({t(s.mono_ns), *x.gpm->dram_active_pct});
+      }
     }
     std::string p = fmt::format("gpu{}.", g);
     out.push_back({p + "utilization_pct", "%", std::move(util)});
@@ -539,6 +553,9 @@ std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t
     out.push_back({p + "memory_used_mib", "MiB", std::move(mem)});
     if (!power.empty()) out.push_back({p + "power_w", "W", std::move(power)});
     if (!clock.empty()) out.push_back({p + "sm_clock_mhz", "MHz", std::move(clock)});
+    if (!sm_active.empty()) out.push_back({p + "sm_active_pct", "%", std::move(sm_active)});
+    if (!tensor.empty()) out.push_back({p + "tensor_active_pct", "%", std::move(tensor)});
+    if (!dram.empty()) out.push_back({p + "dram_active_pct", "%", std::move(dram)});
   }
   std::vector<SeriesPoint> busy, iowait, psi_io;
   for (const auto& s : samples) {

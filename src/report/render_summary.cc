@@ -86,6 +86,12 @@ std::string RenderSummaryText(const analysis::RecordingSummary& s) {
     if (g.lost_samples > 0) extra += fmt::format("  LOST in {} samples", g.lost_samples);
     if (g.throttled_samples > 0)
       extra += fmt::format("  throttled in {} samples", g.throttled_samples);
+    if (g.gpm_sm_active_pct.count() > 0) {
+      extra += fmt::format("  SM active {:.0f}%", g.gpm_sm_active_pct.mean());
+      if (g.gpm_tensor_active_pct.count() > 0)
+        extra += fmt::format(", tensor {:.0f}%", g.gpm_tensor_active_pct.mean());
+      extra += " (GPM)";
+    }
     out += fmt::format("    GPU {}: {:<22} {}{}\n", g.index, mem, util, extra);
   }
   if (!s.gpus.empty()) {
@@ -132,6 +138,12 @@ std::string RenderSummaryJson(const analysis::RecordingSummary& s) {
     WriteStats(w, "power_w", g.power_w, 1);
     WriteStats(w, "temperature_c", g.temperature_c, 1);
     WriteStats(w, "sm_clock_mhz", g.sm_clock_mhz, 0);
+    WriteStats(w, "gpm_sm_active_pct", g.gpm_sm_active_pct, 1);
+    WriteStats(w, "gpm_sm_occupancy_pct", g.gpm_sm_occupancy_pct, 1);
+    WriteStats(w, "gpm_tensor_active_pct", g.gpm_tensor_active_pct, 1);
+    WriteStats(w, "gpm_dram_active_pct", g.gpm_dram_active_pct, 1);
+    WriteStats(w, "gpm_fp32_active_pct", g.gpm_fp32_active_pct, 1);
+    WriteStats(w, "gpm_fp16_active_pct", g.gpm_fp16_active_pct, 1);
     w.EndObject();
   }
   w.EndArray();

@@ -162,6 +162,13 @@ std::string MachineLines(const diagnose::RunReport& r) {
     if (g.power_w.count() > 0) out += fmt::format(", power {:.0f} W", g.power_w.mean());
     if (g.throttled_samples > 0)
       out += fmt::format(", throttled in {}/{} samples", g.throttled_samples, g.samples);
+    if (g.gpm_sm_active_pct.count() > 0) {
+      out += fmt::format(", SM active {:.0f}%", g.gpm_sm_active_pct.mean());
+      if (g.gpm_tensor_active_pct.count() > 0)
+        out += fmt::format(", tensor {:.0f}%", g.gpm_tensor_active_pct.mean());
+      out += fmt::format(" (GPM, {} window{})", g.gpm_sm_active_pct.count(),
+                         g.gpm_sm_active_pct.count() == 1 ? "" : "s");
+    }
     out += "\n";
   }
   if (m.cpu_busy_pct.count() > 0) {

@@ -60,6 +60,11 @@ struct GpuSpec {
   double mem_used_gib = 40;
   uint64_t clock_reasons = 0;
   double throttled_share = 0;  ///< share of samples with clock_reasons set
+  /// GPM (Hopper+): when sm_active_pct is set, every 5th sample closes a 5 s GPM window.
+  std::optional<double> sm_active_pct;
+  std::optional<double> tensor_pct;
+  std::optional<double> fp32_pct;
+  std::optional<double> fp16_pct;
 };
 
 /// A run built by hand: samples, process rows, loader and torch info, phases.
@@ -200,6 +205,14 @@ class FakeRun {
         x.mem_total_bytes = 80ULL << 30;
         bool throttled = static_cast<double>(k) < g.throttled_share * kSamples;
         x.clock_event_reasons = throttled ? g.clock_reasons : 0;
+        if (g.sm_active_pct && k % 5 == 4) {
+          gpu::GpmMetrics& m = x.gpm.emplace();
+          m.window_ns = 5'000'000'000;
+          m.sm_active_pct = g.sm_active_pct;
+          m.tensor_active_pct = g.tensor_pct;
+          m.fp32_active_pct = g.fp32_pct;
+          m.fp16_active_pct = g.fp16_pct;
+        }
       }
     }
     return *this;
