@@ -84,6 +84,64 @@ Labels OwnGpuLabels(const gpu::GpuStatic& g, std::string name, std::string value
           {std::move(name), std::move(value)}};
 }
 
+/// One GPM metric as DCGM's profiling field of the same meaning.
+struct GpmField {
+  std::string_view name;
+  std::string_view help;
+  std::optional<double> gpu::GpmMetrics::*member;
+  double divisor;  ///< ours (%, MiB/s) to dcgm-exporter's (ratio, bytes/s)
+};
+
+// Divided by 100 rather than multiplied by 0.01 (not a double): the ratio is then the double
+// nearest pct / 100. 1 / 2^20 is exact.
+constexpr double kPctToRatio = 100.0;
+constexpr double kMiBToBytes = 1.0 / kMiB;
+
+/// GPM under DCGM's profiling names (DCP fields), so dashboards made for dcgm-exporter read
+/// them: dcgm-exporter's etc/dcp-metrics-included.csv has them as gauges, the activities as
+/// ratios 0..1 and the link rates in bytes per second. Help texts are dcgm-exporter's, saying
+/// where ours come from (NVML GPM, no DCGM daemon).
+constexpr GpmField kGpmFields[] = {
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active (NVML GPM).",
+     &gpu::GpmMetrics::graphics_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned (NVML GPM).",
+     &gpu::GpmMetrics::sm_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM (NVML GPM).",
+     &gpu::GpmMetrics::sm_occupancy_pct, kPctToRatio},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+     "Ratio of cycles the tensor (HMMA) pipe is active (NVML GPM).",
+     &gpu::GpmMetrics::tensor_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_DRAM_ACTIVE",
+     "Ratio of cycles the device memory interface is active sending or receiving data (NVML GPM).",
+     &gpu::GpmMetrics::dram_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active (NVML GPM).",
+     &gpu::GpmMetrics::fp64_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active (NVML GPM).",
+     &gpu::GpmMetrics::fp32_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active (NVML GPM).",
+     &gpu::GpmMetrics::fp16_active_pct, kPctToRatio},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES",
+     "The rate of data transmitted over PCIe, in bytes per second (NVML GPM).",
+     &gpu::GpmMetrics::pcie_tx_mibps, kMiBToBytes},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES",
+     "The rate of data received over PCIe, in bytes per second (NVML GPM).",
+     &gpu::GpmMetrics::pcie_rx_mibps, kMiBToBytes},
+    {"DCGM_FI_PROF_NVLINK_TX_BYTES",
+     "The rate of data transmitted over NVLink, in bytes per second (NVML GPM).",
+     &gpu::GpmMetrics::nvlink_tx_mibps, kMiBToBytes},
+    {"DCGM_FI_PROF_NVLINK_RX_BYTES",
+     "The rate of data received over NVLink, in bytes per second (NVML GPM).",
+     &gpu::GpmMetrics::nvlink_rx_mibps, kMiBToBytes},
+};
+
+/// The GPU's last GPM window (live views carry it between reads: gpu::CarrySlowFields).
+void MapGpm(Families& f, const Labels& l, const gpu::GpmMetrics& x) {
+  for (const GpmField& field : kGpmFields) {
+    if (const std::optional<double>& v = x.*field.member)
+      f.Gauge(field.name, field.help, l, *v / field.divisor);
+  }
+}
+
 /// Names, types and help texts as in dcgm-exporter's etc/default-counters.csv.
 void MapGpu(Families& f, const gpu::GpuStatic& st, const gpu::GpuSample& g,
             const std::string& host) {
@@ -136,6 +194,7 @@ void MapGpu(Families& f, const gpu::GpuStatic& st, const gpu::GpuSample& g,
   if (g.pcie_rx_kbps)
     f.Gauge("stallscope_gpu_pcie_bytes_per_second", kPcieHelp, OwnGpuLabels(st, "direction", "rx"),
             *g.pcie_rx_kbps * 1024.0);
+  if (g.gpm) MapGpm(f, l, *g.gpm);
 }
 
 void MapHost(Families& f, const host::HostSample& h) {

@@ -209,6 +209,62 @@ TEST(MapMetrics, AbsentMetricsAreLeftOutNotZero) {
   EXPECT_EQ(Text(Snapshot{}), "");
 }
 
+// Issue 28: GPM under DCGM's profiling names and units (dcgm-exporter's dcp-metrics-included.csv:
+// activities as ratios 0..1, link rates in bytes/s), with the labels of the other GPU metrics.
+TEST(MapMetrics, GpmUnderDcgmProfilingNamesAsRatiosAndBytesPerSecond) {
+  Snapshot s = FullSnapshot();
+  gpu::GpmMetrics x;
+  x.window_ns = 5'000'000'000;
+  x.graphics_active_pct = 99.5;
+  x.sm_active_pct = 96;
+  x.sm_occupancy_pct = 14.25;
+  x.tensor_active_pct = 93.75;
+  x.dram_active_pct = 25;
+  x.fp64_active_pct = 0;
+  x.fp32_active_pct = 1.5;
+  x.fp16_active_pct = 0.5;
+  x.pcie_tx_mibps = 12.5;
+  x.pcie_rx_mibps = 1200;
+  x.nvlink_tx_mibps = 0;
+  x.nvlink_rx_mibps = 2;
+  s.sample.gpus[0].gpm = x;
+  const std::string text = Text(s);
+  const std::string gpu =
+      R"({gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",pci_bus_id="00000000:17:00.0",)"
+      R"(device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-a"})";
+  const std::string expected[] = {
+      "# HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned "
+      "(NVML GPM).\n# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\n",
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE" + gpu + " 0.995\n",
+      "DCGM_FI_PROF_SM_ACTIVE" + gpu + " 0.96\n",
+      "DCGM_FI_PROF_SM_OCCUPANCY" + gpu + " 0.1425\n",
+      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" + gpu + " 0.9375\n",
+      "DCGM_FI_PROF_DRAM_ACTIVE" + gpu + " 0.25\n",
+      "DCGM_FI_PROF_PIPE_FP64_ACTIVE" + gpu + " 0\n",
+      "DCGM_FI_PROF_PIPE_FP32_ACTIVE" + gpu + " 0.015\n",
+      "DCGM_FI_PROF_PIPE_FP16_ACTIVE" + gpu + " 0.005\n",
+      "# TYPE DCGM_FI_PROF_PCIE_TX_BYTES gauge\n",
+      "DCGM_FI_PROF_PCIE_TX_BYTES" + gpu + " 13107200\n",
+      "DCGM_FI_PROF_PCIE_RX_BYTES" + gpu + " 1258291200\n",
+      "DCGM_FI_PROF_NVLINK_TX_BYTES" + gpu + " 0\n",
+      "DCGM_FI_PROF_NVLINK_RX_BYTES" + gpu + " 2097152\n",
+  };
+  for (const std::string& line : expected)
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
+
+  // A value the driver did not give, and a GPU without GPM: no line (never a 0).
+  s.sample.gpus[0].gpm->tensor_active_pct.reset();
+  s.header.gpus.push_back(gpu::FakeGpuBackend::MakeStatic(1));
+  s.sample.gpus.push_back(s.sample.gpus[0]);
+  s.sample.gpus[1].gpm.reset();
+  const std::string partial = Text(s);
+  EXPECT_EQ(partial.find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\""), std::string::npos) << partial;
+  EXPECT_EQ(partial.find("DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\""), std::string::npos) << partial;
+  EXPECT_NE(partial.find("DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""), std::string::npos) << partial;
+  EXPECT_EQ(Text(FullSnapshot()).find("DCGM_FI_PROF"), std::string::npos);
+}
+
 // Issue 26: the live verdict says nothing before the steady state, and the stage says why.
 TEST(MapMetrics, StartupAndWarmupAreAStageWithNoVerdict) {
   Snapshot s;

@@ -182,6 +182,9 @@ void WriteGpus(JsonWriter& w, const analysis::RecordingSummary& m) {
         .Field("mem_used_mib", MeanOf(g.memory_used_mib), 1)
         .Field("mem_total_mib", g.memory_total_mib, 1)
         .Field("power_w", MeanOf(g.power_w), 1)
+        .Field("sm_active_mean", MeanOf(g.gpm_sm_active_pct), 1)
+        .Field("tensor_active_mean", MeanOf(g.gpm_tensor_active_pct), 1)
+        .Field("dram_active_mean", MeanOf(g.gpm_dram_active_pct), 1)
         .EndObject();
   }
   auto cls = [](const analysis::Balance& b) -> std::optional<std::string> {

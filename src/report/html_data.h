@@ -23,12 +23,15 @@ namespace stallscope::report {
 ///                   t in seconds since the job (or recording) started; series reduced to min/max
 ///                   envelopes (EnvelopeSeries: every peak kept); bands: the main process's
 ///                   data_loading / compute / side-work phases, merged below the drawing
-///                   resolution
+///                   resolution; series names as diagnose::RawMachineSeries (gpuN.sm_active_pct,
+///                   gpuN.tensor_active_pct, gpuN.dram_active_pct only where GPM was recorded)
 ///   steps           [{rank, per_s, mean_ms, variation, t: [end s], ms: [duration], outliers:
 ///                   [index], period (steps, or null)}]
 ///   step_phases     [{rank, names: [phase], ms: [[per step, per name]]}]: the stacked bars
 ///   phase_shares    [{rank, phases: [{name, share, mean_ms, count}]}]
-///   gpus            [{index, name, util_mean, util_max, mem_used_mib, mem_total_mib, power_w}]
+///   gpus            [{index, name, util_mean, util_max, mem_used_mib, mem_total_mib, power_w,
+///                   sm_active_mean, tensor_active_mean, dram_active_mean}] (GPM: the mean of
+///                   the GPU's GPM windows in the summary's window, %; null without GPM)
 ///   balance         {util_cv_pct, util_class, memory_cv_pct, memory_class}
 ///   processes       report.json's "processes" (run_render.h WriteProcessesJson)
 ///   dataloaders     report.json's "dataloaders" (WriteLoadersJson)

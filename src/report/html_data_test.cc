@@ -4,6 +4,7 @@
 #include "report/html_data.h"
 
 #include <iostream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -130,6 +131,47 @@ TEST(HtmlData, AnHourOfEightGpusAtOneHertzStaysUnderTwoMegabytes) {
   }
   EXPECT_EQ(peak, 700.0);
   std::cout << "page data for 8 GPUs x 3600 s: " << page.size() << " bytes\n";
+}
+
+/// Two GPUs sampled at 1 Hz for 8 s; GPU 0 gives a GPM window every 2 s, at 20% SM active then
+/// 60% (mean 40%), tensor 10% and no DRAM value; GPU 1 has no GPM.
+sample::Recording GpmRecording() {
+  sample::Recording rec;
+  rec.header.gpus.resize(2);
+  rec.header.gpus[1].index = 1;
+  rec.header.gpus[0].gpm = true;
+  rec.header.gpus[1].gpm_note = "not supported by this GPU (GPM needs Hopper or later)";
+  for (int64_t t = 1; t <= 8; ++t) {
+    sample::Sample x;
+    x.mono_ns = x.wall_ns = t * 1'000'000'000;
+    x.gpus.resize(2);
+    for (auto& g : x.gpus) g.util_gpu_pct = 99;
+    if (t % 2 == 0) {
+      gpu::GpmMetrics m;
+      m.window_ns = 2'000'000'000;
+      m.sm_active_pct = t <= 4 ? 20 : 60;
+      m.tensor_active_pct = 10;  // the driver gives no DRAM value here
+      x.gpus[0].gpm = m;
+    }
+    rec.samples.push_back(std::move(x));
+  }
+  return rec;
+}
+
+// Issue 28: the GPM series reach the page, and the GPU table has the summary's GPM means.
+TEST(HtmlData, GpmSeriesAndMeansPerGpu) {
+  const sample::Recording rec = GpmRecording();
+  auto j = nlohmann::json::parse(RecordingPageData("gpm.jsonl", rec, analysis::Summarize(rec)));
+  std::set<std::string> names;
+  for (const auto& x : j["timeline"]["series"]) names.insert(x["name"].get<std::string>());
+  EXPECT_TRUE(names.count("gpu0.sm_active_pct") && names.count("gpu0.tensor_active_pct"))
+      << j["timeline"].dump();
+  EXPECT_FALSE(names.count("gpu0.dram_active_pct") || names.count("gpu1.sm_active_pct"));
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  EXPECT_EQ(j["gpus"][0]["sm_active_mean"], 40.0);
+  EXPECT_EQ(j["gpus"][0]["tensor_active_mean"], 10.0);
+  EXPECT_TRUE(j["gpus"][0]["dram_active_mean"].is_null());
+  EXPECT_TRUE(j["gpus"][1]["sm_active_mean"].is_null());
 }
 
 TEST(HtmlData, ScriptEndingStringsCannotLeaveTheDataElement) {

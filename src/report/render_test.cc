@@ -76,6 +76,63 @@ TEST(Top, GoldenJson) {
   testing::ExpectGolden("top_1gpu.json", RenderTopJson(H100Header(1), Snapshot(1)));
 }
 
+/// GPU 0 with GPM values (the issue 28 H100 during a bf16 matmul burn), GPU 1 without a value
+/// (absent in the driver's answer), GPU 2 in MIG mode (no GPM, with the backend's note).
+sample::Sample WithGpm(sample::Sample s, sample::RecordingHeader& h) {
+  gpu::GpmMetrics x;
+  x.window_ns = 5'000'000'000;
+  x.graphics_active_pct = 99.4;
+  x.sm_active_pct = 96.1;
+  x.sm_occupancy_pct = 14.2;
+  x.tensor_active_pct = 93.3;
+  x.tensor_hmma_pct = 93.3;
+  x.dram_active_pct = 24.6;
+  x.fp16_active_pct = 0.0;
+  x.fp32_active_pct = 1.2;
+  x.fp64_active_pct = 0.0;
+  x.pcie_tx_mibps = 12.5;
+  x.pcie_rx_mibps = 1200.0;
+  x.nvlink_tx_mibps = 0;
+  x.nvlink_rx_mibps = 0;
+  s.gpus[0].gpm = x;
+  h.gpus[0].gpm = true;
+  if (s.gpus.size() > 1) {
+    s.gpus[1].gpm = gpu::GpmMetrics{.window_ns = 5'000'000'000, .sm_active_pct = 21.7};
+    h.gpus[1].gpm = true;
+  }
+  if (s.gpus.size() > 2) {
+    s.gpus[2] = s.gpus[1];
+    s.gpus[2].gpm.reset();
+    h.gpus[2].gpm_note = "MIG is enabled";
+  }
+  return s;
+}
+
+// Issue 28: SM active, tensor and DRAM beside utilization where a GPU has GPM; why not, once.
+TEST(Top, GoldenTextWithGpm) {
+  auto h = H100Header(3);
+  const auto s = WithGpm(Snapshot(3), h);
+  const std::string text = RenderTopText(h, s);
+  testing::ExpectGolden("top_3gpu_gpm.txt", text);
+  EXPECT_NE(text.find("UTIL  MEMBW SM ACT TENSOR  DRAM  MEMORY"), std::string::npos) << text;
+  EXPECT_NE(text.find("GPM   GPU 2: MIG is enabled\n"), std::string::npos) << text;
+  // No GPU with values: no columns, only the reason.
+  auto pre_hopper = H100Header(1);
+  pre_hopper.gpus[0].gpm_note = "not supported by this GPU (GPM needs Hopper or later)";
+  const std::string old = RenderTopText(pre_hopper, Snapshot(1));
+  EXPECT_EQ(old.find("SM ACT"), std::string::npos) << old;
+  EXPECT_NE(old.find("GPM   not supported by this GPU (GPM needs Hopper or later)\n"),
+            std::string::npos)
+      << old;
+  // The status line stays as seed 004 has it.
+  EXPECT_EQ(RenderStatusLine(s).find("GPM"), std::string::npos);
+}
+
+TEST(Top, JsonHasTheRecordingsGpmKeys) {
+  auto h = H100Header(1);
+  testing::ExpectGolden("top_1gpu_gpm.json", RenderTopJson(h, WithGpm(Snapshot(1), h)));
+}
+
 TEST(Summary, GoldenTextAndJson) {
   sample::Recording rec;
   rec.header = H100Header(4);

@@ -1,8 +1,11 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/json_writer.h"
 #include "base/units.h"
 #include "report/render.h"
+#include "report/top_screen.h"
 
 namespace stallscope::report {
 namespace {
@@ -37,10 +40,18 @@ std::string ThrottleCell(const gpu::GpuSample& g) {
   return out.empty() ? "-" : out;
 }
 
+std::string GpmCell(const std::optional<double>& pct) {
+  return pct ? FormatPercent(*pct / 100.0, 0) : std::string("n/a");
+}
+
 std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample& s) {
-  std::string out =
-      fmt::format("{:>3}  {:<24} {:>5} {:>6}  {:<23} {:<11} {:>5} {:>9}  {}\n", "GPU", "NAME",
-                  "UTIL", "MEMBW", "MEMORY", "POWER", "TEMP", "SM CLOCK", "THROTTLE");
+  // GPM columns only where a GPU has them (Hopper and later): elsewhere they would all be n/a.
+  const bool gpm = std::any_of(s.gpus.begin(), s.gpus.end(),
+                               [](const gpu::GpuSample& g) { return !g.lost && g.gpm; });
+  std::string out = fmt::format("{:>3}  {:<24} {:>5} {:>6}", "GPU", "NAME", "UTIL", "MEMBW");
+  if (gpm) out += fmt::format(" {:>6} {:>6} {:>5}", "SM ACT", "TENSOR", "DRAM");
+  out += fmt::format("  {:<23} {:<11} {:>5} {:>9}  {}\n", "MEMORY", "POWER", "TEMP", "SM CLOCK",
+                     "THROTTLE");
   for (size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
     // Escaped before eliding, so the column is measured on what the terminal shows.
@@ -52,10 +63,18 @@ std::string GpuTable(const sample::RecordingHeader& header, const sample::Sample
     }
     std::string temp = g.temperature_c ? fmt::format("{}C", *g.temperature_c) : "n/a";
     std::string clock = g.sm_clock_mhz ? fmt::format("{} MHz", *g.sm_clock_mhz) : "n/a";
-    out += fmt::format("{:>3}  {:<24} {:>5} {:>6}  {:<23} {:<11} {:>5} {:>9}  {}\n", i, name,
-                       PctCell(g.util_gpu_pct), PctCell(g.util_mem_pct), MemCell(g), PowerCell(g),
-                       temp, clock, ThrottleCell(g));
+    out += fmt::format("{:>3}  {:<24} {:>5} {:>6}", i, name, PctCell(g.util_gpu_pct),
+                       PctCell(g.util_mem_pct));
+    if (gpm) {
+      const gpu::GpmMetrics none;
+      const gpu::GpmMetrics& x = g.gpm ? *g.gpm : none;
+      out += fmt::format(" {:>6} {:>6} {:>5}", GpmCell(x.sm_active_pct),
+                         GpmCell(x.tensor_active_pct), GpmCell(x.dram_active_pct));
+    }
+    out += fmt::format("  {:<23} {:<11} {:>5} {:>9}  {}\n", MemCell(g), PowerCell(g), temp, clock,
+                       ThrottleCell(g));
   }
+  for (const auto& note : GpmNotes(header, s)) out += fmt::format("GPM   {}\n", note);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/units.h"
 
@@ -15,6 +16,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr size_t kMaxHistoryPoints = 1024;  // 60 s at ~6 driver points/s is ~360
+constexpr std::string_view kGpmFirstWindow =
+    "its first window is still open (read every few seconds)";
 
 /// Display columns of UTF-8 `text`: code points (every glyph here is one column wide).
 size_t Columns(std::string_view text) {
@@ -48,6 +51,12 @@ class RowBuilder {
       row_.spans.push_back({std::move(cut), attr});
     }
     return *this;
+  }
+  /// Adds `text` only when all of it fits (a number cut in half would mislead); false if not.
+  bool AddWhole(std::string_view text, TopAttr attr = TopAttr::kNormal) {
+    if (Columns(text) > left_) return false;
+    Add(text, attr);
+    return true;
   }
   TopRow Take() { return std::move(row_); }
 
@@ -168,6 +177,55 @@ TopRow GpuRow(const TopModel& m, size_t i, const GpuLayout& l, int width) {
   AddBar(row, power, l.bar);
   row.Add(g.power_mw ? fmt::format(" {:>3.0f}W", *g.power_mw / 1000.0) : std::string(" n/a"));
   row.Add(g.temperature_c ? fmt::format(" {:>3}C", *g.temperature_c) : std::string("  n/a"));
+  return row.Take();
+}
+
+/// A GPM value in a fixed width (" 22%", " n/a"), coloured by level.
+void AddGpmValue(RowBuilder& row, std::string_view label, std::optional<double> pct) {
+  row.Add(label);
+  if (pct) {
+    row.Add(fmt::format("{:>3.0f}%", std::clamp(*pct, 0.0, 100.0)), LevelAttr(*pct));
+  } else {
+    row.Add(" n/a", TopAttr::kDim);
+  }
+}
+
+/// "tx 1.2 GB/s rx 300.0 MB/s" of a link, or "" when the driver gives neither direction.
+std::string LinkCell(std::string_view link, std::optional<double> tx_mibps,
+                     std::optional<double> rx_mibps) {
+  if (!tx_mibps && !rx_mibps) return "";
+  auto rate = [](std::optional<double> mibps) {
+    return mibps ? FormatBytes(*mibps * 1024.0 * 1024.0) + "/s" : std::string("n/a");
+  };
+  return fmt::format("  {} tx {} rx {}", link, rate(tx_mibps), rate(rx_mibps));
+}
+
+/// The GPU's GPM line under its row, aligned on the UTIL column: what the hardware counters
+/// say the kernels did with the GPU (issue 28: utilization 99% can be SM active 22%). Most
+/// telling first, so a narrow terminal cuts the least.
+TopRow GpmRow(const gpu::GpmMetrics& x, const GpuLayout& l, int width) {
+  RowBuilder row(width);
+  row.Add("    ");
+  if (l.name > 0) {
+    // The window's length where it is known and fits.
+    std::string label = "GPM";
+    if (x.window_ns > 0) label += " " + FormatDurationNs(x.window_ns);
+    if (Columns(label) > static_cast<size_t>(l.name)) label = "GPM";
+    row.Add(fmt::format("{:<{}} ", label, l.name), TopAttr::kDim);
+  }
+  AddGpmValue(row, "SM active ", x.sm_active_pct);
+  AddGpmValue(row, "  tensor ", x.tensor_active_pct);
+  AddGpmValue(row, "  DRAM ", x.dram_active_pct);
+  // The rest whole or not at all, in this order (no later cell where an earlier one is cut).
+  const std::string cells[] = {
+      x.sm_occupancy_pct
+          ? fmt::format("  occupancy {:>3.0f}%", std::clamp(*x.sm_occupancy_pct, 0.0, 100.0))
+          : "",
+      LinkCell("PCIe", x.pcie_tx_mibps, x.pcie_rx_mibps),
+      LinkCell("NVLink", x.nvlink_tx_mibps, x.nvlink_rx_mibps)};
+  for (const auto& cell : cells) {
+    if (!row.AddWhole(cell)) break;
+  }
   return row.Take();
 }
 
@@ -297,13 +355,14 @@ void AddProcessRows(const TopModel& m, const TopView& v, size_t room, std::vecto
 }
 
 std::vector<TopRow> HelpRows(const TopView& v) {
-  static constexpr std::array<std::string_view, 7> kLines = {
+  static constexpr std::array<std::string_view, 8> kLines = {
       "Keys",
       "  q  quit",
       "  p  pause the display (sampling goes on; p again resumes)",
       "  s  sort processes: cpu, io, tree",
       "  h  this help (any key closes it)",
       "History: the driver's sub-second GPU utilization, last 60 s, oldest left",
+      "GPM (Hopper+): SM active, tensor, DRAM from hardware counters, a few s averaged",
       "Bars: green < 50%, yellow < 80%, red >= 80%",
   };
   std::vector<TopRow> rows;
@@ -331,6 +390,31 @@ const char* TopSortName(TopSort sort) {
   return "?";
 }
 
+std::vector<std::string> GpmNotes(const sample::RecordingHeader& header,
+                                  const sample::Sample& sample) {
+  const size_t gpus = sample.gpus.size();
+  std::vector<std::pair<std::string, std::vector<size_t>>> notes;
+  for (size_t i = 0; i < gpus && i < header.gpus.size(); ++i) {
+    const gpu::GpuSample& g = sample.gpus[i];
+    const gpu::GpuStatic& st = header.gpus[i];
+    if (g.lost || g.gpm) continue;
+    // Live views carry the last window (gpu::CarrySlowFields): none yet means the first has
+    // not closed.
+    std::string note = st.gpm ? std::string(kGpmFirstWindow) : EscapeControl(st.gpm_note);
+    if (note.empty()) continue;
+    auto it =
+        std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == note; });
+    if (it == notes.end()) it = notes.insert(notes.end(), {std::move(note), {}});
+    it->second.push_back(i);
+  }
+  std::vector<std::string> out;
+  for (auto& [note, which] : notes) {
+    if (which.size() < gpus) note = fmt::format("GPU {}: {}", fmt::join(which, ", "), note);
+    out.push_back(std::move(note));
+  }
+  return out;
+}
+
 std::string HistoryGlyphs(const std::deque<UtilPoint>& points, int64_t end_wall_ns, int columns,
                           bool unicode) {
   std::string out;
@@ -343,11 +427,17 @@ void TopModel::Add(const sample::Sample& s) {
   latest_ = s;
   has_sample_ = true;
   history_.resize(s.gpus.size());
+  buffered_.resize(s.gpus.size(), false);
   for (size_t i = 0; i < s.gpus.size(); ++i) {
     const gpu::GpuSample& g = s.gpus[i];
     auto& h = history_[i];
+    if (g.util_sample_count > 0 && !buffered_[i]) {
+      // The first batch replaces the per-sample points of the time it covers.
+      buffered_[i] = true;
+      while (!h.empty() && h.back().wall_ns >= g.util_samples[0].ts_us * 1000) h.pop_back();
+    }
     const int64_t newest = h.empty() ? 0 : h.back().wall_ns;
-    if (g.util_sample_count > 0) {
+    if (buffered_[i]) {
       for (size_t k = 0; k < g.util_sample_count; ++k) {
         const int64_t ts = g.util_samples[k].ts_us * 1000;
         if (ts > newest) h.push_back({ts, g.util_samples[k].util_pct});
@@ -399,8 +489,14 @@ std::vector<TopRow> RenderTopScreen(const TopModel& m, const TopView& v) {
   } else {
     const size_t gpus = m.latest().gpus.size();
     // Rows without history and processes: GPU heading + GPUs, two host rows, two run rows.
+    // A short terminal drops the history first, then the GPM notes, then the GPM lines.
     const size_t base = rows.size() + 1 + std::max<size_t>(gpus, 1) + 2 + (m.run ? 2 : 0);
-    const bool history = base + gpus <= height;
+    size_t gpm_rows = 0;
+    for (const auto& g : m.latest().gpus) gpm_rows += !g.lost && g.gpm ? 1 : 0;
+    const bool gpm = base + gpm_rows <= height;
+    std::vector<std::string> notes = GpmNotes(m.header(), m.latest());
+    if (!gpm || base + gpm_rows + notes.size() > height) notes.clear();
+    const bool history = base + gpm_rows + notes.size() + gpus <= height;
     if (gpus == 0) {
       const std::string& note = m.header().gpu_note;
       rows.push_back(RowBuilder(v.width)
@@ -418,8 +514,12 @@ std::vector<TopRow> RenderTopScreen(const TopModel& m, const TopView& v) {
               .Take());
       for (size_t i = 0; i < gpus; ++i) {
         rows.push_back(GpuRow(m, i, l, v.width));
+        const gpu::GpuSample& g = m.latest().gpus[i];
+        if (gpm && !g.lost && g.gpm) rows.push_back(GpmRow(*g.gpm, l, v.width));
         if (history && !m.latest().gpus[i].lost) rows.push_back(HistoryRow(m, i, v));
       }
+      for (const auto& note : notes)
+        rows.push_back(RowBuilder(v.width).Add("GPM: " + note, TopAttr::kDim).Take());
     }
     AddHostRows(m, v, rows);
     if (m.run) AddRunRows(*m.run, v, rows);

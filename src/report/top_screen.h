@@ -79,7 +79,10 @@ struct TopRunStatus {
 };
 
 /// Everything the screen shows. Keeps 60 s of utilization history per GPU (bounded: the driver
-/// gives at most ~6 points a second, fewer are kept when it gives more).
+/// gives at most ~6 points a second, fewer are kept when it gives more). A GPU whose driver has
+/// ever delivered its sub-second buffer is drawn from the buffer only: the buffer comes in
+/// batches every 1-10 s (gpu/poll_plan.h), so a per-sample point between two batches would hide
+/// the older half of the next one.
 class TopModel {
  public:
   static constexpr int64_t kHistoryNs = 60'000'000'000;  ///< issue 14: a 60 s history
@@ -103,6 +106,7 @@ class TopModel {
   sample::Sample latest_;
   bool has_sample_ = false;
   std::vector<std::deque<UtilPoint>> history_;
+  std::vector<bool> buffered_;  ///< per GPU: the driver's buffer came at least once
   std::vector<TopProcess> processes_;
   std::unordered_map<int32_t, uint64_t> io_bytes_;  ///< pid → read + write bytes last sample
   int64_t io_mono_ns_ = 0;
@@ -122,6 +126,13 @@ struct TopView {
 /// the bottom when the terminal is short (processes first, then history rows); the help box
 /// replaces the body while `view.help` is set.
 [[nodiscard]] std::vector<TopRow> RenderTopScreen(const TopModel& model, const TopView& view);
+
+/// Why GPUs of `sample` show no GPM values (full screen and `top --once`, not the status
+/// lines): one line per distinct reason, GpuStatic::gpm_note or "its first window is still
+/// open" for a GPU that is sampled, naming the GPUs unless every GPU has it: "GPU 2, 3: MIG is
+/// enabled". Empty when every GPU has GPM values or nothing says why not (lost GPUs say nothing).
+[[nodiscard]] std::vector<std::string> GpmNotes(const sample::RecordingHeader& header,
+                                                const sample::Sample& sample);
 
 /// The run rows as one line for the text modes (`top --run DIR --plain` / `--status`):
 /// "run DIR: 3.25 steps/s | data_loading 62% | forward_pass 21% | suspect: ... | finished: ...".

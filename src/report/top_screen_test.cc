@@ -82,6 +82,37 @@ TopModel Model(size_t gpus, bool job) {
   return m;
 }
 
+/// GPM values of a bf16 matmul burn on an H100 (issue 28's measurement), over a 5 s window.
+gpu::GpmMetrics Burn() {
+  gpu::GpmMetrics x;
+  x.window_ns = 5'000'000'000;
+  x.sm_active_pct = 96.1;
+  x.sm_occupancy_pct = 14.2;
+  x.tensor_active_pct = 93.3;
+  x.tensor_hmma_pct = 93.3;
+  x.dram_active_pct = 24.6;
+  x.pcie_tx_mibps = 12.5;
+  x.pcie_rx_mibps = 1200.0;
+  x.nvlink_tx_mibps = 0;
+  x.nvlink_rx_mibps = 0;
+  return x;
+}
+
+/// Three H100s: GPU 0 with GPM values, GPU 1 sampled but no window closed yet, GPU 2 in MIG mode
+/// (no GPM, with the backend's note).
+TopModel GpmModel() {
+  auto header = H100Header(3);
+  header.gpus[0].gpm = true;
+  header.gpus[1].gpm = true;
+  header.gpus[2].gpm_note = "MIG is enabled";
+  TopModel m(header);
+  auto s = Sawtooth(3, kWall, 20);
+  s.gpus[0].gpm = Burn();
+  s.gpus[0].util_gpu_pct = 99;
+  m.Add(s);
+  return m;
+}
+
 TEST(HistoryGlyphs, SawtoothShowsHighAndLowColumns) {
   TopModel m = Model(1, false);
   // 60 columns of 1 s over 60 s: the last 21 s hold points, alternating 100% and 0%.
@@ -108,6 +139,42 @@ TEST(TopModel, HistoryIsBoundedToSixtySeconds) {
   EXPECT_GT(m.history()[0].front().wall_ns, kWall + 199'000'000'000 - TopModel::kHistoryNs);
 }
 
+// Issue 28: the driver's buffer now comes in batches every 1-10 s. A per-sample point between
+// two batches made the next batch's older points look stale: they were all dropped.
+TEST(TopModel, BufferedGpusKeepEveryBatchedPointAndNoPerSamplePoints) {
+  TopModel m(H100Header(2));
+  for (int i = 0; i <= 10; ++i) {
+    const int64_t wall = kWall + int64_t{i} * 1'000'000'000;
+    // GPU 0: a batch every 5 s, covering the 5 s before; GPU 1: never a buffer.
+    auto s = Sawtooth(2, wall, i % 5 == 0 ? 5 : 0);
+    s.gpus[1].util_sample_count = 0;
+    s.gpus[0].util_gpu_pct = 50;
+    s.gpus[1].util_gpu_pct = static_cast<uint32_t>(10 * i);
+    m.Add(s);
+  }
+  // Three batches of 30 points (the first at i = 0, then i = 5 and 10), no 50% point.
+  ASSERT_EQ(m.history().size(), 2u);
+  EXPECT_EQ(m.history()[0].size(), 90u);
+  for (const auto& p : m.history()[0]) EXPECT_NE(p.util_pct, 50u) << p.wall_ns;
+  // The GPU without a buffer keeps one point per sample.
+  ASSERT_EQ(m.history()[1].size(), 11u);
+  EXPECT_EQ(m.history()[1].back().util_pct, 100u);
+}
+
+TEST(TopModel, FirstBatchReplacesThePerSamplePointsItCovers) {
+  TopModel m(H100Header(1));
+  for (int i = 0; i < 5; ++i) {
+    auto s = Sawtooth(1, kWall + int64_t{i} * 1'000'000'000, 0);
+    s.gpus[0].util_gpu_pct = 50;
+    m.Add(s);
+  }
+  m.Add(Sawtooth(1, kWall + 5'000'000'000, 2));  // covers (kWall + 3 s, kWall + 5 s]
+  const auto& h = m.history()[0];
+  ASSERT_EQ(h.size(), 4u + 12u);  // the per-sample points at 0..3 s, then the batch
+  EXPECT_EQ(h[3].util_pct, 50u);
+  EXPECT_NE(h[4].util_pct, 50u);
+}
+
 TEST(TopModel, ProcessesInTreeOrderWithIoRates) {
   TopModel m = Model(1, true);
   ASSERT_EQ(m.processes().size(), 3u);
@@ -118,16 +185,17 @@ TEST(TopModel, ProcessesInTreeOrderWithIoRates) {
 }
 
 TEST(TopScreen, RowsNeverExceedTheSize) {
-  TopModel m = Model(8, true);
-  for (int w : {1, 20, 60, 80, 132, 200}) {
-    for (int h : {0, 1, 5, 20, 50}) {
-      for (bool help : {false, true}) {
-        auto rows = RenderTopScreen(m, {w, h, TopSort::kCpu, false, help, true});
-        EXPECT_LE(rows.size(), static_cast<size_t>(h));
-        for (const auto& r : rows) {
-          size_t cols = 0;
-          for (char c : r.Text()) cols += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-          EXPECT_LE(cols, static_cast<size_t>(w)) << r.Text();
+  for (const TopModel& m : {Model(8, true), GpmModel()}) {
+    for (int w : {1, 20, 60, 80, 132, 200}) {
+      for (int h : {0, 1, 5, 9, 20, 50}) {
+        for (bool help : {false, true}) {
+          auto rows = RenderTopScreen(m, {w, h, TopSort::kCpu, false, help, true});
+          EXPECT_LE(rows.size(), static_cast<size_t>(h));
+          for (const auto& r : rows) {
+            size_t cols = 0;
+            for (char c : r.Text()) cols += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+            EXPECT_LE(cols, static_cast<size_t>(w)) << r.Text();
+          }
         }
       }
     }
@@ -153,6 +221,38 @@ TEST(TopScreen, Golden) {
   out += "--- help\n";
   out += Dump(RenderTopScreen(m, {80, 12, TopSort::kIo, false, true, true}));
   testing::ExpectGolden("top_screen.txt", out);
+}
+
+TEST(TopScreen, GpmLineUnderTheGpuAndOneNotePerReason) {
+  TopModel m = GpmModel();
+  std::string out = Dump(RenderTopScreen(m, {100, 30, TopSort::kCpu, false, false, true}));
+  out += "--- 160x8: the links where there is room\n";
+  out += Dump(RenderTopScreen(m, {160, 8, TopSort::kCpu, false, false, true}));
+  out += "--- 70x12: the history goes first\n";
+  out += Dump(RenderTopScreen(m, {70, 12, TopSort::kCpu, false, false, false}));
+  out += "--- 60x9: then the notes\n";
+  out += Dump(RenderTopScreen(m, {60, 9, TopSort::kCpu, false, false, false}));
+  testing::ExpectGolden("top_screen_gpm.txt", out);
+  EXPECT_NE(out.find("SM active  96%  tensor  93%  DRAM  25%  occupancy  14%"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("GPM: GPU 1: its first window is still open (read every few seconds)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("GPM: GPU 2: MIG is enabled"), std::string::npos) << out;
+}
+
+TEST(GpmNotes, OneLinePerReasonNamingGpusUnlessAll) {
+  auto header = H100Header(2);
+  header.gpus[0].gpm_note = "not supported by this GPU (GPM needs Hopper or later)";
+  header.gpus[1].gpm_note = header.gpus[0].gpm_note;
+  auto s = Sawtooth(2, kWall, 1);
+  EXPECT_EQ(GpmNotes(header, s),
+            std::vector<std::string>{"not supported by this GPU (GPM needs Hopper or later)"});
+  header.gpus[1].gpm_note = "\x1b[31mvGPU";  // the driver's words, escaped
+  s.gpus[0].lost = true;                     // a lost GPU says nothing
+  EXPECT_EQ(GpmNotes(header, s), std::vector<std::string>{"GPU 1: \\x1b[31mvGPU"});
+  header.gpus[1].gpm_note.clear();
+  EXPECT_TRUE(GpmNotes(header, s).empty());
 }
 
 TEST(TopScreen, FinishedRunKeepsItsNumbersBesideTheNote) {

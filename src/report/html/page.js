@@ -151,7 +151,7 @@
     }
     var groups = [
       { title: 'GPU utilization (%)', fine: '.utilization_fine_pct', coarse: '.utilization_pct',
-        yrange: [0, 100] },
+        yrange: [0, 100], gpm: true },
       { title: 'GPU memory used (MiB)', coarse: '.memory_used_mib' },
       { title: 'GPU power (W)', coarse: '.power_w' },
       { title: 'SM clock (MHz)', coarse: '.sm_clock_mhz' }
@@ -160,20 +160,61 @@
     groups.forEach(function (g) {
       var list = g.fine ? byPrefix(g.fine) : [];
       if (!list.length) list = byPrefix(g.coarse);
-      if (!list.length) return;
-      addTimeChart(s, g.title, list, g.yrange, hooks);
+      if (list.length) addTimeChart(s, g.title, list, g.yrange, hooks);
+      if (g.gpm) gpmCharts(s, hooks);
     });
     var host = tl.series.filter(function (x) { return x.name.indexOf('host.') === 0; });
     if (host.length) addTimeChart(s, 'Host CPU busy, iowait, I/O pressure (%)', host, [0, 100], hooks);
   }
 
+  // GPM (Hopper and later; issue 28): per GPU, what the hardware counters say beside utilization,
+  // which only says that some kernel ran (utilization 99% can be SM active 22%). A GPM value is
+  // the exact average of the window that ends at its point, so it is drawn as a step back to the
+  // point before. Older runs have no such series: nothing is drawn.
+  var GPM = [
+    { suffix: '.sm_active_pct', label: 'SM active', color: '#2ca02c' },
+    { suffix: '.tensor_active_pct', label: 'tensor active', color: '#9467bd' },
+    { suffix: '.dram_active_pct', label: 'DRAM active', color: '#ff7f0e' }
+  ];
+  function gpmCharts(parent, hooks) {
+    var all = data.timeline.series, gpus = [];
+    all.forEach(function (x) {
+      var m = /^gpu(\d+)\./.exec(x.name);
+      var gpm = GPM.some(function (g) { return x.name.endsWith(g.suffix); });
+      if (m && gpm && gpus.indexOf(m[1]) < 0) gpus.push(m[1]);
+    });
+    if (!gpus.length) return;
+    parent.appendChild(el('p', 'note', 'GPM hardware counters, per GPU: SM active is the share ' +
+      'of cycles the SMs had work, tensor active the tensor pipes\u2019, DRAM active the memory ' +
+      'interface\u2019s. Each is the average since the reading before (a few seconds), drawn ' +
+      'as a step over that window.'));
+    var step = { width: 2 };
+    if (uPlot.paths.stepped) step.paths = uPlot.paths.stepped({ align: -1 });
+    gpus.forEach(function (n) {
+      var named = function (suffix) {
+        return all.find(function (x) { return x.name === 'gpu' + n + suffix; });
+      };
+      var list = [], util = named('.utilization_fine_pct') || named('.utilization_pct');
+      if (util) list.push({ series: util, label: 'utilization', color: '#1f77b4' });
+      GPM.forEach(function (g) {
+        var x = named(g.suffix);
+        if (x) list.push({ series: x, label: g.label, color: g.color, style: step });
+      });
+      addTimeChart(parent, 'GPU ' + n + ': utilization and hardware activity (GPM, %)', list,
+                   [0, 100], hooks);
+    });
+  }
+
   // Every time chart shares one x array (all series joined once), so they span the same time.
+  // `list`: series, or {series, label, color, style} to name and draw one its own way.
   var joinedAll = null;
   function addTimeChart(parent, title, list, yrange, hooks) {
     var all = data.timeline.series;
     if (!joinedAll) joinedAll = join(all);
     var ys = list.map(function (x) {
-      return { label: x.name, values: joinedAll[all.indexOf(x) + 1] };
+      var s = x.series || x;
+      return { label: x.label || s.name, color: x.color, style: x.style,
+               values: joinedAll[all.indexOf(s) + 1] };
     });
     chart(parent, title, joinedAll[0], ys,
           { sync: 'timeline', yrange: yrange, height: 200, hooks: Object.assign({}, hooks) });
@@ -248,10 +289,17 @@
   function gpus() {
     if (!data.gpus || !data.gpus.length) return;
     var s = section('GPUs and load balance');
-    table(s, ['GPU', 'name', 'util mean %', 'util max %', 'memory used MiB', 'memory total MiB', 'power W'],
+    // GPM means (Hopper and later), only where a GPU has them: older runs have no such keys.
+    var gpm = [['sm_active_mean', 'SM active mean %'], ['tensor_active_mean', 'tensor active mean %'],
+               ['dram_active_mean', 'DRAM active mean %']].filter(function (c) {
+      return data.gpus.some(function (g) { return typeof g[c[0]] === 'number'; });
+    });
+    table(s, ['GPU', 'name', 'util mean %', 'util max %'].concat(gpm.map(function (c) { return c[1]; }),
+      ['memory used MiB', 'memory total MiB', 'power W']),
       data.gpus.map(function (g) {
-        return [String(g.index), g.name, fmt(g.util_mean), fmt(g.util_max), fmt(g.mem_used_mib, 0),
-                fmt(g.mem_total_mib, 0), fmt(g.power_w)];
+        return [String(g.index), g.name, fmt(g.util_mean), fmt(g.util_max)].concat(
+          gpm.map(function (c) { return fmt(g[c[0]]); }),
+          [fmt(g.mem_used_mib, 0), fmt(g.mem_total_mib, 0), fmt(g.power_w)]);
       }));
     var b = data.balance;
     if (b) {
