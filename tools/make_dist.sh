@@ -9,6 +9,8 @@
 #                                  binaries"); static libstdc++, rpath $ORIGIN/../lib
 #   bin/stallscope-full            every command; static libstdc++, rpath $ORIGIN/../lib
 #   bin/stallscope-gpu-check       tools/gpu_check.py
+#   bin/stallscope-nvml-cost       bench/nvml_cost.c: NVML's cost per call (the check runs it);
+#                                  plain C, needs only libc (dlopen)
 #   lib/<soname>                   every library the binary needs beyond the system runtime
 #   lib/stallscope/python/         the Python package + sitecustomize.py (`run` finds it here)
 #   lib/stallscope/*.whl           the same package as a wheel, for `pip install`
@@ -53,6 +55,15 @@ for b in stallscope stallscope-full; do
   strip --strip-unneeded "$stage/bin/$b"
 done
 install -m 755 tools/gpu_check.py "$stage/bin/stallscope-gpu-check"
+# The build's bench target (built here: `make dist` asks for stallscope only); a build without
+# benchmarks (STALLSCOPE_BUILD_BENCH=OFF) has none, so compile the one file as CMake would.
+if [ -d "$build/bench/CMakeFiles/nvml_cost.dir" ]; then
+  cmake --build "$build" --target nvml_cost > /dev/null
+  install -m 755 "$build/bench/nvml_cost" "$stage/bin/stallscope-nvml-cost"
+else
+  ${CC:-cc} -std=c11 -O2 -Wall -Wextra -o "$stage/bin/stallscope-nvml-cost" bench/nvml_cost.c -ldl
+fi
+strip --strip-unneeded "$stage/bin/stallscope-nvml-cost"
 
 ldd "$binary" "$build/stallscope-full" | awk '$2 == "=>" { print $1, $3 }' | sort -u |
   while read -r soname path; do
