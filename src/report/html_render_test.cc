@@ -93,8 +93,7 @@ sample::Recording Recording(bool gpm) {
 }
 
 /// The page as Chromium leaves it (#selftest: each canvas's painted pixels), as
-/// tests/e2e/html_e2e_test.cc opens it: headless, no network. On a loaded machine Chromium now
-/// and then dumps the DOM before the page's self-test ran: up to three tries.
+/// tests/e2e/html_e2e_test.cc opens it: headless, no network.
 struct OpenedPage {
   std::string dom, log;
   nlohmann::json charts;
@@ -103,23 +102,20 @@ OpenedPage OpenInChromium(const std::string& html, const testing::TempDir& dir) 
   const std::string path = dir.Sub("page.html");
   std::ofstream(path) << html;
   std::filesystem::create_directories(dir.path() / "log");
-  OpenedPage p;
-  for (int attempt = 0; attempt < 3 && !p.charts.is_array(); ++attempt) {
-    auto r = testing::RunProcess(
-        {"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--user-data-dir=" + dir.Sub("profile" + std::to_string(attempt)),
-         "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-         "--window-size=1280,2400", "--dump-dom", "file://" + path + "#selftest"},
-        testing::EnvironmentWithout({}), dir.path() / "log", 120);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    p = OpenedPage{r.out, r.err, nullptr};
-    const std::string tag = "<pre id=\"selftest\">";
-    if (size_t at = p.dom.find(tag); at != std::string::npos) {
-      size_t end = p.dom.find("</pre>", at);
-      p.charts = nlohmann::json::parse(p.dom.substr(at + tag.size(), end - at - tag.size()),
-                                       nullptr, false);
-    }
+  auto r =
+      testing::RunProcess({"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+                           "--no-first-run", "--user-data-dir=" + dir.Sub("profile"),
+                           "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+                           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+                           "--window-size=1280,2400", "--dump-dom", "file://" + path + "#selftest"},
+                          testing::EnvironmentWithout({}), dir.path() / "log", 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  OpenedPage p{r.out, r.err, nullptr};
+  const std::string tag = "<pre id=\"selftest\">";
+  if (size_t at = p.dom.find(tag); at != std::string::npos) {
+    size_t end = p.dom.find("</pre>", at);
+    p.charts =
+        nlohmann::json::parse(p.dom.substr(at + tag.size(), end - at - tag.size()), nullptr, false);
   }
   return p;
 }
