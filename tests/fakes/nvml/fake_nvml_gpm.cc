@@ -3,7 +3,7 @@
 // Built into the full fake only: the legacy build plays a driver from before GPM. Scenario key
 // "gpm" and what each call answers: README.md next to this file.
 
-#include <new>
+#include <cstdlib>
 #include <optional>
 #include <type_traits>
 
@@ -117,7 +117,10 @@ FAKE_NVML_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nv::nvmlDevice_t device,
 FAKE_NVML_API nvmlReturn_t nvmlGpmSampleAlloc(nv::nvmlGpmSample_t* sample) {
   return OnSystem(__func__, [&](State&) {
     if (sample == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
-    sample->handle = new (std::nothrow) nv::nvmlGpmSample_st{};
+    // malloc/free, as the C driver does: a client that replaces operator new/delete (the tests'
+    // allocation counters) must not see the fake's own objects.
+    sample->handle =
+        static_cast<nv::nvmlGpmSample_st*>(std::calloc(1, sizeof(nv::nvmlGpmSample_st)));
     return sample->handle == nullptr ? nv::NVML_ERROR_MEMORY : nv::NVML_SUCCESS;
   });
 }
@@ -130,7 +133,7 @@ FAKE_NVML_API nvmlReturn_t nvmlGpmSampleFree(nv::nvmlGpmSample_t sample) {
   if (s.Missing(__func__)) return nv::NVML_ERROR_FUNCTION_NOT_FOUND;
   if (sample.handle == nullptr) return nv::NVML_ERROR_INVALID_ARGUMENT;
   // Also after nvmlShutdown: a client that shuts down first must not leak its samples.
-  delete sample.handle;
+  std::free(sample.handle);
   return nv::NVML_SUCCESS;
 }
 
