@@ -240,6 +240,10 @@ struct ThresholdSet {
   Threshold poll_gpm_budget{"poll_gpm_budget", 0.0025, "fraction of a core",
                             "issue 28: GPM on 8 GPUs adds <= 0.5% of a core; nvmlGpmSampleGet "
                             "76-93 us + nvmlGpmMetricsGet 1.4-1.9 ms per GPU"};
+  Threshold poll_host_slow_s{"poll_host_slow_s", 1, "s",
+                             "issue 28: memory, load, PSI, disks, cgroup and /dev/shm at <= 1 Hz "
+                             "(load and PSI avg10 are themselves 1 min and 10 s averages); CPU "
+                             "shares and the process tree every sample"};
   Threshold poll_pcie_s{"poll_pcie_s", 5, "s",
                         "issue 28: nvmlDeviceGetPcieThroughput blocks 20 ms per direction: only "
                         "with --pcie, on its own thread, at <= 0.2 Hz"};
@@ -288,7 +292,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 92> kThresholdTable{{
+inline constexpr std::array<Threshold, 93> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -365,6 +369,7 @@ inline constexpr std::array<Threshold, 92> kThresholdTable{{
     kThresholds.poll_gpm_s,
     kThresholds.poll_gpm_max_s,
     kThresholds.poll_gpm_budget,
+    kThresholds.poll_host_slow_s,
     kThresholds.poll_pcie_s,
     kThresholds.confidence_measured,
     kThresholds.confidence_pattern,

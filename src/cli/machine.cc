@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -83,6 +84,8 @@ Result<Machine> OpenMachine(const SamplingOptions& options, const Clock& clock,
                              .gpm_ns = gpm_ns,
                              .pcie = options.pcie && m.gpus->DeviceCount() > 0},
                             kThresholds);
+  h.host_slow_ns =
+      std::max(interval_ns, static_cast<int64_t>(kThresholds.poll_host_slow_s.value * 1e9));
   return m;
 }
 

@@ -61,10 +61,17 @@ struct HostSample {
   std::optional<uint64_t> shm_used_bytes;
   /// Lines or files that exist but could not be parsed in this sample (skipped, not fatal).
   uint32_t malformed_records = 0;
+  /// Whether this sample read the slow files (HostSampler::SetSlowPeriod); when not, the fields
+  /// from mem_total_bytes to shm_used_bytes are empty.
+  bool slow_read = false;
 
   /// Empties every field, keeping container capacity.
   void Clear();
 };
+
+/// For live views (top, serve): when `now` did not read the slow files, their last values come
+/// from `before` (the view's previous state). Recordings keep samples as read.
+void CarrySlowFields(const HostSample& before, HostSample& now);
 
 /// One process of the followed tree.
 struct ProcessSample {
@@ -109,6 +116,13 @@ class HostSampler {
   /// Reads everything readable into `out` (cleared first). `now_ns`: monotonic time, for rates
   /// and for the re-probe of absent files.
   void Sample(int64_t now_ns, HostSample& out);
+
+  /// Reads the slow files (memory, load, pressure, disks, cgroup, /dev/shm) at most once per
+  /// `period_ns`: CPU shares still come every sample, the other fields only on the samples that
+  /// read them (disk rates and pressure/cgroup deltas are since the last read). 0 (the
+  /// default): every sample. Issue 28: loadavg and PSI avg10 are themselves 1 min and 10 s
+  /// averages, and /proc reads are most of a 10 Hz sample's cost beside NVML's cheap fields.
+  void SetSlowPeriod(int64_t period_ns);
 
   /// An absent file is tried again this long (in `now_ns` time) after it was found absent, in
   /// case it appears (a cgroup controller enabled later): one failed open per file a minute.

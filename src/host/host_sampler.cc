@@ -102,7 +102,8 @@ struct HostSampler::State {
   SampledFile pressure[3];                    // cpu, io, memory
   SampledFile cpu_max, cpu_stat, memory_max;  // paths set by ResolveCgroupDir
   std::string path;                           // scratch for sysfs lookups
-  std::optional<int64_t> prev_ns;
+  std::optional<int64_t> prev_slow_ns;        // when the slow files were last read
+  int64_t slow_period_ns = 0;                 // 0: every sample
   ProcStat prev_stat, cur_stat;
   std::vector<DiskCounters> prev_disks, cur_disks;
   std::vector<DiskClass> disk_classes;  // each device is classified once
@@ -167,19 +168,48 @@ void HostSample::Clear() {
 
 HostSampler::HostSampler(ProcFs fs) : fs_(std::move(fs)), state_(std::make_shared<State>(fs_)) {}
 
+void HostSampler::SetSlowPeriod(int64_t period_ns) { state_->slow_period_ns = period_ns; }
+
 void HostSampler::Sample(int64_t now_ns, HostSample& out) {
   out.Clear();
   State& st = *state_;
-  std::optional<int64_t> interval_ns;
-  if (st.prev_ns && now_ns > *st.prev_ns) interval_ns = now_ns - *st.prev_ns;
   st.now_ns = now_ns;
   st.ReadCpu(out);
+  // The slow files: at most once per slow period (samples wake a little early or late: a tenth
+  // of the period's slack). Their rates and deltas are since their last read.
+  const int64_t slack = st.slow_period_ns / 10;
+  if (st.prev_slow_ns && now_ns + slack < *st.prev_slow_ns + st.slow_period_ns) return;
+  std::optional<int64_t> interval_ns;
+  if (st.prev_slow_ns && now_ns > *st.prev_slow_ns) interval_ns = now_ns - *st.prev_slow_ns;
   st.ReadMemoryAndLoad(out);
   st.ReadPressure(out);
   st.ReadDisks(fs_, interval_ns, out);
   st.ReadCgroup(fs_, out);
   st.ReadShm(fs_, out);
-  st.prev_ns = now_ns;
+  st.prev_slow_ns = now_ns;
+  out.slow_read = true;
+}
+
+void CarrySlowFields(const HostSample& before, HostSample& now) {
+  if (now.slow_read) return;
+  now.mem_total_bytes = before.mem_total_bytes;
+  now.mem_available_bytes = before.mem_available_bytes;
+  now.mem_used_bytes = before.mem_used_bytes;
+  now.load1 = before.load1;
+  now.load5 = before.load5;
+  now.load15 = before.load15;
+  now.procs_running = before.procs_running;
+  now.psi_cpu = before.psi_cpu;
+  now.psi_io = before.psi_io;
+  now.psi_memory = before.psi_memory;
+  now.disk_read_bps = before.disk_read_bps;
+  now.disk_write_bps = before.disk_write_bps;
+  now.cgroup_cpu_quota_cpus = before.cgroup_cpu_quota_cpus;
+  now.cgroup_nr_throttled_delta = before.cgroup_nr_throttled_delta;
+  now.cgroup_throttled_us_delta = before.cgroup_throttled_us_delta;
+  now.cgroup_mem_limit_bytes = before.cgroup_mem_limit_bytes;
+  now.shm_total_bytes = before.shm_total_bytes;
+  now.shm_used_bytes = before.shm_used_bytes;
 }
 
 void HostSampler::State::ReadShm(const ProcFs& fs, HostSample& out) {

@@ -154,6 +154,42 @@ TEST(HostSampler, DeltasAfterTwoSeconds) {
   EXPECT_EQ(s.malformed_records, 0u);
 }
 
+// Issue 28: with a slow period the slow files are read at most once per period; CPU shares come
+// every sample, and rates and deltas span the time since the slow files' last read.
+TEST(HostSampler, SlowFilesAtMostOncePerSlowPeriod) {
+  TempDir tmp;
+  HostSampler sampler(CopyNodeA(tmp.path()));
+  sampler.SetSlowPeriod(kNsPerSec);
+  HostSample s;
+  sampler.Sample(kT0, s);
+  EXPECT_TRUE(s.slow_read);
+  EXPECT_TRUE(s.mem_total_bytes);
+  AdvanceNodeA(tmp.path());
+  sampler.Sample(kT0 + kNsPerSec / 2, s);  // half a period: CPU only
+  EXPECT_FALSE(s.slow_read);
+  ASSERT_TRUE(s.cpu);
+  EXPECT_FALSE(s.mem_total_bytes);
+  EXPECT_FALSE(s.load1);
+  EXPECT_FALSE(s.psi_cpu);
+  EXPECT_FALSE(s.disk_read_bps);
+  EXPECT_FALSE(s.cgroup_nr_throttled_delta);
+  HostSample carried = s;
+  HostSample before;
+  sampler.Sample(kT0 + 2 * kNsPerSec - kNsPerSec / 20, s);  // a little early: within the slack
+  EXPECT_TRUE(s.slow_read);
+  // nvme0n1: +40960 sectors read since the last slow read, 1.95 s before.
+  EXPECT_EQ(s.disk_read_bps, static_cast<uint64_t>(40960.0 * 512 / 1.95 + 0.5));
+  EXPECT_EQ(s.cgroup_nr_throttled_delta, 4u);
+  ASSERT_TRUE(s.psi_cpu);
+  EXPECT_EQ(s.psi_cpu->some_stall_us_delta, 250000u);
+  // A live view carries the last values into a sample that did not read them.
+  CarrySlowFields(s, carried);
+  EXPECT_EQ(carried.mem_total_bytes, s.mem_total_bytes);
+  EXPECT_EQ(carried.disk_read_bps, s.disk_read_bps);
+  CarrySlowFields(before, s);  // a sample that read them keeps its own
+  EXPECT_TRUE(s.mem_total_bytes);
+}
+
 // Without /sys/block, partitions are told apart by name; the rates must not change.
 TEST(HostSampler, DiskRatesWithoutSysfs) {
   TempDir tmp;

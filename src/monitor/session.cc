@@ -100,6 +100,7 @@ void Session::EnsureSampler() {
     sampler_ =
         std::make_unique<sample::Sampler>(gpus_, host_, tracker_ ? &*tracker_ : nullptr, clock_);
     if (header_.poll.tick_ns > 0) sampler_->SetPlan(header_.poll);
+    if (header_.host_slow_ns > 0) host_.SetSlowPeriod(header_.host_slow_ns);
   }
 }
 
@@ -128,6 +129,7 @@ void Session::PublishLocked(const sample::Sample& s) {
   if (have_latest_) {
     const size_t n = std::min(latest_.gpus.size(), previous_.gpus.size());
     for (size_t i = 0; i < n; ++i) gpu::CarrySlowFields(previous_.gpus[i], latest_.gpus[i]);
+    host::CarrySlowFields(previous_.host, latest_.host);
   }
   have_latest_ = true;
 }

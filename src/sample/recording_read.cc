@@ -137,6 +137,10 @@ void ParseHeader(object o, RecordingHeader& h) {
   }
   object poll;
   if (o["gpu_polling"].get_object().get(poll) == simdjson::SUCCESS) ParsePollPlan(poll, h);
+  object host_poll;
+  if (o["host_polling"].get_object().get(host_poll) == simdjson::SUCCESS) {
+    h.host_slow_ns = SecondsToNs(Num<double>(host_poll, "slow_s"));
+  }
 }
 
 void ParseGpu(object g, gpu::GpuSample& s) {

@@ -159,6 +159,7 @@ TEST(Recording, PollingPlanAndGpmRoundTrip) {
   costs[gpu::TierIndex(gpu::PollTier::kUtilBuffer)] = 2391;
   header.poll = gpu::PlanPolling(
       {.tick_ns = 100'000'000, .gpus = 2, .cost_us = costs, .pcie = true}, kThresholds);
+  header.host_slow_ns = 1'000'000'000;
   Sample with = MakeSample(0);
   gpu::GpmMetrics& m = with.gpus[0].gpm.emplace();
   m.window_ns = 2'000'000'000;
@@ -181,6 +182,7 @@ TEST(Recording, PollingPlanAndGpmRoundTrip) {
   EXPECT_EQ(h.poll.cost_us[gpu::TierIndex(gpu::PollTier::kUtilBuffer)], 2391.0);
   EXPECT_FALSE(h.poll.cost_us[gpu::TierIndex(gpu::PollTier::kEnergy)]);
   EXPECT_EQ(h.poll.pcie_ns, 5'000'000'000);
+  EXPECT_EQ(h.host_slow_ns, 1'000'000'000);
   ASSERT_EQ(rec->samples.size(), 2u);
   ASSERT_TRUE(rec->samples[0].gpus[0].gpm);
   const gpu::GpmMetrics& back = *rec->samples[0].gpus[0].gpm;

@@ -326,6 +326,12 @@ void AppendHeaderJson(const RecordingHeader& h, std::string& out) {
   w.EndArray();
   w.Key("gpu_polling");
   WritePollPlan(w, h.poll);
+  w.Key("host_polling")
+      .BeginObject()
+      .Field("slow_s", Seconds(h.host_slow_ns), 3)
+      .Field("fields",
+             "mem_*,load*,procs_running,psi_*,disk_*_bps,cgroup_*,shm_* (the rest every sample)")
+      .EndObject();
   w.EndObject();
 }
 

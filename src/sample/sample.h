@@ -43,6 +43,9 @@ struct RecordingHeader {
   std::vector<gpu::GpuStatic> gpus;
   /// Which GPU fields come at which rate (issue 28), as planned at open from measured costs.
   gpu::PollPlan poll;
+  /// How often the host's slow files are read (host::HostSampler::SetSlowPeriod); 0 = every
+  /// sample.
+  int64_t host_slow_ns = 0;
 };
 
 /// Seed 002 "aggregate_stats" over the GPUs of one sample that are not lost.
