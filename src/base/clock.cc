@@ -5,18 +5,14 @@
 #include <ctime>
 
 namespace stallscope {
-namespace {
-
-int64_t Read(clockid_t id) {
+int64_t ReadClockNs(clockid_t id) {
   timespec ts{};
   clock_gettime(id, &ts);
   return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 
-}  // namespace
-
-int64_t SystemClock::MonotonicNs() const { return Read(CLOCK_MONOTONIC); }
-int64_t SystemClock::WallNs() const { return Read(CLOCK_REALTIME); }
+int64_t SystemClock::MonotonicNs() const { return ReadClockNs(CLOCK_MONOTONIC); }
+int64_t SystemClock::WallNs() const { return ReadClockNs(CLOCK_REALTIME); }
 
 void SystemClock::SleepUntil(int64_t deadline_ns) {
   timespec ts{};

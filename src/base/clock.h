@@ -3,11 +3,16 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <mutex>
 
 #include "base/units.h"  // kNsPerSec and friends
 
 namespace stallscope {
+
+/// clock_gettime(`id`) in ns (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...), for code that reads
+/// a clock directly rather than through a Clock (NVML's per-tier cost, GPM windows).
+[[nodiscard]] int64_t ReadClockNs(clockid_t id);
 
 /// A stop request one thread makes and another thread's sleep ends on at once (no polling, so an
 /// idle sampler wakes only when it has work). Thread-safe.

@@ -1,12 +1,14 @@
 #include "gpu/nvml_backend.h"
 
 #include <time.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
+
+#include "base/clock.h"
 
 namespace stallscope::gpu {
 namespace {
@@ -76,11 +78,7 @@ std::optional<uint32_t> SampleValue(nv::nvmlValueType_t type, const nv::nvmlValu
 
 /// CPU time of the calling thread (the probe's cost measure: a 20 ms PCIe call that sleeps
 /// costs its 0.7 ms of CPU, not 20 ms).
-int64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t ThreadCpuNs() { return ReadClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
 ErrorCode InitErrorCode(nv::nvmlReturn_t rc) {
   switch (rc) {

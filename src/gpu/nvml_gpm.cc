@@ -2,11 +2,10 @@
 // exact averages between two samples (nvml.h "GPM"; Hopper and later). Split from
 // nvml_backend.cc, whose class this completes.
 
-#include <time.h>
-
 #include <array>
 #include <memory>
 
+#include "base/clock.h"
 #include "gpu/nvml_backend.h"
 
 namespace stallscope::gpu {
@@ -14,11 +13,7 @@ namespace {
 
 namespace nv = nvml;
 
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t MonotonicNs() { return ReadClockNs(CLOCK_MONOTONIC); }
 
 /// DCGM's profiling fields have a 100 ms floor; a shorter GPM window is not reported.
 constexpr int64_t kMinGpmWindowNs = 100'000'000;
