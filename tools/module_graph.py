@@ -5,7 +5,9 @@ Each src/<module>/CMakeLists.txt declares `add_library(stallscope_<module> ...)`
 modules it uses with `target_link_libraries(stallscope_<module> ... stallscope::<other> ...)`.
 The graph printed is one line per module, `module → the modules it links`, lowest first.
 --check README.md: exit 1 unless the README holds that text between the lines
-`<!-- module-graph -->` and `<!-- /module-graph -->` (inside a code block).
+`<!-- module-graph -->` and `<!-- /module-graph -->` (inside a code block), and unless every
+`#include "<module>/..."` in a module's own sources (not its tests) names the module itself or a
+module it links directly: a module that reaches another only through a third one must say so.
 """
 import argparse
 import pathlib
@@ -53,11 +55,33 @@ def layers(deps):
 
 def render(deps):
     depth = layers(deps)
+    width = max(len(m) for m in deps)
     lines = []
     for m in sorted(deps, key=lambda m: (depth[m], m)):
         used = sorted(deps[m], key=lambda d: (depth.get(d, 0), d))
-        lines.append(f'{m:<9} → {", ".join(used) if used else "—"}')
+        lines.append(f'{m:<{width}} → {", ".join(used) if used else "—"}')
     return '\n'.join(lines) + '\n'
+
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"(\w+)/[^"]+"', re.M)
+
+
+def undeclared_includes(src, deps):
+    """`file:line: includes <module>/... but <own> does not link <module>` for each include of
+    another module's header that the including module does not link directly."""
+    problems = []
+    for module in sorted(deps):
+        for path in sorted(pathlib.Path(src, module).glob('*')):
+            if path.suffix not in ('.cc', '.h') or path.stem.endswith(('_test', '_bench')):
+                continue
+            text = path.read_text()
+            for m in INCLUDE_RE.finditer(text):
+                other = m.group(1)
+                if other in deps and other not in (module, 'base') and other not in deps[module]:
+                    line = text.count('\n', 0, m.start()) + 1
+                    problems.append(f'{path}:{line}: includes {other}/... but {module} does not '
+                                    f'link stallscope::{other} (src/{module}/CMakeLists.txt)')
+    return problems
 
 
 def main():
@@ -69,6 +93,10 @@ def main():
     if not args.check:
         sys.stdout.write(text)
         return 0
+    problems = undeclared_includes(args.src, graph(args.src))
+    if problems:
+        print('\n'.join(problems), file=sys.stderr)
+        return 1
     readme = pathlib.Path(args.check).read_text()
     m = re.search(r'<!-- module-graph -->\n```\n(.*?)```\n<!-- /module-graph -->', readme, re.S)
     if not m:

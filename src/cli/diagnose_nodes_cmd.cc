@@ -5,23 +5,24 @@
 
 #include "base/units.h"
 #include "cli/commands.h"
-#include "diagnose/job_merge.h"
+#include "diagnose/job_summary.h"
 #include "diagnose/run_analysis.h"
 #include "report/job_render.h"
+#include "rundir/job_merge.h"
 
 namespace stallscope::cli {
 
 int RunDiagnoseNodes(const DiagnoseOptions& o) {
-  std::vector<diagnose::RunData> runs;
+  std::vector<rundir::RunData> runs;
   for (const auto& dir : o.dirs) {
-    auto data = diagnose::LoadRun(dir);
+    auto data = rundir::LoadRun(dir);
     if (!data.ok()) {
       fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(data.error().message));
       return 1;
     }
     runs.push_back(std::move(data.value()));
   }
-  auto job = diagnose::MergeRuns(std::move(runs), o.force);
+  auto job = rundir::MergeRuns(std::move(runs), o.force);
   if (!job.ok()) {
     fmt::print(stderr, "stallscope diagnose: {}\n", EscapeControl(job.error().message));
     return 1;

@@ -1,6 +1,6 @@
 // `stallscope passes` and `stallscope sweep`: the job run several times under `run`'s monitor,
 // bounded, each time with one thing changed through the hooks' experiment controls; then one
-// table from the runs' digests (diagnose/experiment.h).
+// table from the runs' digests (experiment/experiment.h).
 
 #include <signal.h>
 
@@ -14,11 +14,11 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "cli/commands.h"
-#include "diagnose/passes.h"
-#include "diagnose/run_dir.h"
-#include "diagnose/scaling.h"
-#include "diagnose/sweep.h"
+#include "experiment/passes.h"
+#include "experiment/scaling.h"
+#include "experiment/sweep.h"
 #include "report/experiment_render.h"
+#include "rundir/run_dir.h"
 
 namespace stallscope::cli {
 namespace {
@@ -36,8 +36,8 @@ constexpr std::string_view kSteadyRates =
 Result<std::string> MakeFolder(const ExperimentOptions& e, std::string_view kind) {
   std::error_code ec;
   if (e.out.empty()) {
-    std::string name = diagnose::DefaultRunName(e.command) + "-" + std::string(kind);
-    TRY(auto paths, diagnose::CreateRunDir("stallscope-runs", name, SystemClock().WallNs()));
+    std::string name = rundir::DefaultRunName(e.command) + "-" + std::string(kind);
+    TRY(auto paths, rundir::CreateRunDir("stallscope-runs", name, SystemClock().WallNs()));
     fs::remove(fs::path(paths.dir) / "phases", ec);  // a run's folder; this one holds runs
     return paths.dir;
   }
@@ -64,7 +64,7 @@ std::string BoundText(const ExperimentOptions& e) {
 
 /// One bounded run of the job into `dir`, its digest, or why there is none.
 struct Outcome {
-  std::optional<diagnose::RunDigest> run;
+  std::optional<experiment::RunDigest> run;
   std::string failure;
   bool interrupted = false;  ///< the user stopped it: no run after it starts
 };
@@ -118,7 +118,7 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   // The user's interrupt reaches stallscope (counted by the monitor) or, at a terminal, the job
   // (it holds the terminal): either stops the experiment, whatever the job's exit status.
   o.interrupted = interrupts > 0 || code == kInterrupted;
-  auto digest = diagnose::LoadDigest(dir, skip_through_step);
+  auto digest = experiment::LoadDigest(dir, skip_through_step);
   if (!digest.ok()) {
     o.failure = (o.interrupted ? "interrupted: " : "failed: ") + digest.error().message;
     return o;
@@ -130,7 +130,7 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
     o.failure = code > 128 ? fmt::format("failed: killed by signal {}{}", code - 128,
                                          code - 128 == SIGKILL ? " (out of memory?)" : "")
                            : fmt::format("failed: exit {}", code);
-    const std::string said = diagnose::LastErrorLine(diagnose::RunPaths{dir}.job_log());
+    const std::string said = rundir::LastErrorLine(rundir::RunPaths{dir}.job_log());
     if (!said.empty()) o.failure += fmt::format(" ({}/job.log: {})", dir, said);
   } else if (!digest->rate) {
     o.failure = "failed: no steps measured (does the job train with PyTorch?)";
@@ -174,8 +174,8 @@ std::optional<int> Finish(std::string_view cmd, const Folders& f, const std::str
   std::error_code ec;
   fs::remove_all(f.scratch, ec);
   const fs::path base = fs::path(f.dir) / cmd;
-  Status st = diagnose::WriteFileAtomic(base.string() + ".txt", text);
-  if (st.ok()) st = diagnose::WriteFileAtomic(base.string() + ".json", json);
+  Status st = rundir::WriteFileAtomic(base.string() + ".txt", text);
+  if (st.ok()) st = rundir::WriteFileAtomic(base.string() + ".json", json);
   if (!st.ok()) fmt::print(stderr, "stallscope {}: {}\n", cmd, EscapeControl(st.error().message));
   fmt::print("{}", print_json ? json : text);
   if (!interrupted) return std::nullopt;
@@ -202,7 +202,7 @@ std::optional<int> BadOptions(const ExperimentOptions& e, std::string_view cmd) 
 }
 
 /// A folder name for a sweep setting: "03-num_workers=2,batch_size=64".
-std::string SettingDirName(size_t index, const diagnose::SweepPoint& p) {
+std::string SettingDirName(size_t index, const experiment::SweepPoint& p) {
   std::string name = fmt::format("{:02}-", index + 1);
   for (size_t k = 0; k < p.setting.size(); ++k) {
     std::string kv = p.setting[k].first + "=" + p.setting[k].second;
@@ -220,19 +220,19 @@ std::string SettingDirName(size_t index, const diagnose::SweepPoint& p) {
 /// `passes --ranks 1,N`: the job once per process count, then seed 000 §1's conclusion.
 int RunRankPasses(const PassesOptions& o) {
   const ExperimentOptions& e = o.e;
-  auto counts = diagnose::ParseProcessCounts(o.ranks);
+  auto counts = experiment::ParseProcessCounts(o.ranks);
   if (!counts.ok()) {
     fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(counts.error().message));
     return 2;
   }
-  auto launcher = diagnose::RecogniseLauncher(e.command);
+  auto launcher = experiment::RecogniseLauncher(e.command);
   if (!launcher.ok()) {
     fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(launcher.error().message));
     return 2;
   }
-  diagnose::ScalingReport report;
+  experiment::ScalingReport report;
   for (int n : *counts) {
-    auto command = diagnose::WithProcessCount(e.command, n);
+    auto command = experiment::WithProcessCount(e.command, n);
     if (!command.ok()) {  // recognised above: cannot fail, but say so if it does
       fmt::print(stderr, "stallscope passes: {}\n", EscapeControl(command.error().message));
       return 2;
@@ -254,7 +254,7 @@ int RunRankPasses(const PassesOptions& o) {
     if (interrupted) break;
     const std::string name = report::ScalingRunDirName(run);
     fmt::print(stderr, "[stallscope] {} running: {}\n", name,
-               EscapeControl(diagnose::ShellJoin(run.command)));
+               EscapeControl(rundir::ShellJoin(run.command)));
     Outcome out = RunOnce(e, (fs::path(f.dir) / name).string(), run.command,
                           {"STALLSCOPE_SCRATCH_DIR=" + f.scratch});
     Progress(name, out);
@@ -262,7 +262,7 @@ int RunRankPasses(const PassesOptions& o) {
     run.run = std::move(out.run);
     run.failure = std::move(out.failure);
   }
-  report.conclusion = diagnose::ConcludeScaling(report.runs);
+  report.conclusion = experiment::ConcludeScaling(report.runs);
   if (auto code = Finish("passes", f, report::RenderScalingText(report),
                          report::RenderScalingJson(report), e.json, interrupted)) {
     return *code;
@@ -283,14 +283,14 @@ int RunPasses(const PassesOptions& o) {
   auto folders = MakeFolders(e, "passes");
   if (const int* code = std::get_if<int>(&folders)) return *code;
   const Folders& f = std::get<Folders>(folders);
-  diagnose::PassesReport report;
+  experiment::PassesReport report;
   report.dir = f.dir;
   report.command = e.command;
   report.bound = BoundText(e) + fmt::format(
                                     "; {}, and so are the first {} steps (pass C's "
                                     "real batches)",
                                     kSteadyRates, o.synthetic_batches + 1);
-  auto specs = diagnose::StandardPasses(f.scratch, static_cast<int>(o.synthetic_batches));
+  auto specs = experiment::StandardPasses(f.scratch, static_cast<int>(o.synthetic_batches));
   fmt::print(stderr,
              "[stallscope] passes in {}, {}; every pass sends torch.save to {} "
              "(removed at the end)\n",
@@ -310,7 +310,7 @@ int RunPasses(const PassesOptions& o) {
     interrupted = out.interrupted;
     report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
   }
-  report.conclusion = diagnose::ConcludePasses(report.passes);
+  report.conclusion = experiment::ConcludePasses(report.passes);
   if (auto code = Finish("passes", f, report::RenderPassesText(report),
                          report::RenderPassesJson(report), e.json, interrupted)) {
     return *code;
@@ -322,12 +322,12 @@ int RunPasses(const PassesOptions& o) {
 int RunSweep(const SweepOptions& o) {
   const ExperimentOptions& e = o.e;
   if (auto bad = BadOptions(e, "sweep")) return *bad;
-  auto axes = diagnose::ParseSweepSets(o.sets);
+  auto axes = experiment::ParseSweepSets(o.sets);
   if (!axes.ok()) {
     fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(axes.error().message));
     return 2;
   }
-  auto points = diagnose::PlanSweep(*axes, e.command, o.args);
+  auto points = experiment::PlanSweep(*axes, e.command, o.args);
   if (!points.ok()) {
     fmt::print(stderr, "stallscope sweep: {}\n", EscapeControl(points.error().message));
     return 2;
@@ -335,7 +335,7 @@ int RunSweep(const SweepOptions& o) {
   auto folders = MakeFolders(e, "sweep");
   if (const int* code = std::get_if<int>(&folders)) return *code;
   const Folders& f = std::get<Folders>(folders);
-  diagnose::SweepReport report;
+  experiment::SweepReport report;
   report.dir = f.dir;
   report.command = e.command;
   report.bound = BoundText(e) + "; " + std::string(kSteadyRates);
@@ -355,7 +355,7 @@ int RunSweep(const SweepOptions& o) {
     interrupted = out.interrupted;
     report.rows.push_back({p, std::move(out.run), std::move(out.failure)});
   }
-  report.summary = diagnose::SummarizeSweep(report.rows);
+  report.summary = experiment::SummarizeSweep(report.rows);
   if (auto code = Finish("sweep", f, report::RenderSweepText(report),
                          report::RenderSweepJson(report), e.json, interrupted)) {
     return *code;

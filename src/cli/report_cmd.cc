@@ -13,11 +13,11 @@
 #include "cli/commands.h"
 #include "cli/output_path.h"
 #include "diagnose/run_analysis.h"
-#include "diagnose/run_dir.h"
 #include "diagnose/run_report.h"
 #include "diagnose/trace_report.h"
 #include "report/html_render.h"
 #include "report/png_render.h"
+#include "rundir/run_dir.h"
 #include "sample/recording.h"
 #include "sample/seed_monitor.h"
 #include "trace/trace_reader.h"
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 enum class InputKind { kRun, kDamagedRun, kTrace, kRecording };
 
-/// Names only `run` writes (diagnose::kRunDirEntries less run.json and the report files, which
+/// Names only `run` writes (rundir::kRunDirEntries less run.json and the report files, which
 /// a folder of traces might hold too): a folder with one of them is a run directory.
 constexpr std::string_view kRunOnlyEntries[] = {
     "events.bin", "events.names.jsonl", "python.jsonl", "recording.jsonl", "phases", "job.log"};
@@ -195,7 +195,7 @@ int RunReport(const ReportOptions& o) {
     return 1;
   }
   if (!o.html.empty()) {
-    if (auto st = diagnose::WriteFileAtomic(o.html, rendered->page); !st.ok()) {
+    if (auto st = rundir::WriteFileAtomic(o.html, rendered->page); !st.ok()) {
       fmt::print(stderr, "stallscope report: {}\n", EscapeControl(st.error().message));
       return 1;
     }

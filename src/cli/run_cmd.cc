@@ -18,8 +18,6 @@
 #include "cli/commands.h"
 #include "cli/top_tui.h"
 #include "diagnose/run_analysis.h"
-#include "diagnose/run_dir.h"
-#include "diagnose/run_follower.h"
 #include "diagnose/run_report.h"
 #include "diagnose/suspicion.h"
 #include "diagnose/thresholds.h"
@@ -28,6 +26,8 @@
 #include "report/render.h"
 #include "report/run_render.h"
 #include "report/top_screen.h"
+#include "rundir/run_dir.h"
+#include "rundir/run_follower.h"
 
 namespace stallscope::cli {
 namespace {
@@ -78,7 +78,7 @@ std::string InterimReport(const analysis::LiveWindow& w) {
   return out;
 }
 
-std::vector<std::string> JobEnvironment(const diagnose::RunPaths& paths, const RunOptions& o) {
+std::vector<std::string> JobEnvironment(const rundir::RunPaths& paths, const RunOptions& o) {
   std::vector<std::string> env = {"STALLSCOPE_RUN_DIR=" + fs::absolute(paths.dir).string(),
                                   std::string("STALLSCOPE_AUTO=") + (o.no_auto ? "0" : "1")};
   std::string py = FindPythonDir();
@@ -106,7 +106,7 @@ double CpuSeconds(int who) {
 
 /// Writes report.txt, report.json and report.html from the run directory; prints the text
 /// unless quiet.
-int Report(const diagnose::RunPaths& paths, bool quiet) {
+int Report(const rundir::RunPaths& paths, bool quiet) {
   auto run = diagnose::LoadAndAnalyzeRun(paths.dir);
   if (!run.ok()) {
     fmt::print(stderr, "stallscope run: {}\n", EscapeControl(run.error().message));
@@ -114,10 +114,9 @@ int Report(const diagnose::RunPaths& paths, bool quiet) {
   }
   const diagnose::RunReport& report = run->analysis.report;
   std::string text = report::RenderRunReportText(report);
-  auto st1 = diagnose::WriteFileAtomic(paths.report_txt(), text);
-  auto st2 = diagnose::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
-  auto st3 =
-      diagnose::WriteFileAtomic(paths.report_html(), report::RenderRunHtml(run->data, report));
+  auto st1 = rundir::WriteFileAtomic(paths.report_txt(), text);
+  auto st2 = rundir::WriteFileAtomic(paths.report_json(), report::RenderRunReportJson(report));
+  auto st3 = rundir::WriteFileAtomic(paths.report_html(), report::RenderRunHtml(run->data, report));
   for (const Status* st : {&st1, &st2, &st3}) {
     if (!st->ok()) fmt::print(stderr, "stallscope run: {}\n", EscapeControl(st->error().message));
   }
@@ -138,8 +137,8 @@ Status PrepareOutDir(const std::string& dir, bool force) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     const bool known =
-        std::find(std::begin(diagnose::kRunDirEntries), std::end(diagnose::kRunDirEntries), name) !=
-            std::end(diagnose::kRunDirEntries) ||
+        std::find(std::begin(rundir::kRunDirEntries), std::end(rundir::kRunDirEntries), name) !=
+            std::end(rundir::kRunDirEntries) ||
         name.find(".tmp.") != std::string::npos;
     if (known) {
       ours.push_back(entry.path());
@@ -168,11 +167,11 @@ Status PrepareOutDir(const std::string& dir, bool force) {
 }
 
 /// The run directory: --out, else a fresh stallscope-runs/<date>-<time>-<name>.
-Result<diagnose::RunPaths> MakeRunPaths(const RunOptions& o, const std::string& name,
-                                        int64_t wall_ns) {
-  if (o.out.empty()) return diagnose::CreateRunDir("stallscope-runs", name, wall_ns);
+Result<rundir::RunPaths> MakeRunPaths(const RunOptions& o, const std::string& name,
+                                      int64_t wall_ns) {
+  if (o.out.empty()) return rundir::CreateRunDir("stallscope-runs", name, wall_ns);
   TRY_STATUS(PrepareOutDir(o.out, o.force));
-  return diagnose::RunPaths{o.out};
+  return rundir::RunPaths{o.out};
 }
 
 /// Why `name` cannot name a run (it becomes part of a folder name), if it cannot.
@@ -187,10 +186,10 @@ std::optional<std::string> BadRunName(const std::string& name) {
 }
 
 /// run.json as the job starts.
-diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
-                            const sample::RecordingHeader& header, const Clock& clock,
-                            const std::vector<std::string>& job_env) {
-  diagnose::RunMeta meta;
+rundir::RunMeta StartMeta(const RunOptions& o, const std::string& name,
+                          const sample::RecordingHeader& header, const Clock& clock,
+                          const std::vector<std::string>& job_env) {
+  rundir::RunMeta meta;
   meta.tool_version = ToolVersion();
   meta.name = name;
   meta.command = o.command;
@@ -199,21 +198,21 @@ diagnose::RunMeta StartMeta(const RunOptions& o, const std::string& name,
   meta.interval_ns = header.interval_ns;
   meta.start_wall_ns = clock.WallNs();
   meta.start_mono_ns = clock.MonotonicNs();
-  meta.env = diagnose::PerformanceEnvironment(environ, job_env);
+  meta.env = rundir::PerformanceEnvironment(environ, job_env);
   return meta;
 }
 
 /// Whether the run directory is still there: a job may remove it (RunRun says so once, at the
 /// end, instead of a warning per file it could not write).
-bool RunDirExists(const diagnose::RunPaths& paths) {
+bool RunDirExists(const rundir::RunPaths& paths) {
   std::error_code ec;
   return fs::is_directory(paths.dir, ec);
 }
 
 /// Writes run.json. A failure is a warning, not an end: the job runs on (the report then says
 /// what it could not read).
-void WriteMeta(const diagnose::RunPaths& paths, const diagnose::RunMeta& meta) {
-  if (auto st = diagnose::WriteRunMeta(paths, meta); !st.ok() && RunDirExists(paths)) {
+void WriteMeta(const rundir::RunPaths& paths, const rundir::RunMeta& meta) {
+  if (auto st = rundir::WriteRunMeta(paths, meta); !st.ok() && RunDirExists(paths)) {
     fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(st.error().message));
   }
 }
@@ -291,20 +290,20 @@ int SuperviseJob(Supervisor& sup) {
 }
 
 /// --tui: the full-screen top while the job runs, its run row read from the run directory as
-/// `top --run` reads it (diagnose::RunFollower). Closing the screen (q) leaves the job running
+/// `top --run` reads it (rundir::RunFollower). Closing the screen (q) leaves the job running
 /// under SuperviseJob; a signal goes to the job, and the screen closes when it exits.
 int SuperviseJobTui(Supervisor& sup, const std::string& dir, int64_t interval_ns) {
   report::TopModel model(sup.session.header());
   model.interval_ns = interval_ns;
-  auto follower = diagnose::RunFollower::Open(dir);
+  auto follower = rundir::RunFollower::Open(dir);
   sample::Sample latest;
   TopTuiHooks hooks;
   hooks.refresh = [&](report::TopModel& m) {
     if (sup.session.CopyLatest(latest)) m.Add(latest);
     if (!follower.ok()) return;
-    const diagnose::RunFollowStatus& s = follower->Poll(sup.clock.MonotonicNs());
-    m.run = report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
-                                 s.note};
+    const rundir::RunFollowStatus& s = follower->Poll(sup.clock.MonotonicNs());
+    m.run = report::TopRunStatus{dir, s.window,
+                                 std::string(diagnose::WindowSuspicionText(s.window)), s.note};
   };
   hooks.stop_requested = [&] { return sup.Tick(monitor::WaitSignal(1)); };
   sup.hold_warnings = true;
@@ -374,7 +373,7 @@ struct UndoFailedStart {
   ~UndoFailedStart() {
     if (!armed) return;
     std::error_code ec;
-    for (const char* name : diagnose::kRunDirEntries) fs::remove_all(fs::path(dir) / name, ec);
+    for (const char* name : rundir::kRunDirEntries) fs::remove_all(fs::path(dir) / name, ec);
     if (created_dir) fs::remove(dir, ec);  // fails, harmlessly, when something else is there
   }
 };
@@ -409,7 +408,7 @@ int RunRun(const RunOptions& o) {
   if (!interval.ok())
     return fmt::print(stderr, "stallscope run: {}\n", EscapeControl(interval.error().message)), 2;
   std::optional<int64_t> stop_after_ns;
-  const std::string name = o.name.empty() ? diagnose::DefaultRunName(o.command) : o.name;
+  const std::string name = o.name.empty() ? rundir::DefaultRunName(o.command) : o.name;
   if (auto refused = RefuseRun(o, name, stop_after_ns)) return *refused;
   monitor::BlockTerminationSignals();
   SystemClock clock;
@@ -429,7 +428,7 @@ int RunRun(const RunOptions& o) {
     return fmt::print(stderr, "stallscope run: {}\n", machine_or.error().message), 2;
   Machine machine = std::move(machine_or).value();
   const std::vector<std::string> job_env = JobEnvironment(*paths, o);
-  diagnose::RunMeta meta = StartMeta(o, name, machine.header, clock, job_env);
+  rundir::RunMeta meta = StartMeta(o, name, machine.header, clock, job_env);
 
   // A write error stops the recording, never the job (the user's training must not die because
   // our recording failed): warned once when it happens, and said again after the report.

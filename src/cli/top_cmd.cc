@@ -10,11 +10,12 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/top_tui.h"
-#include "diagnose/run_follower.h"
+#include "diagnose/suspicion.h"
 #include "monitor/session.h"
 #include "phase/phase_reader.h"
 #include "report/render.h"
 #include "report/top_screen.h"
+#include "rundir/run_follower.h"
 
 namespace stallscope::cli {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 /// `--run DIR`: the run follower (read-only) and the clock it is polled with.
 struct RunWatch {
   std::string dir;
-  diagnose::RunFollower follower;
+  rundir::RunFollower follower;
   const Clock* clock;
   /// Termination signals end top during a poll (their default action), not only between
   /// samples: off for the full screen, which must restore the terminal on the way out.
@@ -41,9 +42,9 @@ struct RunWatch {
       if (sigismember(&pending, sig) == 1) return last;
     }
     if (interruptible) pthread_sigmask(SIG_UNBLOCK, &term, &old);
-    const diagnose::RunFollowStatus& s = follower.Poll(clock->MonotonicNs());
+    const rundir::RunFollowStatus& s = follower.Poll(clock->MonotonicNs());
     if (interruptible) pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    last = report::TopRunStatus{dir, s.window, std::string(diagnose::SuspicionText(s.suspicion)),
+    last = report::TopRunStatus{dir, s.window, std::string(diagnose::WindowSuspicionText(s.window)),
                                 s.note};
     return last;
   }
@@ -51,7 +52,7 @@ struct RunWatch {
 
 /// Follows the job's process tree (run.json's pid) unless --pid names another.
 RunWatch StartRunWatch(const TopOptions& o, monitor::Session& session, const Clock& clock,
-                       diagnose::RunFollower follower) {
+                       rundir::RunFollower follower) {
   const int32_t pid = follower.meta().pid;
   // A finished job's pid may be gone (or reused by now: run.json then says it finished).
   if (o.pid == 0 && pid > 0 && follower.meta().status == "running" && phase::ProcessExists(pid))
@@ -88,11 +89,11 @@ int RunTop(const TopOptions& o) {
   monitor::BlockTerminationSignals();
   SystemClock clock;
   // --run DIR first: a wrong DIR is one line, before anything else is opened or said.
-  std::optional<diagnose::RunFollower> follower;
+  std::optional<rundir::RunFollower> follower;
   if (!o.run_dir.empty()) {
     if (o.json)
       return fmt::print(stderr, "stallscope top: --run has no JSON output; drop --json\n"), 2;
-    auto f = diagnose::RunFollower::Open(o.run_dir);
+    auto f = rundir::RunFollower::Open(o.run_dir);
     if (!f.ok())
       return fmt::print(stderr, "stallscope top: {}\n", EscapeControl(f.error().message)), 1;
     follower.emplace(std::move(*f));

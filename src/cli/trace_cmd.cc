@@ -9,10 +9,10 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
-#include "diagnose/run_dir.h"
 #include "diagnose/trace_report.h"
 #include "report/html_render.h"
 #include "report/trace_render.h"
+#include "rundir/run_dir.h"
 #include "trace/perfetto_export.h"
 #include "trace/trace_reader.h"
 
@@ -129,7 +129,7 @@ int RunTrace(const TraceOptions& o) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (!o.html.empty()) {
     std::string title = o.paths.size() == 1 ? o.paths[0] : fmt::format("{} traces", o.paths.size());
-    if (auto st = diagnose::WriteFileAtomic(o.html, report::RenderTraceHtml(title, *report));
+    if (auto st = rundir::WriteFileAtomic(o.html, report::RenderTraceHtml(title, *report));
         !st.ok()) {
       fmt::print(stderr, "stallscope trace: {}\n", EscapeControl(st.error().message));
       return 1;

@@ -45,7 +45,7 @@ std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
 }
 
 /// Host-wide facts: CPUs, cgroup quota, runnable counts, I/O wait.
-void HostFacts(const RunData& data, std::span<const sample::Sample> samples, Facts& c) {
+void HostFacts(const rundir::RunData& data, std::span<const sample::Sample> samples, Facts& c) {
   c.host_cpus = data.recording.header.cpu_count;
   RunningStats procs_running, iowait, psi_io, job_runnable;
   for (const auto& s : samples) {
@@ -285,7 +285,7 @@ void ProcessFacts(std::span<const sample::Sample> samples, const RunReport& repo
   c.worker_cpu_sum = concurrent.count() > 0 ? concurrent.mean() / 100.0 : 0;
 }
 
-void GpuFactsOf(const RunData& data, std::span<const sample::Sample> samples,
+void GpuFactsOf(const rundir::RunData& data, std::span<const sample::Sample> samples,
                 const RunReport& report, Facts& c) {
   const auto& statics = data.recording.header.gpus;
   for (const auto& g : report.machine.gpus) {
@@ -357,7 +357,7 @@ void GpuFactsOf(const RunData& data, std::span<const sample::Sample> samples,
 /// every CUDA context created after torch's import, and the backends at the first step) saw
 /// none, when its torch has no CUDA, or (runs before those notes) when compute phases ran on a
 /// CUDA torch without one GPU time.
-void GpuUseFacts(const RunData& data, const RunReport& report, Facts& c) {
+void GpuUseFacts(const rundir::RunData& data, const RunReport& report, Facts& c) {
   bool spans = false, compute = false;
   for (const auto& p : report.phases.phases) {
     spans = spans || p.gpu.has_value();
@@ -371,8 +371,8 @@ void GpuUseFacts(const RunData& data, const RunReport& report, Facts& c) {
       for (const auto& p : g.processes) listed = listed || job.count(static_cast<int32_t>(p.pid));
     }
   }
-  const JobInfo& info = report.job_info;
-  for (const BackendsInfo& b : info.backends) {
+  const rundir::JobInfo& info = report.job_info;
+  for (const rundir::BackendsInfo& b : info.backends) {
     if (!b.float32_matmul_precision) continue;
     c.float32_matmul_precision = b.float32_matmul_precision;
     break;
@@ -457,7 +457,7 @@ int64_t Facts::NumWorkers() const {
   return worker_procs;
 }
 
-Facts BuildRunFacts(const RunData& data, const RunReport& report) {
+Facts BuildRunFacts(const rundir::RunData& data, const RunReport& report) {
   Facts c;
   c.torch = TorchInfos(data.events);
   c.wall_s = report.wall_s;
@@ -478,9 +478,6 @@ Facts BuildRunFacts(const RunData& data, const RunReport& report) {
     c.gpus.clear();
     c.has_gpu = false;
   }
-  // A run's recording with no GPU samples may still come with a trace's timeline.
-  if (c.gpus.empty() && data.trace) TraceGpuFacts(*data.trace, c);
-  c.trace = data.trace;
   c.util_cv = Fraction(report.machine.util_balance.cv_pct);
   c.memory_cv = Fraction(report.machine.memory_balance.cv_pct);
   LoaderFacts(report.loaders, c);

@@ -161,7 +161,7 @@ struct Facts {
 };
 
 /// The facts of a recorded run.
-[[nodiscard]] Facts BuildRunFacts(const RunData& data, const RunReport& report);
+[[nodiscard]] Facts BuildRunFacts(const rundir::RunData& data, const RunReport& report);
 
 /// The facts of a profiler trace: its timeline, the per-step phases derived from it, and the
 /// loaders its DataLoader iterators name. Host CPUs and processes stay unknown.

@@ -33,7 +33,8 @@ std::pair<int64_t, int64_t> JobWindow(const analysis::PhaseAnalysis& phases,
   return {ref.life.steady_begin_ns, ref.life.steady_end_ns};
 }
 
-const PythonProcess* PythonOf(const std::vector<PythonProcess>& python, int32_t pid) {
+const rundir::PythonProcess* PythonOf(const std::vector<rundir::PythonProcess>& python,
+                                      int32_t pid) {
   for (const auto& p : python) {
     if (p.pid == pid) return &p;
   }
@@ -41,7 +42,7 @@ const PythonProcess* PythonOf(const std::vector<PythonProcess>& python, int32_t 
 }
 
 void StartupParts(const analysis::RankSteps& ref, int64_t job_start_ns,
-                  const std::vector<PythonProcess>& python, const JobInfo& info,
+                  const std::vector<rundir::PythonProcess>& python, const rundir::JobInfo& info,
                   int64_t workers_started, RunLife& life) {
   double known = 0;
   auto add = [&](LifePartKind kind, double s, int64_t count = 0, std::string phase = {}) {
@@ -49,7 +50,7 @@ void StartupParts(const analysis::RankSteps& ref, int64_t job_start_ns,
     life.startup.push_back({kind, s, count, std::move(phase)});
     known += s;
   };
-  if (const PythonProcess* p = PythonOf(python, ref.pid); p && p->start_ns) {
+  if (const rundir::PythonProcess* p = PythonOf(python, ref.pid); p && p->start_ns) {
     add(LifePartKind::kInterpreter, NsToSeconds(*p->start_ns - job_start_ns));
     if (p->hooks_ns) add(LifePartKind::kImportTorch, NsToSeconds(*p->hooks_ns - *p->start_ns));
   }
@@ -101,10 +102,10 @@ std::vector<LifePart> WarmupExcess(const analysis::RankSteps& ref) {
   return out;
 }
 
-void WarmupParts(const analysis::RankSteps& ref, const JobInfo& info, RunLife& life) {
+void WarmupParts(const analysis::RankSteps& ref, const rundir::JobInfo& info, RunLife& life) {
   if (ref.warmup.empty()) return;
   const int64_t begin = ref.life.steps_begin_ns, end = ref.life.steady_begin_ns;
-  auto inside = [&](const TimedInfo& t) {
+  auto inside = [&](const rundir::TimedInfo& t) {
     return t.pid == ref.pid && t.begin_ns >= begin && t.begin_ns < end;
   };
   LifePart compile{LifePartKind::kCompile, 0, 0, {}};
@@ -167,8 +168,9 @@ double RunLife::StartupShare() const {
   return wall_s > 0 ? std::min(1.0, (startup_s + warmup_s) / wall_s) : 0.0;
 }
 
-RunLife BuildRunLife(const RunMeta& meta, double wall_s, const analysis::PhaseAnalysis& phases,
-                     const std::vector<PythonProcess>& python, const JobInfo& info,
+RunLife BuildRunLife(const rundir::RunMeta& meta, double wall_s,
+                     const analysis::PhaseAnalysis& phases,
+                     const std::vector<rundir::PythonProcess>& python, const rundir::JobInfo& info,
                      int64_t workers_started) {
   RunLife life;
   life.wall_s = wall_s;

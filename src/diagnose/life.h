@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "analysis/phases.h"
-#include "diagnose/job_info.h"
-#include "diagnose/python_notes.h"
-#include "diagnose/run_dir.h"
+#include "rundir/job_info.h"
+#include "rundir/python_notes.h"
+#include "rundir/run_dir.h"
 
 namespace stallscope::diagnose {
 
@@ -76,9 +76,9 @@ struct RunLife {
 /// (CUDA context, compiles, cudnn.benchmark) and the phases before step 1; of its warm-up from
 /// the warm-up steps' phases against their steady medians; of its tail from the phases after the
 /// last step. `loaders` give the workers the first batch started.
-[[nodiscard]] RunLife BuildRunLife(const RunMeta& meta, double wall_s,
+[[nodiscard]] RunLife BuildRunLife(const rundir::RunMeta& meta, double wall_s,
                                    const analysis::PhaseAnalysis& phases,
-                                   const std::vector<PythonProcess>& python, const JobInfo& info,
-                                   int64_t workers_started);
+                                   const std::vector<rundir::PythonProcess>& python,
+                                   const rundir::JobInfo& info, int64_t workers_started);
 
 }  // namespace stallscope::diagnose

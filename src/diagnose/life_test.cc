@@ -47,14 +47,14 @@ analysis::RankSteps Rank(int32_t rank, int64_t shift_ns = 0) {
   return r;
 }
 
-RunMeta Meta() {
-  RunMeta m;
+rundir::RunMeta Meta() {
+  rundir::RunMeta m;
   m.start_mono_ns = kT0;
   return m;
 }
 
-std::vector<PythonProcess> Python() {
-  PythonProcess p;
+std::vector<rundir::PythonProcess> Python() {
+  rundir::PythonProcess p;
   p.pid = 100;
   p.start_ns = kT0 + kS / 10;
   p.hooks_ns = kT0 + 4 * kS;
@@ -64,7 +64,7 @@ std::vector<PythonProcess> Python() {
 TEST(BuildRunLife, StagesPartsAndTheSteadyWindow) {
   analysis::PhaseAnalysis phases;
   phases.ranks.push_back(Rank(0));
-  JobInfo info;
+  rundir::JobInfo info;
   info.cuda_init.push_back({100, 0, kT0 + 10 * kS, kT0 + 10 * kS + kS / 2, ""});
   info.backends.push_back({100, 0, true, false, std::nullopt, true});
   const RunLife l = BuildRunLife(Meta(), 31.0, phases, Python(), info, 4);
@@ -110,7 +110,7 @@ TEST(BuildRunLife, StagesPartsAndTheSteadyWindow) {
 TEST(BuildRunLife, CompilesInTheWarmupAreNamed) {
   analysis::PhaseAnalysis phases;
   phases.ranks.push_back(Rank(0));
-  JobInfo info;
+  rundir::JobInfo info;
   info.compiles.push_back({100, 0, kT0 + 18 * kS + kS / 10, kT0 + 19 * kS, "m.py:3 fwd"});
   info.compiles.push_back({100, 0, kT0 + 19 * kS, kT0 + 19 * kS + kS / 2, "m.py:9 loss"});
   info.compiles.push_back({100, 0, kT0 + 25 * kS, kT0 + 25 * kS + kS / 10, "later"});  // steady

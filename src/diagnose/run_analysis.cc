@@ -7,7 +7,7 @@
 
 namespace stallscope::diagnose {
 
-RunAnalysis AnalyzeRun(const RunData& data) {
+RunAnalysis AnalyzeRun(const rundir::RunData& data) {
   RunAnalysis a;
   a.report = BuildRunReport(data);
   a.facts = BuildRunFacts(data, a.report);
@@ -35,7 +35,7 @@ RunAnalysis AnalyzeRun(const RunData& data) {
 
 Result<LoadedRun> LoadAndAnalyzeRun(const std::string& dir) {
   LoadedRun run;
-  TRY(run.data, LoadRun(dir));
+  TRY(run.data, rundir::LoadRun(dir));
   run.analysis = AnalyzeRun(run.data);
   return run;
 }

@@ -19,15 +19,15 @@ struct RunAnalysis {
 };
 
 /// BuildRunReport, BuildRunFacts and Diagnose, in that order, once. Pure: no I/O.
-[[nodiscard]] RunAnalysis AnalyzeRun(const RunData& data);
+[[nodiscard]] RunAnalysis AnalyzeRun(const rundir::RunData& data);
 
-/// A run directory loaded (LoadRun) and analysed.
+/// A run directory loaded (rundir::LoadRun) and analysed.
 struct LoadedRun {
-  RunData data;
+  rundir::RunData data;
   RunAnalysis analysis;
 };
 
-/// LoadRun + AnalyzeRun; fails as LoadRun does.
+/// rundir::LoadRun + AnalyzeRun; fails as rundir::LoadRun does.
 [[nodiscard]] Result<LoadedRun> LoadAndAnalyzeRun(const std::string& dir);
 
 }  // namespace stallscope::diagnose

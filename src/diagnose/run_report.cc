@@ -14,7 +14,7 @@
 #include "base/file_read.h"
 #include "base/json_fields.h"
 #include "base/units.h"
-#include "diagnose/job_info.h"
+#include "rundir/job_info.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -135,7 +135,7 @@ std::set<int32_t> Launchers(const std::map<int32_t, int32_t>& parent_of,
   return out;
 }
 
-std::vector<ProcessRow> Processes(const RunData& d, std::span<const sample::Sample> samples,
+std::vector<ProcessRow> Processes(const rundir::RunData& d, std::span<const sample::Sample> samples,
                                   const analysis::PhaseAnalysis& phases,
                                   const std::vector<LoaderInfo>& loaders) {
   std::set<int32_t> workers;
@@ -229,7 +229,7 @@ Series Downsample(std::string name, std::string unit, std::vector<SeriesPoint> r
   return s;
 }
 
-std::vector<Series> MachineSeries(const RunData& d) {
+std::vector<Series> MachineSeries(const rundir::RunData& d) {
   const auto& samples = d.recording.samples;
   int64_t t0 =
       d.meta.start_mono_ns != 0 ? d.meta.start_mono_ns : (samples.empty() ? 0 : samples[0].mono_ns);
@@ -240,7 +240,7 @@ std::vector<Series> MachineSeries(const RunData& d) {
 
 constexpr size_t kCmdlineBytes = 80;  // a command line quoted in a one-line cause
 
-std::string Interpreter(const PythonProcess& p) {
+std::string Interpreter(const rundir::PythonProcess& p) {
   return fmt::format("Python {} ({})", p.version.empty() ? "?" : p.version,
                      p.executable.empty() ? "?" : p.executable);
 }
@@ -249,8 +249,8 @@ std::string Interpreter(const PythonProcess& p) {
 std::vector<std::string> ExplainWithoutNotes(const RunReport& r) {
   const ProcessRow* python = nullptr;
   for (const auto& p : r.processes) {
-    if (!LooksLikePython(p.comm, p.cmdline)) continue;
-    if (auto flag = PythonFlagIgnoringStartup(p.cmdline)) {
+    if (!rundir::LooksLikePython(p.comm, p.cmdline)) continue;
+    if (auto flag = rundir::PythonFlagIgnoringStartup(p.cmdline)) {
       const bool site = *flag == 'S';
       return {fmt::format("the job's Python ran with -{} ({}), so stallscope's startup hook never "
                           "ran in it: pid {}: {}",
@@ -285,8 +285,8 @@ std::vector<std::string> ExplainNoPhases(const RunReport& r) {
         "stallscope.step)"};
   }
   if (r.python.empty()) return ExplainWithoutNotes(r);
-  const PythonProcess* failed = nullptr;
-  const PythonProcess* hooked = nullptr;
+  const rundir::PythonProcess* failed = nullptr;
+  const rundir::PythonProcess* hooked = nullptr;
   bool any_recording = false;
   for (const auto& p : r.python) {
     any_recording = any_recording || p.recording;
@@ -332,7 +332,7 @@ int64_t WorkersOf(const analysis::PhaseAnalysis& phases, const std::vector<Loade
   return 0;
 }
 
-RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
+RunOverhead Overhead(const rundir::RunData& d, const analysis::PhaseAnalysis& phases) {
   RunOverhead o;
   o.monitor_cpu_s = d.meta.monitor_cpu_s;
   o.job_cpu_s = d.meta.job_cpu_s;
@@ -347,74 +347,7 @@ RunOverhead Overhead(const RunData& d, const analysis::PhaseAnalysis& phases) {
   return o;
 }
 
-/// Drops phase records that cannot be this run's: from a process no ring or names line knows,
-/// or timed more than a second outside the run (before its start; after its end, when run.json
-/// has one). What corrupt bytes in events.bin turn into; a warning says how many.
-void DropImplausibleEvents(RunData& d) {
-  constexpr int64_t kSlackNs = kNsPerSec;
-  std::unordered_set<int32_t> pids;
-  for (const auto& p : d.events.processes) pids.insert(p.pid);
-  const int64_t first = d.meta.start_mono_ns - kSlackNs;
-  const int64_t last =
-      d.meta.end_mono_ns ? *d.meta.end_mono_ns + kSlackNs : std::numeric_limits<int64_t>::max();
-  const size_t before = d.events.events.size();
-  std::erase_if(d.events.events, [&](const phase::LoggedEvent& e) {
-    return !pids.contains(e.pid) || e.ts_ns < first || e.ts_ns > last;
-  });
-  const uint64_t invalid = d.events.invalid_records;  // of no known kind, skipped on read
-  d.implausible_events = static_cast<int64_t>(before - d.events.events.size() + invalid);
-  if (d.implausible_events > 0) {
-    d.warnings.push_back(fmt::format(
-        "{}/events.bin: {} of {} phase records cannot be this run's (no known kind, an unknown "
-        "process or a time outside the run): skipped; the file may be corrupt, and no verdict is "
-        "confident",
-        d.paths.dir, d.implausible_events, before + invalid));
-  }
-}
-
 }  // namespace
-
-Result<RunData> LoadRun(const std::string& dir) {
-  RunData d;
-  d.paths.dir = dir;
-  while (d.paths.dir.size() > 1 && d.paths.dir.back() == '/') d.paths.dir.pop_back();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(d.paths.dir, ec)) {
-    return MakeError(ErrorCode::kNotFound, "{}: no such run directory", dir);
-  }
-  TRY(d.meta, ReadRunMeta(d.paths));
-  // ReadRecording reads pipes too (`summary <(zcat ...)`); a FIFO in a run directory would hang
-  // it (issue 27 B14): only a regular recording.jsonl is opened.
-  auto regular = ReadOnlyFile::Open(d.paths.recording());
-  auto rec = regular.ok() || regular.error().code == ErrorCode::kNotFound
-                 ? sample::ReadRecording(d.paths.recording())
-                 : Result<sample::Recording>(regular.error());
-  if (rec.ok()) {
-    d.recording = std::move(rec.value());
-    for (const auto& w : d.recording.warnings) d.warnings.push_back(w);
-  } else {
-    d.warnings.push_back(rec.error().message);
-  }
-  auto events = phase::ReadEventLog(d.paths.dir);
-  if (events.ok()) {
-    d.events = std::move(events.value());
-    for (const auto& w : d.events.warnings) d.warnings.push_back(w);
-    DropImplausibleEvents(d);
-  } else {
-    d.warnings.push_back(events.error().message);
-  }
-  d.python = ReadPythonNotes(d.paths.dir);
-  if (!d.python.error.empty()) d.warnings.push_back(d.python.error);
-  if (d.python.malformed_lines > 0) {
-    d.warnings.push_back(fmt::format("{}/{}: {} malformed line(s) skipped", d.paths.dir,
-                                     kPythonNotesFile, d.python.malformed_lines));
-  }
-  if (d.python.overlong_lines > 0) {
-    d.warnings.push_back(
-        OverlongLinesWarning(d.paths.dir + "/" + kPythonNotesFile, d.python.overlong_lines));
-  }
-  return d;
-}
 
 std::string SyncSiteText(const SyncSite& s) {
   std::string where = fmt::format("{}:{}", s.file, s.line);
@@ -423,7 +356,7 @@ std::string SyncSiteText(const SyncSite& s) {
                  : fmt::format("{} ({})", where, s.kind);
 }
 
-RunReport BuildRunReport(const RunData& d) {
+RunReport BuildRunReport(const rundir::RunData& d) {
   RunReport r;
   r.meta = d.meta;
   r.dir = d.paths.dir;
@@ -437,7 +370,7 @@ RunReport BuildRunReport(const RunData& d) {
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
   r.loaders = Loaders(d.events);
   r.sync_sites = SyncSites(d.events);
-  r.job_info = ReadJobInfo(d.events);
+  r.job_info = rundir::ReadJobInfo(d.events);
   if (r.job_info.malformed > 0) {
     r.warnings.push_back(
         fmt::format("{}: {} malformed start-up record(s) (cuda_init, compile, "

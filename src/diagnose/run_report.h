@@ -12,32 +12,14 @@
 #include "base/vocabulary.h"
 #include "diagnose/findings.h"
 #include "diagnose/life.h"
-#include "diagnose/python_notes.h"
-#include "diagnose/run_dir.h"
 #include "diagnose/trace_facts.h"
 #include "phase/event_log.h"
+#include "rundir/python_notes.h"
+#include "rundir/run_data.h"
+#include "rundir/run_dir.h"
 #include "sample/recording.h"
 
 namespace stallscope::diagnose {
-
-/// Everything a run directory holds, loaded.
-struct RunData {
-  RunPaths paths;
-  RunMeta meta;
-  sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
-  phase::EventLog events;
-  PythonNotes python;  ///< the job's Python interpreters (python.jsonl); empty for old runs
-  std::vector<std::string> warnings;
-  /// Phase records that cannot be this run's (an unknown process, a time outside the run):
-  /// skipped; a sign of a corrupt events.bin, and no verdict is confident then.
-  int64_t implausible_events = 0;
-  /// Set when the run is a profiler trace (`stallscope trace`): the GPU timeline's facts.
-  std::optional<TraceFacts> trace;
-};
-
-/// Loads a run directory. Fails (naming the directory and the problem) only when it is not a run
-/// directory; a missing or torn recording or event log is a warning: the report shows what exists.
-[[nodiscard]] Result<RunData> LoadRun(const std::string& dir);
 
 /// One process of the job over the run, from the sampler's process tree.
 struct ProcessRow {
@@ -127,12 +109,12 @@ struct RunOverhead {
 /// The measured breakdown of a run: what report.txt and report.json show. Every statistic is
 /// the steady state's (RunLife, issue 26) when steps were measured; the series are the whole run.
 struct RunReport {
-  RunMeta meta;
+  rundir::RunMeta meta;
   std::string dir;
   double wall_s = 0;                  ///< job start to end (or the last sample)
   analysis::PhaseAnalysis phases;     ///< steps and phase statistics of the steady steps
   RunLife life;                       ///< start-up, warm-up, steady state, tail
-  JobInfo job_info;                   ///< CUDA context, compiles, backends, as the hooks noted them
+  rundir::JobInfo job_info;           ///< CUDA context, compiles, backends, as the hooks noted them
   std::vector<ProcessRow> processes;  ///< over the steady window's samples
   std::vector<LoaderInfo> loaders;
   std::vector<SyncSite> sync_sites;    ///< most calls first (unknown counts last)
@@ -143,7 +125,8 @@ struct RunReport {
   size_t steady_first = 0;
   size_t steady_last = std::numeric_limits<size_t>::max();
   std::vector<Series> series;
-  std::vector<PythonProcess> python;  ///< the job's Python interpreters, as they noted themselves
+  std::vector<rundir::PythonProcess>
+      python;  ///< the job's Python interpreters, as they noted themselves
   /// When no phase was recorded: the cause that applies (first line) and what supports it.
   std::vector<std::string> no_phases;
   RunOverhead overhead;
@@ -153,7 +136,7 @@ struct RunReport {
 
 /// Builds the report from loaded data. Pure: no I/O. Commands call AnalyzeRun
 /// (diagnose/run_analysis.h), which adds the facts and the verdict.
-[[nodiscard]] RunReport BuildRunReport(const RunData& data);
+[[nodiscard]] RunReport BuildRunReport(const rundir::RunData& data);
 
 /// The samples of `recording` that `report`'s steady window holds (its [steady_first,
 /// steady_last)).

@@ -20,14 +20,14 @@ namespace fs = std::filesystem;
 const fs::path kFixture = fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu";
 
 struct Diagnosed {
-  RunData data;
+  rundir::RunData data;
   RunReport report;
 };
 
 Diagnosed Load(const fs::path& dir) {
-  auto data = LoadRun(dir.string());
+  auto data = rundir::LoadRun(dir.string());
   EXPECT_TRUE(data.ok()) << data.error().message;
-  Diagnosed d{data.ok() ? std::move(data).value() : RunData{}, {}};
+  Diagnosed d{data.ok() ? std::move(data).value() : rundir::RunData{}, {}};
   d.report = AnalyzeRun(d.data).report;
   return d;
 }

@@ -48,4 +48,8 @@ SuspectedVerdict VerdictOfSuspicion(const analysis::LiveWindow& w) {
   return {"none", 0};
 }
 
+std::string_view WindowSuspicionText(const std::optional<analysis::LiveWindow>& window) {
+  return window ? SuspicionText(Suspect(*window)) : SuspicionText(Suspicion::kNone);
+}
+
 }  // namespace stallscope::diagnose

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "analysis/live_stats.h"
@@ -32,5 +33,9 @@ struct SuspectedVerdict {
 
 /// How the status line says it ("" for kNone): "suspect: input pipeline", ...
 [[nodiscard]] std::string_view SuspicionText(Suspicion suspicion);
+
+/// The status line's hint for a live window (a followed run's, `top --run`): "" without one.
+[[nodiscard]] std::string_view WindowSuspicionText(
+    const std::optional<analysis::LiveWindow>& window);
 
 }  // namespace stallscope::diagnose

@@ -12,7 +12,7 @@
 namespace stallscope::diagnose {
 
 /// What a profiler trace tells the verdict rules beyond step phases (diagnose/trace_report.cc
-/// fills it from `stallscope trace`; a live `run` leaves RunData::trace empty). Shares are
+/// fills it from `stallscope trace`; a live `run` leaves rundir::RunData::trace empty). Shares are
 /// fractions of the analysed window (the ProfilerStep range), averaged over ranks and devices.
 struct TraceFacts {
   /// One GPU of one rank as its timeline shows it.

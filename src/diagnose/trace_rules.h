@@ -1,6 +1,6 @@
 #pragma once
-// Rules that need a GPU timeline (RunData::trace, from `stallscope trace`). They return nullopt
-// for live runs, which carry no timeline. Private to src/diagnose; listed in Rules().
+// Rules that need a GPU timeline (rundir::RunData::trace, from `stallscope trace`). They return
+// nullopt for live runs, which carry no timeline. Private to src/diagnose; listed in Rules().
 
 #include <optional>
 

@@ -11,9 +11,9 @@
 namespace stallscope::report {
 namespace {
 
-using diagnose::CompareOutcome;
-using diagnose::CompareReport;
-using diagnose::RunDigest;
+using experiment::CompareOutcome;
+using experiment::CompareReport;
+using experiment::RunDigest;
 
 /// A difference's values longer than this go on lines of their own (commands, usually).
 constexpr size_t kInlineValueBytes = 28;
@@ -223,7 +223,7 @@ std::string RenderCompareJson(const CompareReport& r) {
       .Field("conclusion", r.conclusion)
       .Key("change")
       .BeginObject()
-      .Field("outcome", diagnose::CompareOutcomeName(r.outcome));
+      .Field("outcome", experiment::CompareOutcomeName(r.outcome));
   if (r.change) {
     w.Field("ratio", r.change->ratio, 4)
         .Field("lo", r.change->lo, 4)

@@ -2,14 +2,14 @@
 
 #include <string>
 
-#include "diagnose/compare.h"
+#include "experiment/compare.h"
 
 namespace stallscope::report {
 
 /// `stallscope compare A B`: the conclusion first, then steps/s with 95% intervals, the verdict of
 /// each run, the per-phase table (ms per step and share), what differed, and what to do next.
 /// Every string from a run (directories, commands, environment values, phase names) is escaped.
-[[nodiscard]] std::string RenderCompareText(const diagnose::CompareReport& report);
+[[nodiscard]] std::string RenderCompareText(const experiment::CompareReport& report);
 
 /// Version of the `compare --json` object below; bumped when a key changes meaning or goes.
 inline constexpr int kCompareSchemaVersion = 1;
@@ -36,6 +36,6 @@ inline constexpr int kCompareSchemaVersion = 1;
 ///                   record it. Names: command, exit, dataloader.{num_workers, batch_size,
 ///                   pin_memory, persistent_workers, prefetch_factor}, env.NAME, allowed_cpus,
 ///                   gpus, driver, hostname, tool_version
-[[nodiscard]] std::string RenderCompareJson(const diagnose::CompareReport& report);
+[[nodiscard]] std::string RenderCompareJson(const experiment::CompareReport& report);
 
 }  // namespace stallscope::report

@@ -23,8 +23,8 @@ std::vector<double> Steps(size_t n, double step_s) {
   return out;
 }
 
-diagnose::RunDigest Digest(const std::string& dir, double step_s, int64_t workers) {
-  diagnose::RunDigest d;
+experiment::RunDigest Digest(const std::string& dir, double step_s, int64_t workers) {
+  experiment::RunDigest d;
   d.dir = dir;
   d.meta.name = "train";
   d.meta.command = {"/usr/bin/python3", "examples/train.py", "--situation", "data_cpu"};
@@ -65,8 +65,8 @@ diagnose::RunDigest Digest(const std::string& dir, double step_s, int64_t worker
 }
 
 TEST(CompareRender, WorkersGolden) {
-  auto r = diagnose::Compare(Digest("runs/w0", 0.2, 0), Digest("runs/w2", 0.07, 2));
-  ASSERT_EQ(r.outcome, diagnose::CompareOutcome::kFaster);
+  auto r = experiment::Compare(Digest("runs/w0", 0.2, 0), Digest("runs/w2", 0.07, 2));
+  ASSERT_EQ(r.outcome, experiment::CompareOutcome::kFaster);
   testing::ExpectGolden("compare_workers.txt", RenderCompareText(r));
   testing::ExpectGolden("compare_workers.json", RenderCompareJson(r));
   auto j = nlohmann::json::parse(RenderCompareJson(r));
@@ -76,8 +76,8 @@ TEST(CompareRender, WorkersGolden) {
 
 TEST(CompareRender, SameGolden) {
   auto a = Digest("runs/a", 0.2, 0);
-  auto r = diagnose::Compare(a, a);
-  ASSERT_EQ(r.outcome, diagnose::CompareOutcome::kNoChange);
+  auto r = experiment::Compare(a, a);
+  ASSERT_EQ(r.outcome, experiment::CompareOutcome::kNoChange);
   testing::ExpectGolden("compare_same.txt", RenderCompareText(r));
 }
 
@@ -90,7 +90,7 @@ TEST(CompareRender, JobStringsAreEscaped) {
   b.meta.env[testing::kHostileName] = "1";
   a.phases.push_back({testing::kHostileName, 1, 0.01});
   a.warnings.push_back(testing::kHostileName);
-  auto r = diagnose::Compare(a, b);
+  auto r = experiment::Compare(a, b);
   std::string text = RenderCompareText(r);
   EXPECT_EQ(testing::RawControlBytes(text), "");
   EXPECT_NE(text.find(testing::kHostileEscaped), std::string::npos) << text;
@@ -104,7 +104,7 @@ TEST(CompareRender, BusyHostIsSaidUnderTheResult) {
   auto a = Digest("runs/a", 0.2, 0);
   auto b = a;
   b.caveats.push_back(std::string(diagnose::kBusyHostCaveat) + " other processes used 1.0");
-  auto r = diagnose::Compare(a, b);
+  auto r = experiment::Compare(a, b);
   EXPECT_NE(RenderCompareText(r).find("\n         B ran beside other work (busy host)"),
             std::string::npos)
       << RenderCompareText(r);
@@ -117,7 +117,7 @@ TEST(CompareRender, NoStepsSaysSoAndWritesNulls) {
   auto a = Digest("runs/a", 0.2, 0);
   a.step_s.clear();
   a.rate.reset();
-  auto r = diagnose::Compare(a, Digest("runs/b", 0.2, 0));
+  auto r = experiment::Compare(a, Digest("runs/b", 0.2, 0));
   EXPECT_NE(RenderCompareText(r).find("RESULT   nothing to compare: no steps measured in A\n"),
             std::string::npos);
   auto j = nlohmann::json::parse(RenderCompareJson(r));

@@ -12,7 +12,7 @@
 namespace stallscope::report {
 namespace {
 
-using diagnose::RunDigest;
+using experiment::RunDigest;
 
 std::string Rate(const RunDigest& d) { return d.rate ? fmt::format("{:.2f}", d.rate->per_s) : "-"; }
 
@@ -33,7 +33,7 @@ std::string VerdictClass(const RunDigest& d) {
 std::string Header(std::string_view what, const std::string& dir,
                    const std::vector<std::string>& command, const std::string& bound) {
   return fmt::format("stallscope {}: {}\nJob     {}\nBound   {}\n\n", what, EscapeControl(dir),
-                     EscapeControl(diagnose::ShellJoin(command)), EscapeControl(bound));
+                     EscapeControl(rundir::ShellJoin(command)), EscapeControl(bound));
 }
 
 void WriteRate(JsonWriter& w, const RunDigest& d) {
@@ -85,7 +85,7 @@ void WriteChange(JsonWriter& w, const std::optional<analysis::RateChange>& c) {
       .EndObject();
 }
 
-std::string PassDid(const diagnose::PassResult& p) {
+std::string PassDid(const experiment::PassResult& p) {
   if (!p.run || !p.run->experiment.present) return "";
   const auto& e = p.run->experiment;
   std::string out;
@@ -106,7 +106,7 @@ std::string PassDid(const diagnose::PassResult& p) {
 
 }  // namespace
 
-std::string RenderPassesText(const diagnose::PassesReport& r) {
+std::string RenderPassesText(const experiment::PassesReport& r) {
   std::string out = Header("passes", r.dir, r.command, r.bound);
   out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", "PASS", "WHAT", "STEPS/S",
                      "95% INTERVAL", "VS BASELINE (95%)", "DATA", "VERDICT");
@@ -146,7 +146,7 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
   }
   out += fmt::format("\nCONCLUSION  {}\n", EscapeControl(r.conclusion.text));
   for (const auto& c : r.conclusion.caveats) out += fmt::format("CAVEAT      {}\n", c);
-  const diagnose::PassResult* a = r.passes.empty() ? nullptr : &r.passes.front();
+  const experiment::PassResult* a = r.passes.empty() ? nullptr : &r.passes.front();
   if (a != nullptr && a->run && a->run->principal && r.conclusion.agrees.value_or(false) &&
       !a->run->principal->recommendations.empty()) {
     out += fmt::format("FIX         {}\n",
@@ -165,7 +165,7 @@ std::string RenderPassesText(const diagnose::PassesReport& r) {
   return out;
 }
 
-std::string RenderPassesJson(const diagnose::PassesReport& r) {
+std::string RenderPassesJson(const experiment::PassesReport& r) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject().Field("dir", r.dir).FieldArray("command", r.command).Field("bound", r.bound);
@@ -202,25 +202,25 @@ namespace {
 std::string Variation(const RunDigest& d) {
   if (d.ranks.empty()) return "-";
   return fmt::format("{:.2f} {}", d.ranks.front().variation_ratio,
-                     diagnose::Sawtooth(d) ? "SAW" : "smooth");
+                     experiment::Sawtooth(d) ? "SAW" : "smooth");
 }
 
 std::string GpuUtil(const RunDigest& d) {
-  auto u = diagnose::JobGpuUtil(d);
+  auto u = experiment::JobGpuUtil(d);
   if (!u) return "-";
-  auto s = diagnose::GpuUtilSpread(d);
+  auto s = experiment::GpuUtilSpread(d);
   return s ? fmt::format("{:.0f}% ({:.0f})", *u, *s) : fmt::format("{:.0f}%", *u);
 }
 
-std::string RunDirName(const diagnose::ScalingRun& r) {
+std::string RunDirName(const experiment::ScalingRun& r) {
   return fmt::format("{}-process{}", r.processes, r.processes == 1 ? "" : "es");
 }
 
 }  // namespace
 
-std::string ScalingRunDirName(const diagnose::ScalingRun& r) { return RunDirName(r); }
+std::string ScalingRunDirName(const experiment::ScalingRun& r) { return RunDirName(r); }
 
-std::string RenderScalingText(const diagnose::ScalingReport& r) {
+std::string RenderScalingText(const experiment::ScalingReport& r) {
   std::string out = Header("passes --ranks", r.dir, r.command, r.bound);
   out += fmt::format("{:<5}  {:>11}  {:>8}  {:<15}  {:<11}  {:<14}  {}\n", "PROCS", "STEP MEDIAN",
                      "STEPS/S", "95% INTERVAL", "VARIATION", "GPU (SPREAD)", "VERDICT");
@@ -277,7 +277,7 @@ std::string RenderScalingText(const diagnose::ScalingReport& r) {
   return out;
 }
 
-std::string RenderScalingJson(const diagnose::ScalingReport& r) {
+std::string RenderScalingJson(const experiment::ScalingReport& r) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject()
@@ -303,9 +303,9 @@ std::string RenderScalingJson(const diagnose::ScalingReport& r) {
                  d.ranks.empty() ? std::nullopt
                                  : std::optional<double>(d.ranks.front().variation_ratio),
                  3)
-          .FieldBool("sawtooth", diagnose::Sawtooth(d))
-          .Field("job_gpu_util_pct", diagnose::JobGpuUtil(d), 1)
-          .Field("job_gpu_util_spread_pct", diagnose::GpuUtilSpread(d), 1);
+          .FieldBool("sawtooth", experiment::Sawtooth(d))
+          .Field("job_gpu_util_pct", experiment::JobGpuUtil(d), 1)
+          .Field("job_gpu_util_spread_pct", experiment::GpuUtilSpread(d), 1);
       w.Key("job_gpus").BeginArray();
       for (const auto& g : d.job_gpus) {
         w.BeginObject()
@@ -353,7 +353,7 @@ std::string RenderScalingJson(const diagnose::ScalingReport& r) {
   return out;
 }
 
-std::string RenderSweepText(const diagnose::SweepReport& r) {
+std::string RenderSweepText(const experiment::SweepReport& r) {
   constexpr int kBar = 40;
   std::string out = Header("sweep", r.dir, r.command, r.bound);
   size_t width = 7;
@@ -412,7 +412,7 @@ std::string RenderSweepText(const diagnose::SweepReport& r) {
   return out;
 }
 
-std::string RenderSweepJson(const diagnose::SweepReport& r) {
+std::string RenderSweepJson(const experiment::SweepReport& r) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject().Field("dir", r.dir).FieldArray("command", r.command).Field("bound", r.bound);

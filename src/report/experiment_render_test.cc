@@ -12,9 +12,9 @@
 namespace stallscope::report {
 namespace {
 
-diagnose::RunDigest Digest(const std::string& dir, double step_s, double data_share,
-                           diagnose::FindingClass cls) {
-  diagnose::RunDigest d;
+experiment::RunDigest Digest(const std::string& dir, double step_s, double data_share,
+                             diagnose::FindingClass cls) {
+  experiment::RunDigest d;
   d.dir = dir;
   d.meta.status = "exited";
   d.meta.exit_code = 0;
@@ -35,12 +35,12 @@ diagnose::RunDigest Digest(const std::string& dir, double step_s, double data_sh
   return d;
 }
 
-diagnose::PassesReport Passes() {
-  diagnose::PassesReport r;
+experiment::PassesReport Passes() {
+  experiment::PassesReport r;
   r.dir = "runs/train-passes";
   r.command = {"python3", "train.py", "--situation", "data cpu"};
   r.bound = "40 steps per run";
-  auto specs = diagnose::StandardPasses("runs/train-passes/scratch");
+  auto specs = experiment::StandardPasses("runs/train-passes/scratch");
   r.passes = {{specs[0],
                Digest("runs/train-passes/A", 0.2, 0.9, diagnose::FindingClass::kDataBoundCpu),
                "",
@@ -56,7 +56,7 @@ diagnose::PassesReport Passes() {
   r.passes[1].run->experiment.saves_skipped = 2;
   r.passes[2].run->experiment.synthetic_batches_cached = 4;
   r.passes[2].run->experiment.synthetic_batches_served = 36;
-  r.conclusion = diagnose::ConcludePasses(r.passes);
+  r.conclusion = experiment::ConcludePasses(r.passes);
   return r;
 }
 
@@ -80,18 +80,18 @@ TEST(PassesRender, HostileNamesAreEscaped) {
 }
 
 /// 1 vs 2 processes of a job whose rank 0 evaluates every 10 steps while rank 1 waits.
-diagnose::ScalingReport Scaling() {
-  diagnose::ScalingReport r;
+experiment::ScalingReport Scaling() {
+  experiment::ScalingReport r;
   r.dir = "runs/train-passes";
   r.command = {"torchrun", "--nproc_per_node", "2", "train.py"};
   r.launcher = "torchrun";
   r.bound = "50 steps per run; rates leave out the first 2 steps (start-up)";
   for (int n : {1, 2}) {
-    diagnose::RunDigest d =
+    experiment::RunDigest d =
         Digest("runs/train-passes/" + std::to_string(n) + "-process" + (n == 1 ? "" : "es"), 0.05,
                0.1, diagnose::FindingClass::kPeriodicSideWork);
     for (int32_t rank = 0; rank < n; ++rank) {
-      diagnose::RankDigest rd;
+      experiment::RankDigest rd;
       rd.rank = rank;
       rd.steps = 40;
       rd.median_step_s = 0.055;
@@ -108,11 +108,11 @@ diagnose::ScalingReport Scaling() {
       p.steps = {10, 20, 30, 40};
       d.periodic.push_back(p);
     }
-    d.job_gpus = n == 1 ? std::vector<diagnose::GpuUse>{{0, 61}}
-                        : std::vector<diagnose::GpuUse>{{0, 58}, {1, 40}};
+    d.job_gpus = n == 1 ? std::vector<experiment::GpuUse>{{0, 61}}
+                        : std::vector<experiment::GpuUse>{{0, 58}, {1, 40}};
     r.runs.push_back({n, {"torchrun", "--nproc_per_node", std::to_string(n), "train.py"}, d, ""});
   }
-  r.conclusion = diagnose::ConcludeScaling(r.runs);
+  r.conclusion = experiment::ConcludeScaling(r.runs);
   return r;
 }
 
@@ -134,7 +134,7 @@ TEST(ScalingRender, AFailedRunAndHostileNamesAreEscaped) {
   r.command.push_back(testing::kHostileName);
   r.runs[1].failure = testing::kHostileName;
   r.runs[1].run->periodic[0].phase = testing::kHostileName;
-  r.conclusion = diagnose::ConcludeScaling(r.runs);
+  r.conclusion = experiment::ConcludeScaling(r.runs);
   const std::string text = RenderScalingText(r);
   EXPECT_EQ(testing::RawControlBytes(text), "");
   EXPECT_NE(text.find("CONCLUSION  none: no conclusion: the 2-process run gave no steps/s"),
@@ -142,14 +142,14 @@ TEST(ScalingRender, AFailedRunAndHostileNamesAreEscaped) {
       << text;
 }
 
-diagnose::SweepReport Sweep() {
-  diagnose::SweepReport r;
+experiment::SweepReport Sweep() {
+  experiment::SweepReport r;
   r.dir = "runs/train-sweep";
   r.command = {"python3", "train.py"};
   r.bound = "40 steps per run";
   double steps[] = {0.2, 0.1, 0.08};
   for (int w = 0; w < 3; ++w) {
-    diagnose::SweepRow row;
+    experiment::SweepRow row;
     row.point.setting = {{"num_workers", std::to_string(w)}};
     row.point.label = "num_workers=" + std::to_string(w);
     row.point.command = r.command;
@@ -163,12 +163,12 @@ diagnose::SweepReport Sweep() {
     }
     r.rows.push_back(row);
   }
-  diagnose::SweepRow failed;
+  experiment::SweepRow failed;
   failed.point.setting = {{"num_workers", "64"}};
   failed.point.label = "num_workers=64";
   failed.failure = "failed: killed by signal 9 (out of memory?)";
   r.rows.push_back(failed);
-  r.summary = diagnose::SummarizeSweep(r.rows);
+  r.summary = experiment::SummarizeSweep(r.rows);
   return r;
 }
 

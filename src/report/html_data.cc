@@ -10,9 +10,9 @@
 #include "base/stats.h"
 #include "base/units.h"
 #include "base/vocabulary.h"
-#include "diagnose/run_dir.h"
 #include "report/life_render.h"
 #include "report/run_render.h"
+#include "rundir/run_dir.h"
 #include "trace/kernels.h"
 
 namespace stallscope::report {
@@ -261,7 +261,7 @@ void WriteLife(JsonWriter& w, const diagnose::RunLife& l) {
   w.EndArray().EndObject();
 }
 
-std::string RunPageData(const diagnose::RunData& data, const diagnose::RunReport& report,
+std::string RunPageData(const rundir::RunData& data, const diagnose::RunReport& report,
                         const PageLimits& limits) {
   const int64_t t0 = data.meta.start_mono_ns != 0
                          ? data.meta.start_mono_ns
@@ -272,7 +272,7 @@ std::string RunPageData(const diagnose::RunData& data, const diagnose::RunReport
   WriteVerdictJson(w, report.verdict);  // writes its own "verdict" key
   w.Key("job")
       .BeginObject()
-      .Field("command", diagnose::ShellJoin(report.meta.command))
+      .Field("command", rundir::ShellJoin(report.meta.command))
       .Field("status", report.meta.status)
       .Field("exit_code", report.meta.exit_code)
       .Field("wall_s", report.wall_s, 3)

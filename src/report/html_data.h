@@ -56,7 +56,7 @@ struct PageLimits {
     const std::vector<diagnose::SeriesPoint>& points, size_t buckets);
 
 /// The page data of a run directory (data: what LoadRun read; report: analysed and diagnosed).
-[[nodiscard]] std::string RunPageData(const diagnose::RunData& data,
+[[nodiscard]] std::string RunPageData(const rundir::RunData& data,
                                       const diagnose::RunReport& report,
                                       const PageLimits& limits = {});
 

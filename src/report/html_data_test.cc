@@ -20,7 +20,7 @@ using diagnose::SeriesPoint;
 
 std::string RunData(const std::string& name, const PageLimits& limits = {}) {
   std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/" + name;
-  auto data = diagnose::LoadRun(dir);
+  auto data = rundir::LoadRun(dir);
   EXPECT_TRUE(data.ok()) << data.error().message;
   if (!data.ok()) return "";
   auto report = diagnose::AnalyzeRun(*data).report;
@@ -176,7 +176,7 @@ TEST(HtmlData, GpmSeriesAndMeansPerGpu) {
 
 TEST(HtmlData, ScriptEndingStringsCannotLeaveTheDataElement) {
   std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
-  auto data = diagnose::LoadRun(dir);
+  auto data = rundir::LoadRun(dir);
   ASSERT_TRUE(data.ok());
   auto report = diagnose::BuildRunReport(*data);
   report.meta.name = "</script><script>alert(1)</script>";

@@ -144,7 +144,7 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
   return out;
 }
 
-std::string RenderRunHtml(const diagnose::RunData& data, const diagnose::RunReport& report) {
+std::string RenderRunHtml(const rundir::RunData& data, const diagnose::RunReport& report) {
   return RenderHtmlPage("run", report.meta.name, &report.verdict, RunPageData(data, report),
                         &report.life);
 }

@@ -23,7 +23,7 @@ namespace stallscope::report {
                                          const diagnose::RunLife* life = nullptr);
 
 /// The whole page of a run directory, a recording, or profiler traces (html_data.h's data).
-[[nodiscard]] std::string RenderRunHtml(const diagnose::RunData& data,
+[[nodiscard]] std::string RenderRunHtml(const rundir::RunData& data,
                                         const diagnose::RunReport& report);
 [[nodiscard]] std::string RenderRecordingHtml(const std::string& path,
                                               const sample::Recording& recording,

@@ -26,7 +26,7 @@ std::string BalanceText(const analysis::Balance& b) {
   return fmt::format("CV {:.1f}% ({})", *b.cv_pct, BalanceClassName(*b.quality));
 }
 
-std::string NodeTable(const diagnose::JobNodes& job) {
+std::string NodeTable(const rundir::JobNodes& job) {
   size_t host_w = 4, dir_w = 3;
   for (const auto& n : job.nodes) {
     host_w = std::max(host_w, EscapeControl(n.hostname).size());
@@ -46,7 +46,7 @@ std::string NodeTable(const diagnose::JobNodes& job) {
   return out;
 }
 
-std::string RankTable(const diagnose::JobNodes& job) {
+std::string RankTable(const rundir::JobNodes& job) {
   std::string out = fmt::format("\nRanks  {:>4}  {:>4} {:>6} {:>8} {:>9} {:>9} {:>9}\n", "rank",
                                 "node", "steps", "steps/s", "step", "work", "comm_wait");
   for (const auto& r : job.ranks) {
@@ -61,7 +61,7 @@ std::string RankTable(const diagnose::JobNodes& job) {
   return out;
 }
 
-std::string NextLines(const diagnose::JobNodes& job) {
+std::string NextLines(const rundir::JobNodes& job) {
   std::string out = "\nNext:\n";
   if (job.straggler_node) {
     const auto& n = job.nodes[static_cast<size_t>(*job.straggler_node)];
@@ -80,7 +80,7 @@ std::string NextLines(const diagnose::JobNodes& job) {
 
 }  // namespace
 
-std::string RenderJobReportText(const diagnose::RunReport& r, const diagnose::JobNodes& job) {
+std::string RenderJobReportText(const diagnose::RunReport& r, const rundir::JobNodes& job) {
   std::string out = fmt::format("stallscope job report: {}  ({} nodes, world size {})\n",
                                 EscapeControl(r.meta.name), job.nodes.size(), job.world_size);
   double per_s = 0;
@@ -122,7 +122,7 @@ void WriteBalanceJson(JsonWriter& w, std::string_view key, const analysis::Balan
 
 }  // namespace
 
-std::string RenderJobReportJson(const diagnose::RunReport& r, const diagnose::JobNodes& job) {
+std::string RenderJobReportJson(const diagnose::RunReport& r, const rundir::JobNodes& job) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject();

@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "diagnose/job_merge.h"
 #include "diagnose/run_report.h"
+#include "rundir/job_merge.h"
 
 namespace stallscope::report {
 
@@ -11,11 +11,11 @@ namespace stallscope::report {
 /// the per-rank table, the balance across nodes (seed 002 CV classes), the per-rank phase table
 /// and what to do next. `report` is the merged run's (its verdict already diagnosed).
 [[nodiscard]] std::string RenderJobReportText(const diagnose::RunReport& report,
-                                              const diagnose::JobNodes& job);
+                                              const rundir::JobNodes& job);
 
 /// report.json of the merged run (every field as `diagnose DIR --json` writes it) plus "nodes"
 /// (README-nodes.md): stable key order, fixed float formats.
 [[nodiscard]] std::string RenderJobReportJson(const diagnose::RunReport& report,
-                                              const diagnose::JobNodes& job);
+                                              const rundir::JobNodes& job);
 
 }  // namespace stallscope::report

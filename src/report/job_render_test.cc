@@ -12,8 +12,8 @@
 namespace stallscope::report {
 namespace {
 
-diagnose::JobNodes TwoNodes() {
-  diagnose::JobNodes job;
+rundir::JobNodes TwoNodes() {
+  rundir::JobNodes job;
   job.world_size = 4;
   job.nodes.push_back({.dir = "n0",
                        .hostname = "alpha",

@@ -238,7 +238,7 @@ TEST(PngRender, UnwritableDirectoryNamesThePath) {
 
 diagnose::RunReport RecordedRun() {
   auto data =
-      diagnose::LoadRun(std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/gpu_throttled");
+      rundir::LoadRun(std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/gpu_throttled");
   EXPECT_TRUE(data.ok()) << data.error().message;
   return data.ok() ? diagnose::BuildRunReport(*data) : diagnose::RunReport{};
 }

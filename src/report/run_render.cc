@@ -36,7 +36,7 @@ std::string JobLines(const diagnose::RunReport& r) {
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
   }
   std::string out = fmt::format("Job     {}\n        {}, {} wall\n",
-                                EscapeControl(diagnose::ShellJoin(r.meta.command)), exit,
+                                EscapeControl(rundir::ShellJoin(r.meta.command)), exit,
                                 FormatDurationSeconds(r.wall_s));
   if (r.life.has_steps) out += fmt::format("Life    {}\n", RenderLifeLine(r.life));
   for (const auto& rank : r.phases.ranks) {
@@ -58,9 +58,9 @@ std::string JobLines(const diagnose::RunReport& r) {
 
 /// One line per distinct interpreter (version, executable, recorder), then how torch's phases are
 /// measured where the hooks noted it.
-std::string PythonLines(const std::vector<diagnose::PythonProcess>& python) {
+std::string PythonLines(const std::vector<rundir::PythonProcess>& python) {
   struct Group {
-    const diagnose::PythonProcess* first = nullptr;
+    const rundir::PythonProcess* first = nullptr;
     size_t count = 0;
   };
   std::vector<std::pair<std::string, Group>> groups;
@@ -537,7 +537,7 @@ void WriteSeriesJson(JsonWriter& w, const diagnose::RunReport& r) {
 }  // namespace
 
 void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
-  w.Field("schema_version", diagnose::kRunSchemaVersion);
+  w.Field("schema_version", rundir::kRunSchemaVersion);
   WriteVerdictJson(w, r.verdict);
   WriteJobJson(w, r);
   WriteLifeJson(w, r.life, r.meta.start_mono_ns);

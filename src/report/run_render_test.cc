@@ -25,7 +25,7 @@ std::string ReplaceAll(std::string text, const std::string& from, const std::str
 
 void ExpectRunGolden(const std::string& name) {
   std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/" + name;
-  auto data = diagnose::LoadRun(dir);
+  auto data = rundir::LoadRun(dir);
   ASSERT_TRUE(data.ok()) << data.error().message;
   auto report = diagnose::AnalyzeRun(*data).report;
   // The checkout's path is not part of the report's content.
@@ -39,7 +39,7 @@ TEST(RunReportGolden, DataBoundCpuRun) { ExpectRunGolden("data_cpu"); }
 TEST(RunReportGolden, ThrottledGpuRun) { ExpectRunGolden("gpu_throttled"); }
 
 TEST(RunReportGolden, NotARunDirectoryIsAOneLineError) {
-  auto data = diagnose::LoadRun(std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/golden");
+  auto data = rundir::LoadRun(std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/golden");
   ASSERT_FALSE(data.ok());
   EXPECT_NE(data.error().message.find("not a stallscope run directory"), std::string::npos);
   EXPECT_EQ(data.error().message.find('\n'), std::string::npos);
@@ -50,7 +50,7 @@ TEST(RunReportGolden, NotARunDirectoryIsAOneLineError) {
 // escaped, and the process table's COMMAND column keeps its width.
 TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
   const std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
-  auto data = diagnose::LoadRun(dir);
+  auto data = rundir::LoadRun(dir);
   ASSERT_TRUE(data.ok()) << data.error().message;
   auto r = diagnose::AnalyzeRun(*data).report;
   const std::string& bad = testing::kHostileName;
@@ -65,7 +65,7 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
   r.no_phases.push_back(bad);
   r.warnings.push_back(bad);
   r.machine.gpu_note = bad;
-  diagnose::PythonProcess py;
+  rundir::PythonProcess py;
   py.implementation = "cpython";
   py.executable = bad;
   py.backend_error = bad;
@@ -94,7 +94,7 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
 // the rank's own phases are unchanged.
 TEST(RunRender, SideProcessPhasesAreShownApartUnderTheirPid) {
   const std::string dir = std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/runs/data_cpu";
-  auto data = diagnose::LoadRun(dir);
+  auto data = rundir::LoadRun(dir);
   ASSERT_TRUE(data.ok()) << data.error().message;
   auto r = diagnose::AnalyzeRun(*data).report;
   const std::string text_before = RenderRunReportText(r);

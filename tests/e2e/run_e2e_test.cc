@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "diagnose/run_dir.h"
+#include "rundir/run_dir.h"
 #include "subprocess.h"
 
 namespace {
@@ -157,10 +157,10 @@ TEST_F(RunE2e, DataBoundWithoutWorkersShowsDataLoading) {
   // Nothing in the run directory but what `run --force` may replace.
   for (const auto& entry : fs::directory_iterator(RunDir())) {
     const std::string name = entry.path().filename().string();
-    EXPECT_NE(std::find(std::begin(stallscope::diagnose::kRunDirEntries),
-                        std::end(stallscope::diagnose::kRunDirEntries), name),
-              std::end(stallscope::diagnose::kRunDirEntries))
-        << name << " is not in diagnose::kRunDirEntries";
+    EXPECT_NE(std::find(std::begin(stallscope::rundir::kRunDirEntries),
+                        std::end(stallscope::rundir::kRunDirEntries), name),
+              std::end(stallscope::rundir::kRunDirEntries))
+        << name << " is not in rundir::kRunDirEntries";
   }
 }
 

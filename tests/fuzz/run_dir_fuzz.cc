@@ -1,4 +1,4 @@
-// Run directory readers: run.json (src/diagnose/run_dir.h ReadRunMeta) and the phase data
+// Run directory readers: run.json (src/rundir/run_dir.h ReadRunMeta) and the phase data
 // (src/phase/event_log.h ReadEventLog: events.bin, events.names.jsonl, the rings in phases/ and
 // their meta files). The input is up to five sections separated by kSeparator, written as:
 //   run.json | events.bin | events.names.jsonl | phases/7.meta.jsonl | phases/7.ring
@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "diagnose/run_dir.h"
 #include "fuzz_support.h"
 #include "phase/event_log.h"
 #include "phase/ring_format.h"
+#include "rundir/run_dir.h"
 
 namespace {
 
@@ -120,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stallscope::fuzz::WriteFile(run_dir + "/" + kFiles[i],
                                 ring ? UnpackRing(sections[i]) : std::string(sections[i]));
   }
-  (void)stallscope::diagnose::ReadRunMeta({run_dir});
+  (void)stallscope::rundir::ReadRunMeta({run_dir});
   (void)stallscope::phase::ReadEventLog(run_dir);
   return 0;
 }

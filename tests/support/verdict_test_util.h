@@ -233,7 +233,7 @@ class FakeRun {
     return *this;
   }
 
-  RunData& data() { return data_; }
+  rundir::RunData& data() { return data_; }
   RunReport& report() { return report_; }
 
   Facts Context() {
@@ -247,7 +247,7 @@ class FakeRun {
   }
 
  private:
-  RunData data_;
+  rundir::RunData data_;
   RunReport report_;
 };
 
