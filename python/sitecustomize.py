@@ -5,11 +5,12 @@ it starts (DataLoader workers, torchrun children).
 It does two things:
 1. Always: runs the sitecustomize this file shadows (the next one on sys.path, e.g. Debian's
    /usr/lib/python3.X/sitecustomize.py), so the job starts exactly as it would without us.
-2. Only when STALLSCOPE_RUN_DIR is set and STALLSCOPE_AUTO is not "0" (`--no-auto`): imports the
-   stallscope package and calls stallscope._startup.start(), which notes this interpreter in
-   $STALLSCOPE_RUN_DIR/python.jsonl (version, executable, whether the recorder loaded) and
-   installs a post-import hook: when the job imports torch, stallscope.auto.install() patches
-   it. torch is never imported here.
+2. Only when STALLSCOPE_RUN_DIR is set and the flag STALLSCOPE_AUTO is not off (`--no-auto` sets
+   it to 0; stallscope/_env.py reads it, the package's one flag reader, loaded by its path so
+   that --no-auto never imports the package): imports the stallscope package and calls
+   stallscope._startup.start(), which notes this interpreter in $STALLSCOPE_RUN_DIR/python.jsonl
+   (version, executable, whether the recorder loaded) and installs a post-import hook: when the
+   job imports torch, stallscope.auto.install() patches it. torch is never imported here.
 
 Nothing here may break the job: every error is swallowed and reported once on stderr with a
 `[stallscope]` prefix.
@@ -70,6 +71,17 @@ def _chain_next_sitecustomize():
     return module
 
 
+def _auto_on():
+    """The flag STALLSCOPE_AUTO (default on), read by stallscope/_env.py next to this file."""
+    import importlib.util
+
+    path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "stallscope", "_env.py")
+    spec = importlib.util.spec_from_file_location("_stallscope_env", path)
+    env = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(env)
+    return env.flag("STALLSCOPE_AUTO", True)
+
+
 def _start():
     import stallscope
     from stallscope import _startup
@@ -82,8 +94,9 @@ except Exception as _e:
     _chained_sitecustomize = None
     _report("chaining sitecustomize", _e)
 
-if _os.environ.get("STALLSCOPE_RUN_DIR") and _os.environ.get("STALLSCOPE_AUTO", "1") != "0":
+if _os.environ.get("STALLSCOPE_RUN_DIR"):
     try:
-        _start()
+        if _auto_on():
+            _start()
     except Exception as _e:
         _report("starting stallscope", _e)

@@ -16,9 +16,9 @@ Under ``stallscope run`` (which sets STALLSCOPE_RUN_DIR and puts this package on
 each process writes its events into a shared-memory ring, ``$STALLSCOPE_RUN_DIR/phases/<pid>.ring``,
 that the monitor drains live; one ``with`` costs well under a microsecond and no system call.
 
-Outside ``run`` every call is a cheap no-op, unless STALLSCOPE_PROFILE=1: then the process records
-on its own and prints a per-phase summary to stderr every STALLSCOPE_PROFILE_EVERY steps
-(default 100).
+Outside ``run`` every call is a cheap no-op, unless the flag STALLSCOPE_PROFILE is on (1, true,
+yes or on; stallscope/_env.py reads every STALLSCOPE_* flag): then the process records on its own
+and prints a per-phase summary to stderr every STALLSCOPE_PROFILE_EVERY steps (default 100).
 
 The recorder is C++ code (src/phase) reached one of two ways, picked when recording starts:
 ``_core``, a CPython extension built for one interpreter (Debian's python3) where it imports,
@@ -37,6 +37,10 @@ import os
 import sys
 import warnings
 
+from . import _env, _notes
+from ._protocol import (BACKEND_CORE, BACKEND_NATIVE, ENV_BACKEND, ENV_PROFILE, ENV_PROFILE_EVERY,
+                        ENV_RUN_DIR, KEY_BACKEND, KEY_BACKEND_ERROR, KEY_RECORDING)
+
 try:
     # Written by the build from CMakeLists.txt's project(VERSION), the version's one source.
     from ._version import __version__
@@ -44,17 +48,17 @@ except ImportError:  # the source tree, not a build
     __version__ = "0+unknown"
 __all__ = ["phase", "step", "mark", "count", "info", "enabled", "backend"]
 
-_RUN_DIR_ENV = "STALLSCOPE_RUN_DIR"
-_BACKEND_ENV = "STALLSCOPE_BACKEND"
-_BACKEND_ORDER = {"auto": ("core", "native"), "core": ("core",), "native": ("native",)}
+_BACKEND_FIRST = "auto"  # STALLSCOPE_BACKEND's default: the first that loads
+_BACKEND_ORDER = {_BACKEND_FIRST: (BACKEND_CORE, BACKEND_NATIVE), BACKEND_CORE: (BACKEND_CORE,),
+                  BACKEND_NATIVE: (BACKEND_NATIVE,)}
 
 
 def _load_backend():
     """(module, None) for the first recorder backend that loads, or (None, why none did)."""
-    choice = os.environ.get(_BACKEND_ENV, "").strip().lower() or "auto"
+    choice = os.environ.get(ENV_BACKEND, "").strip().lower() or _BACKEND_FIRST
     order = _BACKEND_ORDER.get(choice)
     if order is None:
-        return None, f"{_BACKEND_ENV}={choice!r} is not one of auto, core, native"
+        return None, f"{ENV_BACKEND}={choice!r} is not one of auto, core, native"
     errors = []
     for name in order:
         try:
@@ -62,18 +66,6 @@ def _load_backend():
         except Exception as e:  # ImportError, or OSError from dlopen with its reason
             errors.append(f"{name}: {e}")
     return None, "; ".join(errors)
-
-
-def _env_flag(name):
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _env_int(name, default):
-    try:
-        value = int(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def _to_json(data):
@@ -121,7 +113,7 @@ class _Cache(dict):
 
 class _Recorder:
     """The process's recording state: the backend, its writer, and the profiler when
-    STALLSCOPE_PROFILE is set. Created at import; survives fork (the child gets its own ring)."""
+    STALLSCOPE_PROFILE is on. Created at import; survives fork (the child gets its own ring)."""
 
     def __init__(self):
         self.backend = None
@@ -129,8 +121,8 @@ class _Recorder:
         self.writer = None
         self.session = None
         self.warned = False
-        run_dir = os.environ.get(_RUN_DIR_ENV)
-        profile = _env_flag("STALLSCOPE_PROFILE")
+        run_dir = os.environ.get(ENV_RUN_DIR)
+        profile = _env.flag(ENV_PROFILE, False, say=_notes.say_once)
         if not run_dir and not profile:
             return
         self.backend, self.backend_error = _load_backend()
@@ -156,7 +148,7 @@ class _Recorder:
 
             self.session = _profile.Session(
                 self.backend.Profiler(self.writer),
-                every=_env_int("STALLSCOPE_PROFILE_EVERY", 100),
+                every=_env.positive_int(ENV_PROFILE_EVERY, 100),
                 temp_dir=temp_dir,
             )
         os.register_at_fork(after_in_child=self.after_fork_in_child)
@@ -288,11 +280,11 @@ def backend():
 
 def _recorder_status():
     """For the start note in python.jsonl (stallscope._startup)."""
-    return {"backend": backend(), "backend_error": _recorder.backend_error,
-            "recording": enabled()}
+    return {KEY_BACKEND: backend(), KEY_BACKEND_ERROR: _recorder.backend_error,
+            KEY_RECORDING: enabled()}
 
 
-if os.environ.get(_RUN_DIR_ENV):
+if os.environ.get(ENV_RUN_DIR):
     from . import _startup
 
     _startup.start(sys.modules[__name__])

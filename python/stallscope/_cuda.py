@@ -24,20 +24,24 @@ import collections
 import os
 import time
 
-TIMED_PHASES = frozenset(("forward_pass", "eval_forward", "backward_pass", "optimizer_step"))
+from . import _env, _notes
+from ._protocol import (COUNTER_GPU_SKIPPED, COUNTER_GPU_UNRESOLVED, ENV_GPU_TIME,
+                        GPU_TIMED_PHASES)
+
+TIMED_PHASES = frozenset(GPU_TIMED_PHASES)
 MAX_PENDING = 512  # pairs awaiting their GPU: beyond, new instances are not timed (counted)
 POLL_AT = 64  # pending pairs that trigger a poll at a phase end (jobs with no optimizer step)
 PROBE_EVERY = 64  # boundaries between is_initialized() probes while CUDA is not in use yet
 
-UNRESOLVED = "gpu_timing.unresolved"  # counters, in the run report's counters
-SKIPPED = "gpu_timing.skipped"
+UNRESOLVED = COUNTER_GPU_UNRESOLVED  # counters, in the run report's counters
+SKIPPED = COUNTER_GPU_SKIPPED
 
 
 def why_not(torch, api):
     """Why GPU times cannot be measured with this torch and API, or None when they can."""
     cuda = getattr(torch, "cuda", None)
-    if os.environ.get("STALLSCOPE_GPU_TIME") == "0":
-        return "STALLSCOPE_GPU_TIME=0"
+    if not _env.flag(ENV_GPU_TIME, True, say=_notes.say_once):
+        return f"{ENV_GPU_TIME}={os.environ[ENV_GPU_TIME].strip()}"
     if getattr(getattr(torch, "version", None), "cuda", None) is None:
         return "this torch is built without CUDA"
     if not (hasattr(cuda, "Event") and callable(getattr(cuda, "is_initialized", None))):

@@ -6,12 +6,15 @@ imported here."""
 import os
 import weakref
 
-
-def _env_int(name):
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
+from ._env import optional_int
+from ._protocol import (INFO_DATALOADER, INFO_DATALOADER_WORKERS, KEY_BATCH_SIZE, KEY_CPU_AFFINITY,
+                        KEY_CPU_COUNT, KEY_CUDA_INITIALIZED, KEY_CUDNN_BENCHMARK,
+                        KEY_CUDNN_DETERMINISTIC, KEY_DATASET_LEN, KEY_DATASET_TYPE, KEY_DROP_LAST,
+                        KEY_FLOAT32_MATMUL_PRECISION, KEY_INTEROP_THREADS, KEY_INTRA_OP_THREADS,
+                        KEY_LOADER, KEY_LOCAL_RANK, KEY_MULTIPROCESSING_CONTEXT, KEY_NUM_WORKERS,
+                        KEY_OMP_NUM_THREADS_ENV, KEY_PERSISTENT_WORKERS, KEY_PID, KEY_PIN_MEMORY,
+                        KEY_PREFETCH_FACTOR, KEY_RANK, KEY_SAMPLER_TYPE, KEY_TIMEOUT_S,
+                        KEY_TORCH_VERSION, KEY_WORKER_PIDS, KEY_WORLD_SIZE)
 
 
 def process(torch):
@@ -21,16 +24,16 @@ def process(torch):
     except (AttributeError, OSError):
         affinity = None
     return {
-        "torch_version": str(getattr(torch, "__version__", "")),
-        "intra_op_threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": affinity,
-        "rank": _env_int("RANK"),
-        "local_rank": _env_int("LOCAL_RANK"),
-        "world_size": _env_int("WORLD_SIZE"),
-        "pid": os.getpid(),
+        KEY_TORCH_VERSION: str(getattr(torch, "__version__", "")),
+        KEY_INTRA_OP_THREADS: torch.get_num_threads(),
+        KEY_INTEROP_THREADS: torch.get_num_interop_threads(),
+        KEY_OMP_NUM_THREADS_ENV: os.environ.get("OMP_NUM_THREADS"),
+        KEY_CPU_COUNT: os.cpu_count(),
+        KEY_CPU_AFFINITY: affinity,
+        KEY_RANK: optional_int("RANK"),
+        KEY_LOCAL_RANK: optional_int("LOCAL_RANK"),
+        KEY_WORLD_SIZE: optional_int("WORLD_SIZE"),
+        KEY_PID: os.getpid(),
     }
 
 
@@ -54,10 +57,10 @@ def backends(torch):
     precision = _read(lambda: torch.get_float32_matmul_precision())
     initialized = _read(lambda: torch.cuda.is_initialized())
     return {
-        "cudnn_benchmark": flag("benchmark"),
-        "cudnn_deterministic": flag("deterministic"),
-        "float32_matmul_precision": precision if isinstance(precision, str) else None,
-        "cuda_initialized": bool(initialized),
+        KEY_CUDNN_BENCHMARK: flag("benchmark"),
+        KEY_CUDNN_DETERMINISTIC: flag("deterministic"),
+        KEY_FLOAT32_MATMUL_PRECISION: precision if isinstance(precision, str) else None,
+        KEY_CUDA_INITIALIZED: bool(initialized),
     }
 
 
@@ -79,21 +82,22 @@ def loader_settings(loader, serial, pids, intra_op_threads):
     if num_workers > 0:
         start_method = ctx.get_start_method() if ctx is not None else default_start_method()
     return {
-        "loader": serial,
-        "num_workers": num_workers,
-        "batch_size": getattr(loader, "batch_size", None),
-        "pin_memory": bool(getattr(loader, "pin_memory", False)),
-        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+        KEY_LOADER: serial,
+        KEY_NUM_WORKERS: num_workers,
+        KEY_BATCH_SIZE: getattr(loader, "batch_size", None),
+        KEY_PIN_MEMORY: bool(getattr(loader, "pin_memory", False)),
+        KEY_PERSISTENT_WORKERS: bool(getattr(loader, "persistent_workers", False)),
         # torch 1.13 stores 2 even without workers, where it means nothing.
-        "prefetch_factor": getattr(loader, "prefetch_factor", None) if num_workers > 0 else None,
-        "drop_last": bool(getattr(loader, "drop_last", False)),
-        "dataset_len": dataset_len,
-        "dataset_type": type(dataset).__name__,
-        "sampler_type": type(getattr(loader, "sampler", None)).__name__,
-        "multiprocessing_context": start_method,
-        "timeout_s": getattr(loader, "timeout", 0),
-        "intra_op_threads": intra_op_threads,
-        "worker_pids": pids,
+        KEY_PREFETCH_FACTOR: (getattr(loader, "prefetch_factor", None) if num_workers > 0
+                              else None),
+        KEY_DROP_LAST: bool(getattr(loader, "drop_last", False)),
+        KEY_DATASET_LEN: dataset_len,
+        KEY_DATASET_TYPE: type(dataset).__name__,
+        KEY_SAMPLER_TYPE: type(getattr(loader, "sampler", None)).__name__,
+        KEY_MULTIPROCESSING_CONTEXT: start_method,
+        KEY_TIMEOUT_S: getattr(loader, "timeout", 0),
+        KEY_INTRA_OP_THREADS: intra_op_threads,
+        KEY_WORKER_PIDS: pids,
     }
 
 
@@ -119,11 +123,11 @@ class LoaderReporter:
         if entry is not None:
             if pids and pids != entry[1]:
                 entry[1] = pids
-                return "dataloader_workers", {"loader": entry[0], "worker_pids": pids}
+                return INFO_DATALOADER_WORKERS, {KEY_LOADER: entry[0], KEY_WORKER_PIDS: pids}
             return None
         self._serial += 1
         self._loaders[loader] = [self._serial, pids]
-        return "dataloader", loader_settings(loader, self._serial, pids, intra_op_threads())
+        return INFO_DATALOADER, loader_settings(loader, self._serial, pids, intra_op_threads())
 
 
 def default_start_method():

@@ -14,34 +14,22 @@ import threading
 import time
 import weakref
 
-from . import _cuda, _facts
+from . import _facts
+from ._notes import say
+from ._protocol import (GPU_TIMED_PHASES, INFO_BACKENDS, INFO_TORCH, PHASE_BACKWARD,
+                        PHASE_CHECKPOINT, PHASE_COMM_WAIT, PHASE_DATA, PHASE_EVAL_FORWARD,
+                        PHASE_FORWARD, PHASE_OPTIMIZER)
 from ._state import State
-
-PHASE_DATA = "data_loading"
-PHASE_FORWARD = "forward_pass"
-PHASE_EVAL_FORWARD = "eval_forward"
-PHASE_BACKWARD = "backward_pass"
-PHASE_COMM_WAIT = "comm_wait"
-PHASE_OPTIMIZER = "optimizer_step"
-PHASE_CHECKPOINT = "checkpointing"
 
 # Phases whose host syncs are torch's or the data pipeline's, not the training loop's: Adam in
 # torch 1.13 calls .item() on a CPU step tensor per parameter; transforms call .numpy().
 _NO_SYNC_COUNT_IN = (PHASE_DATA, PHASE_OPTIMIZER, PHASE_CHECKPOINT)
+_GPU_TIMED = frozenset(GPU_TIMED_PHASES)  # looked up at every phase begin
 
 MARK = "_stallscope_auto"  # attribute set on every wrapper we install
 
 state = State()  # the one per process: torch calls the hooks with no context to pass
 _lock = threading.Lock()  # one wrapper per optimizer class, whichever thread creates it
-
-
-def say(text):
-    """One `[stallscope]` line on stderr. Never raises."""
-    try:
-        sys.stderr.write(f"[stallscope] {text}\n")
-        sys.stderr.flush()
-    except Exception:
-        pass
 
 
 def report_error(where, exc):
@@ -65,7 +53,7 @@ def _enter(name):
             _send_process_info()
         cm = state.api.phase(name)
         cm.__enter__()
-        if state.gpu is not None and name in _cuda.TIMED_PHASES:
+        if state.gpu is not None and name in _GPU_TIMED:
             state.tls.gpu = state.gpu.begin(name)
         return cm
     except Exception as e:
@@ -84,8 +72,9 @@ def _exit(cm, name, exc_info):
         report_error(f"phase({name!r}) exit", e)
 
 
-def _in_phase(name, fn, *args, **kwargs):
-    """Runs fn(*args, **kwargs) as auto phase `name` on this thread."""
+def in_phase(name, fn, *args, **kwargs):
+    """Runs fn(*args, **kwargs) as auto phase `name` on this thread; returns its result. For
+    the hooks and the experiment controls' patches, where quiet() is false."""
     cm = _enter(name)
     if cm is None:
         return fn(*args, **kwargs)
@@ -101,11 +90,16 @@ def _in_phase(name, fn, *args, **kwargs):
     return result
 
 
-def _quiet():
+def quiet():
     """True where hooks must not record: turned off, inside an auto phase, or in a worker."""
     if state.tls.frame is not None:
         _close_if_stale()
     return state.off or state.tls.active is not None or state.get_worker_info() is not None
+
+
+def in_worker():
+    """True inside a DataLoader worker process (where nothing is recorded or changed)."""
+    return state.get_worker_info() is not None
 
 
 def _call_api(what, *args):
@@ -121,7 +115,7 @@ def _send_process_info():
     """One info("torch") per process, sent lazily so that a process that records nothing (a
     forkserver, a worker) stays silent and the thread count is the one the job set."""
     state.process_info_sent = True
-    state.api.info("torch", _facts.process(state.torch))
+    state.api.info(INFO_TORCH, _facts.process(state.torch))
 
 
 def note_backends():
@@ -130,7 +124,7 @@ def note_backends():
     if life is None or life.backends_sent or state.off:
         return
     life.backends_sent = True
-    _call_api("info", "backends", _facts.backends(state.torch))
+    _call_api("info", INFO_BACKENDS, _facts.backends(state.torch))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -192,7 +186,7 @@ def wrap_module_call(original):
         # traced path never touches thread-locals (no graph break).
         if state.is_compiling is not None and state.is_compiling():
             return original(self, *args, **kwargs)
-        # Inlined _quiet(), nested calls first: this runs for every submodule of every model.
+        # Inlined quiet(), nested calls first: this runs for every submodule of every model.
         # Inside optimizer_step: the forward of the step's closure, or a step that raised.
         tls = state.tls
         active = tls.active
@@ -200,7 +194,7 @@ def wrap_module_call(original):
             return original(self, *args, **kwargs)
         if state.off or state.get_worker_info() is not None:
             return original(self, *args, **kwargs)
-        return _in_phase(_forward_name(self), original, self, *args, **kwargs)
+        return in_phase(_forward_name(self), original, self, *args, **kwargs)
     return __call__
 
 
@@ -275,7 +269,7 @@ def _wrap_optimizer_class(cls):
 def _wrap_optimizer_step(original):
     @functools.wraps(original)
     def step(self, *args, **kwargs):
-        if _quiet():
+        if quiet():
             return original(self, *args, **kwargs)
         # Opened like a global pre hook's phase (no frame: closed here, never stale), so that a
         # closure's forward can suspend it (step_gives_way).
@@ -413,10 +407,10 @@ def _is_primary(optimizer):
 def wrap_backward(original):
     @functools.wraps(original)
     def backward(*args, **kwargs):
-        if _quiet() and not _backward_in_step():
+        if quiet() and not _backward_in_step():
             return original(*args, **kwargs)
         if state.ddp is None or not state.ddp.active:  # no DDP model seen: nothing to split
-            result = _in_phase(PHASE_BACKWARD, original, *args, **kwargs)
+            result = in_phase(PHASE_BACKWARD, original, *args, **kwargs)
         else:
             result = _ddp_backward(original, args, kwargs)
         if state.tls.suspended is not None:
@@ -504,9 +498,9 @@ def wrap_phase(name):
     def make(original):
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
-            if _quiet():
+            if quiet():
                 return original(*args, **kwargs)
-            return _in_phase(name, original, *args, **kwargs)
+            return in_phase(name, original, *args, **kwargs)
         return wrapper
     return make
 
@@ -530,10 +524,10 @@ def sync_hit(kind):
 def wrap_loader_iter(original):
     @functools.wraps(original)
     def __iter__(self):
-        if _quiet():
+        if quiet():
             return original(self)
         # Creating the iterator starts the workers (each epoch unless persistent): data time.
-        it = _in_phase(PHASE_DATA, original, self)
+        it = in_phase(PHASE_DATA, original, self)
         if not state.off:
             try:
                 record = state.loaders.seen(self, it, state.torch.get_num_threads)

@@ -8,17 +8,13 @@ never imported here.
 
 import functools
 
-from . import _cuda, _ddp, _experiment, _hooks, _life, _syncs
-from ._hooks import (PHASE_BACKWARD, PHASE_CHECKPOINT, PHASE_COMM_WAIT, PHASE_DATA,
-                     PHASE_FORWARD, PHASE_OPTIMIZER)
+from . import _cuda, _ddp, _experiment, _hooks, _life, _notes, _syncs
+from ._protocol import (MECH_CUDA_EVENTS, MECH_GLOBAL, MECH_PATCH, MECHANISM_GPU_TIME,
+                        MECHANISM_HOST_SYNCS, NOT_MEASURED, PHASE_BACKWARD, PHASE_CHECKPOINT,
+                        PHASE_COMM_WAIT, PHASE_DATA, PHASE_FORWARD, PHASE_OPTIMIZER)
 
-HOST_SYNCS = "host_syncs"  # key in the "hooks" note for the host_sync.* counters
-GPU_TIME = "gpu_time"  # key in the "hooks" note for the CUDA-event GPU times
-
-# How a phase is measured, as the "hooks" note says it (src/diagnose/python_notes.h).
-MECH_GLOBAL = "global hook"
-MECH_PATCH = "patch"
-NOT_MEASURED = "not measured: "
+HOST_SYNCS = MECHANISM_HOST_SYNCS  # key in the "hooks" note for the host_sync.* counters
+GPU_TIME = MECHANISM_GPU_TIME  # key in the "hooks" note for the CUDA-event GPU times
 
 
 def accepts_keyword(fn, keyword):
@@ -142,8 +138,8 @@ def _install_gpu_time(torch, _global_hooks, _done):
     if why_not:
         return NOT_MEASURED + why_not
     api = _hooks.state.api
-    _hooks.state.gpu = _cuda.GpuTimer(torch.cuda, api._gpu_span, api.count, _hooks.say)
-    return "cuda events"
+    _hooks.state.gpu = _cuda.GpuTimer(torch.cuda, api._gpu_span, api.count, _notes.say)
+    return MECH_CUDA_EVENTS
 
 
 def _install_comm_wait(torch, _global_hooks, done):
@@ -186,7 +182,7 @@ def install_phases(torch, global_hooks):
             undo_to(mark)
             why = f"{type(e).__name__}: {e}"
             mechanisms[phase] = NOT_MEASURED + why
-            _hooks.say(f"{phase} not measured: {why}")
+            _notes.say(f"{phase} not measured: {why}")
     return mechanisms
 
 
@@ -212,7 +208,7 @@ def install_life(torch):
         return life
     except Exception as e:
         undo_to(mark)
-        _hooks.say(f"start-up records not made: {type(e).__name__}: {e}")
+        _notes.say(f"start-up records not made: {type(e).__name__}: {e}")
         return None
 
 
@@ -226,7 +222,7 @@ def install_experiment(torch, experiment):
         return experiment
     except Exception as e:
         undo_to(mark)
-        _hooks.say(f"experiment: not applied: {type(e).__name__}: {e}")
+        _notes.say(f"experiment: not applied: {type(e).__name__}: {e}")
         return None
 
 

@@ -20,7 +20,7 @@ its start and end callbacks around each frame compilation (convert_frame.py's co
 newer versions pass CallbackArgs: the trigger, e.g. DYNAMO or LAZY_BACKWARD, and fold nested
 compilations into one; older ones pass nothing). torch._dynamo is imported lazily by
 torch.compile, so the callbacks are registered when `torch._dynamo.callback` is imported (a
-post-import hook, _startup.PostImportFinder), never by importing it ourselves. Up to
+post-import hook, _imports.PostImportFinder), never by importing it ourselves. Up to
 MAX_COMPILE_RECORDS records per process; the rest are only counted, and at exit "compile_totals"
 gives the count and total time of all. A torch without the callback module (1.13; early 2.x):
 nothing.
@@ -34,6 +34,10 @@ import os
 import sys
 import time
 import types
+
+from ._imports import PostImportFinder
+from ._protocol import (INFO_COMPILE, INFO_COMPILE_TOTALS, INFO_CUDA_INIT, KEY_BEGIN_NS, KEY_COUNT,
+                        KEY_END_NS, KEY_FRAME, KEY_TOTAL_NS, KEY_TRIGGER)
 
 MAX_COMPILE_RECORDS = 64
 CALLBACK_MODULE = "torch._dynamo.callback"
@@ -64,8 +68,8 @@ class Life:
     def finish(self):
         """At exit: "compile_totals" when this process compiled anything."""
         if self.compile_count and not self._quiet():
-            self._send("compile_totals", {"count": self.compile_count,
-                                          "total_ns": self.compile_total_ns})
+            self._send(INFO_COMPILE_TOTALS, {KEY_COUNT: self.compile_count,
+                                             KEY_TOTAL_NS: self.compile_total_ns})
 
     # cuda_init ------------------------------------------------------------------------------
 
@@ -88,7 +92,7 @@ class Life:
                 # with CUDA not yet initialised: only the outermost one is the initialisation.
                 if not life.cuda_init_done and life._initialized(cuda):
                     life._cuda_init_over(cuda, _lazy_init, original)
-                    life._send("cuda_init", {"begin_ns": begin_ns, "end_ns": end_ns})
+                    life._send(INFO_CUDA_INIT, {KEY_BEGIN_NS: begin_ns, KEY_END_NS: end_ns})
                 return result
             return _lazy_init
         return make
@@ -142,10 +146,10 @@ class Life:
             self.compile_count += 1
             self.compile_total_ns += end_ns - begin_ns
             if self.compile_count <= MAX_COMPILE_RECORDS:
-                record = {"begin_ns": begin_ns, "end_ns": end_ns, "frame": frame}
+                record = {KEY_BEGIN_NS: begin_ns, KEY_END_NS: end_ns, KEY_FRAME: frame}
                 if trigger is not None:
-                    record["trigger"] = trigger
-                self._send("compile", record)
+                    record[KEY_TRIGGER] = trigger
+                self._send(INFO_COMPILE, record)
         except Exception as e:
             self._fail("compile end callback", e)
 
@@ -183,8 +187,7 @@ def watch_compiles(life, undo):
         return _register(life, module, undo)
     if not _exists(name.rpartition(".")[0]):
         return False  # torch < 2.0: no torch._dynamo, nothing to wait for
-    from . import _startup
-    finder = _startup.PostImportFinder({name: lambda m: _register(life, m, undo)})
+    finder = PostImportFinder({name: lambda m: _register(life, m, undo)})
     sys.meta_path.insert(0, finder)
     undo.append(functools.partial(_remove_finder, finder))
     return True

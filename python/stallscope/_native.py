@@ -15,7 +15,9 @@ import ctypes
 import functools
 import os
 
-BACKEND = "native"
+from ._protocol import BACKEND_NATIVE, ENV_REC_LIB
+
+BACKEND = BACKEND_NATIVE
 LIBRARY = "libstallscope_rec.so"
 ABI_VERSION = 2  # STALLSCOPE_REC_ABI_VERSION in stallscope_rec.h
 
@@ -24,7 +26,7 @@ _ERR_BYTES = 1024
 
 
 def _library_path():
-    override = os.environ.get("STALLSCOPE_REC_LIB")
+    override = os.environ.get(ENV_REC_LIB)
     if override:
         return override
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY)

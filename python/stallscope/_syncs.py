@@ -23,8 +23,14 @@ import functools
 import os
 import sys
 
-PREFIX = "host_sync."
-TENSOR_METHODS = ("item", "cpu", "tolist", "numpy")
+from ._protocol import (HOST_SYNC_PREFIX, INFO_SYNC_SITE, INFO_SYNC_SITES, KEY_COUNT, KEY_FILE,
+                        KEY_FUNCTION, KEY_KIND, KEY_LINE, KEY_SITES, KEY_USER_FILE, KEY_USER_LINE,
+                        SYNC_COPY_D2H, SYNC_COPY_H2D, SYNC_CPU, SYNC_EMPTY_CACHE, SYNC_ITEM,
+                        SYNC_NUMPY, SYNC_SYNCHRONIZE, SYNC_TOLIST)
+
+PREFIX = HOST_SYNC_PREFIX
+TENSOR_METHODS = (SYNC_ITEM, SYNC_CPU, SYNC_TOLIST, SYNC_NUMPY)  # a kind is the method's name
+CUDA_FUNCTIONS = (SYNC_SYNCHRONIZE, SYNC_EMPTY_CACHE)  # likewise, torch.cuda's functions
 MAX_SITES = 32
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 
@@ -57,29 +63,29 @@ class SyncCounter:
             self._sites[key] = seen + 1
         elif len(self._sites) < MAX_SITES:
             self._sites[key] = 1
-            self._info("sync_site", self._describe(kind, caller))
+            self._info(INFO_SYNC_SITE, self._describe(kind, caller))
 
     def finish(self):
         """At exit: every site with its count."""
         if self._sites:
-            self._info("sync_sites", {"sites": [
-                {"kind": k, "file": f, "line": n, "count": c}
+            self._info(INFO_SYNC_SITES, {KEY_SITES: [
+                {KEY_KIND: k, KEY_FILE: f, KEY_LINE: n, KEY_COUNT: c}
                 for (k, f, n), c in sorted(self._sites.items(), key=lambda kv: -kv[1])]})
 
     def after_fork_in_child(self):
         self._sites = {}
 
     def _describe(self, kind, frame):
-        site = {"kind": kind, "file": frame.f_code.co_filename, "line": frame.f_lineno,
-                "function": frame.f_code.co_name}
+        site = {KEY_KIND: kind, KEY_FILE: frame.f_code.co_filename, KEY_LINE: frame.f_lineno,
+                KEY_FUNCTION: frame.f_code.co_name}
         if any(d in frame.f_code.co_filename for d in _LIBRARY_DIRS):
             user = frame.f_back
             while user is not None and (user.f_code.co_filename.startswith(self._skip) or any(
                     d in user.f_code.co_filename for d in _LIBRARY_DIRS)):
                 user = user.f_back
             if user is not None:
-                site["user_file"] = user.f_code.co_filename
-                site["user_line"] = user.f_lineno
+                site[KEY_USER_FILE] = user.f_code.co_filename
+                site[KEY_USER_LINE] = user.f_lineno
         return site
 
 
@@ -90,7 +96,7 @@ def patch_all(torch, patch, hit, compiling):
     copy = copying(hit, compiling)
     patch(torch.Tensor, "to", copy)
     patch(torch.Tensor, "cuda", copy)
-    for fn in ("synchronize", "empty_cache"):
+    for fn in CUDA_FUNCTIONS:
         if callable(getattr(torch.cuda, fn, None)):
             patch(torch.cuda, fn, counting(fn, hit))
 
@@ -144,4 +150,4 @@ def copy_kind(source, result):
     src_cuda = source.is_cuda
     if src_cuda == getattr(result, "is_cuda", src_cuda):
         return None
-    return "copy_d2h" if src_cuda else "copy_h2d"
+    return SYNC_COPY_D2H if src_cuda else SYNC_COPY_H2D

@@ -1,7 +1,8 @@
 """Zero-code-change PyTorch hooks: a training job gets phases without editing its code.
 
 `python/sitecustomize.py` calls install() right after the job imports torch (only under
-`stallscope run`, and not with --no-auto / STALLSCOPE_AUTO=0). What gets recorded:
+`stallscope run`, and not with --no-auto / the flag STALLSCOPE_AUTO off: 0, false, no or off,
+stallscope/_env.py). What gets recorded:
 
   DataLoader.__iter__ and iterator __next__  -> phase "data_loading"   (+ info "dataloader" once
                                                 per loader, "dataloader_workers" when PIDs change)
@@ -96,30 +97,32 @@ stallscope/_install.py has one installer per phase (the table above), stallscope
 hooks themselves (what runs inside the job's torch calls), stallscope/_state.py what they know
 (one State per process: the API, torch's probes, on/off, the undo list, each thread's open
 phase), stallscope/_facts.py what the info records say, stallscope/_life.py the start-up
-facts (CUDA's initialisation, compilations).
+facts (CUDA's initialisation, compilations), stallscope/_protocol.py every name written
+(phases, info kinds and keys, notes), stallscope/_notes.py the stderr lines and the notes.
 """
 
 import functools
 import os
 import sys
 
-from . import _experiment, _hooks, _install
+from . import _experiment, _hooks, _install, _notes, _protocol
 from ._hooks import report_error
+from ._protocol import KEY_ERROR, KEY_MECHANISMS, KEY_TORCH, NOTE_HOOKS
 
 # The phases, as recorded (src/base/vocabulary.h).
-PHASE_DATA = _hooks.PHASE_DATA
-PHASE_FORWARD = _hooks.PHASE_FORWARD
-PHASE_EVAL_FORWARD = _hooks.PHASE_EVAL_FORWARD
-PHASE_BACKWARD = _hooks.PHASE_BACKWARD
-PHASE_COMM_WAIT = _hooks.PHASE_COMM_WAIT
-PHASE_OPTIMIZER = _hooks.PHASE_OPTIMIZER
-PHASE_CHECKPOINT = _hooks.PHASE_CHECKPOINT
+PHASE_DATA = _protocol.PHASE_DATA
+PHASE_FORWARD = _protocol.PHASE_FORWARD
+PHASE_EVAL_FORWARD = _protocol.PHASE_EVAL_FORWARD
+PHASE_BACKWARD = _protocol.PHASE_BACKWARD
+PHASE_COMM_WAIT = _protocol.PHASE_COMM_WAIT
+PHASE_OPTIMIZER = _protocol.PHASE_OPTIMIZER
+PHASE_CHECKPOINT = _protocol.PHASE_CHECKPOINT
 # Keys of the "hooks" note besides the phases, and how a phase is measured there.
-HOST_SYNCS = _install.HOST_SYNCS
-GPU_TIME = _install.GPU_TIME
-MECH_GLOBAL = _install.MECH_GLOBAL
-MECH_PATCH = _install.MECH_PATCH
-NOT_MEASURED = _install.NOT_MEASURED
+HOST_SYNCS = _protocol.MECHANISM_HOST_SYNCS
+GPU_TIME = _protocol.MECHANISM_GPU_TIME
+MECH_GLOBAL = _protocol.MECH_GLOBAL
+MECH_PATCH = _protocol.MECH_PATCH
+NOT_MEASURED = _protocol.NOT_MEASURED
 
 # Private names that tests call directly (python/tests).
 _forward_pre_hook = _hooks.forward_pre_hook
@@ -170,11 +173,10 @@ def _raw_step(api):
 
 
 def _note_hooks(torch, mechanisms, error):
-    """The "hooks" line in python.jsonl (stallscope._startup.note never raises)."""
+    """The "hooks" line in python.jsonl (stallscope._notes.note never raises)."""
     try:
-        from . import _startup
-        _startup.note("hooks", torch=str(getattr(torch, "__version__", "")),
-                      mechanisms=mechanisms, error=error)
+        _notes.note(NOTE_HOOKS, {KEY_TORCH: str(getattr(torch, "__version__", "")),
+                                 KEY_MECHANISMS: mechanisms, KEY_ERROR: error})
     except Exception:
         pass
 
@@ -197,7 +199,7 @@ def install(api=None, global_hooks=True):
         return False
     try:
         if api is None:
-            import stallscope as api
+            api = sys.modules[__package__]  # the stallscope package: imported before us
         for name in ("phase", "step", "count", "info"):
             if not callable(getattr(api, name, None)):
                 raise AttributeError(f"stallscope API has no {name}()")

@@ -644,7 +644,7 @@ class SubprocessBase(unittest.TestCase):
         return [rec for _, _, rec in self.timed_events()]
 
     def notes(self):
-        """The lines of python.jsonl (stallscope._startup.note)."""
+        """The lines of python.jsonl (stallscope._notes.note)."""
         with open(os.path.join(self.run_dir, "python.jsonl")) as f:
             return [json.loads(line) for line in f]
 

@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run from anywh
 from test_auto import (HAS_ALWAYS_CALL, HAS_OPTIMIZER_HOOKS, DataLoader, Dataset,  # noqa: E402
                        InProcessBase, SubprocessBase, _hooks, auto, needs_torch, nn, torch,
                        torch2_hooks)
-from stallscope import _experiment  # noqa: E402  (test_auto puts python/ on sys.path)
+# test_auto puts python/ on sys.path
+from stallscope import _exp_copies, _exp_side_work, _exp_stop, _experiment  # noqa: E402
 
 Pair = collections.namedtuple("Pair", "x y")
 
@@ -99,10 +100,21 @@ class EnvTest(unittest.TestCase):
         self.assertEqual(self.from_env(), (None, ""))
         self.assertEqual(self.from_env(side_work_off="0"), (None, ""))
 
+    def test_side_work_off_is_a_flag(self):
+        """Read by the package's one flag reader (stallscope/_env.py): every spelling."""
+        for value in ("0", "false", "No", " OFF ", "", "  "):
+            with self.subTest(value=value):
+                self.assertEqual(self.from_env(side_work_off=value), (None, ""))
+        for value in ("1", "true", "Yes", " ON\n"):
+            with self.subTest(value=value):
+                experiment, said = self.from_env(side_work_off=value)
+                self.assertTrue(experiment.side_work_off)
+                self.assertIn("torch.save skipped", said)
+
     def test_bad_values_are_said_and_ignored(self):
         for name, value, why in [("stop_after_steps", "0", ">= 1"),
                                  ("synthetic_data", "x", ""),
-                                 ("side_work_off", "yes", "must be 1 or 0"),
+                                 ("side_work_off", "maybe", "not a flag"),
                                  ("scratch_dir", "/nonexistent/dir", "not an existing directory"),
                                  ("loader_set", '{"num_workers": -1}', "integer >= 0"),
                                  ("loader_set", '{"bogus": 1}', "unknown key"),
@@ -136,7 +148,7 @@ class ParseTest(ExperimentBase):
             ({"stop_after_steps": "0"}, "STALLSCOPE_STOP_AFTER_STEPS='0' ignored: must be >= 1"),
             ({"stop_after_steps": "x"}, "STALLSCOPE_STOP_AFTER_STEPS='x' ignored: invalid"),
             ({"synthetic_data": "-2"}, "STALLSCOPE_SYNTHETIC_DATA='-2' ignored: must be >= 1"),
-            ({"side_work_off": "yes"}, "STALLSCOPE_SIDE_WORK_OFF='yes' ignored: must be 1 or 0"),
+            ({"side_work_off": "maybe"}, "STALLSCOPE_SIDE_WORK_OFF='maybe' ignored: not a flag"),
             ({"scratch_dir": "/nonexistent/x"}, "ignored: not an existing directory"),
             ({"loader_set": "{num_workers: 2}"}, "STALLSCOPE_LOADER_SET='{num_workers: 2}' "
                                                  "ignored: Expecting property name"),
@@ -265,7 +277,7 @@ class SyntheticDataTest(ExperimentBase):
     def test_batch_that_cannot_be_copied_leaves_the_loader_alone(self):
         self.install_with(synthetic_data=1)
         loader = DataLoader(CountingDataset(8), batch_size=4)
-        with unittest.mock.patch.object(_experiment, "_template",
+        with unittest.mock.patch.object(_exp_copies, "template",
                                         side_effect=RuntimeError("no copy")):
             epochs = self.run_epochs(loader)
         self.assertEqual([[b[2].tolist() for b in e] for e in epochs],
@@ -342,8 +354,8 @@ class SideWorkOffTest(ExperimentBase):
             model(torch.randn(1, 3), extra=bytearray(b"x"))
         self.assertEqual(model.runs, 10 + 2 + 2)
         experiment = _hooks.state.experiment
-        self.assertEqual(experiment.eval_forwards_cached, 8)
-        with unittest.mock.patch.object(_experiment, "EVAL_CACHE_MAX_BYTES", 0):
+        self.assertEqual(experiment.side_work.eval_forwards_cached, 8)
+        with unittest.mock.patch.object(_exp_side_work, "EVAL_CACHE_MAX_BYTES", 0):
             big = Counted()
             with torch.no_grad():
                 big(torch.randn(2, 3))
@@ -456,7 +468,7 @@ class StopInProcessTest(ExperimentBase):
         self.install_with(stop_after_steps=3, global_hooks=global_hooks)
         model = nn.Linear(2, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with unittest.mock.patch.object(_experiment.os, "_exit", fake_exit), \
+        with unittest.mock.patch.object(_exp_stop.os, "_exit", fake_exit), \
                 contextlib.redirect_stderr(io.StringIO()) as err:
             with self.assertRaises(self.Exited):
                 for _ in range(10):
