@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/stats.h"
 #include "base/units.h"
 #include "base/vocabulary.h"
 
@@ -17,43 +18,11 @@ namespace {
 
 using Complex = std::complex<double>;
 
-/// 1.4826 × MAD estimates σ for normal data (Rousseeuw & Croux 1993, "Alternatives to the
-/// median absolute deviation", JASA 88:1273).
-constexpr double kMadToSigma = 1.4826;
-/// detect.h: a zero MAD falls back to 1% of the median.
-constexpr double kMadFloorOfMedian = 0.01;
-/// Fewest points DetectPeriod looks at (detect.h), and at least 3 full periods.
-constexpr size_t kMinPeriodPoints = 16;
-constexpr size_t kMinPeriods = 3;
-/// The autocorrelation peak is searched within ±20% of the periodogram's candidate period.
-constexpr double kLagWindow = 0.2;
-/// A sub-harmonic of the periodogram peak with ≥ 50% of its power is the fundamental.
-constexpr double kSubharmonicPowerShare = 0.5;
-/// Gaps between occurrences count as regular when ≥ 70% are within ±1 step of the modal gap.
-constexpr double kRegularGapShare = 0.7;
-constexpr int64_t kGapJitterSteps = 1;
-/// Seed 001 T5/T7 patterns must hold in ≥ 60% of the epochs / worker cycles.
-constexpr double kLoaderPatternShare = 0.6;
+// Every number that decides an outlier, a period or a loader pattern is in the threshold table
+// (base/thresholds.h: outlier_robust_z … loader_pattern_share); only this cost bound is not.
 /// DetectPeriod in FindPeriodicPhases looks at no more than this many steps (2^16): bounds its
 /// FFTs at 2^17 points (~tens of ms) on million-step runs.
 constexpr size_t kMaxPeriodSeriesSteps = size_t{1} << 16;
-
-/// Median by selection (O(n)); even n averages the two middle values like Quantile(…, 0.5).
-/// Reorders `v`; empty → 0.
-double MedianInPlace(std::vector<double>& v) {
-  if (v.empty()) return 0.0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2.0;
-}
-
-double Median(std::span<const double> values) {
-  std::vector<double> copy(values.begin(), values.end());
-  return MedianInPlace(copy);
-}
 
 /// Complex product without the C99 Annex G inf/NaN recovery (GCC calls __muldc3 for
 /// std::complex `*` unless -fcx-limited-range): our operands are always finite.
@@ -191,12 +160,13 @@ class LagCorrelation {
   std::vector<double> sum_sq_;
 };
 
-/// Lag and correlation of the highest autocorrelation within ±kLagWindow of `period`, lags
-/// limited to [2, max_lag]; the lag is refined by a parabola through the peak and its neighbours.
+/// Lag and correlation of the highest autocorrelation within ±`window` (period_lag_window) of
+/// `period`, lags limited to [2, max_lag]; the lag is refined by a parabola through the peak and
+/// its neighbours.
 std::pair<double, double> RefineByAutocorrelation(const LagCorrelation& acf, double period,
-                                                  size_t max_lag) {
-  const auto lo = std::max<size_t>(2, static_cast<size_t>(std::floor(period * (1 - kLagWindow))));
-  const auto hi = std::min(max_lag, static_cast<size_t>(std::ceil(period * (1 + kLagWindow))));
+                                                  size_t max_lag, double window) {
+  const auto lo = std::max<size_t>(2, static_cast<size_t>(std::floor(period * (1 - window))));
+  const auto hi = std::min(max_lag, static_cast<size_t>(std::ceil(period * (1 + window))));
   size_t best = lo;
   double best_r = acf.At(lo);
   for (size_t lag = lo + 1; lag <= hi; ++lag) {
@@ -215,16 +185,17 @@ std::pair<double, double> RefineByAutocorrelation(const LagCorrelation& acf, dou
 
 /// Fourier index of the fundamental behind the periodogram peak `peak`, as a fraction k*/j. A
 /// spike train puts equal power on every harmonic, so the peak may be the j-th harmonic of the
-/// true period: the lowest sub-harmonic k*/j (j ≥ 2, still ≥ kMinPeriods periods) that carries
-/// at least kSubharmonicPowerShare of the peak power is taken as the fundamental ("subharmonic
-/// summation", Hermes 1988, JASA 83:257, reduced to a threshold).
-double FundamentalIndex(const std::vector<double>& power, size_t peak) {
-  for (size_t j = peak / kMinPeriods; j >= 2; --j) {
+/// true period: the lowest sub-harmonic k*/j (j ≥ 2, still ≥ period_min_cycles periods) that
+/// carries at least period_subharmonic_power of the peak power is taken as the fundamental
+/// ("subharmonic summation", Hermes 1988, JASA 83:257, reduced to a threshold).
+double FundamentalIndex(const std::vector<double>& power, size_t peak, const ThresholdSet& t) {
+  const auto min_periods = static_cast<size_t>(t.period_min_cycles.value);
+  for (size_t j = peak / min_periods; j >= 2; --j) {
     const double k = static_cast<double>(peak) / static_cast<double>(j);
     const auto lo = static_cast<size_t>(std::floor(k));
     const auto hi = static_cast<size_t>(std::ceil(k));
-    if (lo < kMinPeriods) continue;
-    if (std::max(power[lo], power[hi]) >= kSubharmonicPowerShare * power[peak]) return k;
+    if (lo < min_periods) continue;
+    if (std::max(power[lo], power[hi]) >= t.period_subharmonic_power.value * power[peak]) return k;
   }
   return static_cast<double>(peak);
 }
@@ -268,18 +239,19 @@ double WallSeconds(const RankSteps& rank) {
   return sum;
 }
 
-/// The modal gap between ascending step indices, counting gaps within ±kGapJitterSteps of it,
-/// when ≥ kRegularGapShare of all gaps are that close; 0 otherwise, with fewer than 2 gaps (two
+/// The modal gap between ascending step indices, counting gaps within ±gap_jitter_steps of it,
+/// when ≥ regular_gap_share of all gaps are that close; 0 otherwise, with fewer than 2 gaps (two
 /// occurrences make no period), or for a modal gap of 1 (a burst of slow steps, not a period).
-int64_t RegularSpacing(const std::vector<int64_t>& steps) {
+int64_t RegularSpacing(const std::vector<int64_t>& steps, const ThresholdSet& t) {
   if (steps.size() < 3) return 0;
+  const auto jitter = static_cast<int64_t>(t.gap_jitter_steps.value);
   std::map<int64_t, int64_t> counts;
   for (size_t i = 1; i < steps.size(); ++i) ++counts[steps[i] - steps[i - 1]];
   int64_t best_gap = 0, best_near = 0, best_exact = 0;
   for (const auto& [gap, exact] : counts) {
     int64_t near = 0;
-    for (auto it = counts.lower_bound(gap - kGapJitterSteps);
-         it != counts.end() && it->first <= gap + kGapJitterSteps; ++it) {
+    for (auto it = counts.lower_bound(gap - jitter);
+         it != counts.end() && it->first <= gap + jitter; ++it) {
       near += it->second;
     }
     if (near > best_near || (near == best_near && exact > best_exact)) {
@@ -288,7 +260,7 @@ int64_t RegularSpacing(const std::vector<int64_t>& steps) {
   }
   const auto gaps = static_cast<double>(steps.size() - 1);
   if (best_gap < 2) return 0;
-  return static_cast<double>(best_near) >= kRegularGapShare * gaps ? best_gap : 0;
+  return static_cast<double>(best_near) >= t.regular_gap_share.value * gaps ? best_gap : 0;
 }
 
 /// Outlier steps of one rank grouped by the phase with the largest excess over its own median
@@ -371,10 +343,11 @@ std::map<std::string, double> ExtraOver(const RankSteps& rank, const std::vector
 }
 
 /// Periodic phases of one rank, appended to `out`.
-void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>& out) {
+void FindPeriodicPhasesOfRank(const RankSteps& rank, const ThresholdSet& t,
+                              std::vector<PeriodicPhase>& out) {
   std::vector<double> step_s(rank.steps.size());
   for (size_t i = 0; i < step_s.size(); ++i) step_s[i] = StepSeconds(rank.steps[i]);
-  const Outliers slow = FindOutliers(step_s);
+  const Outliers slow = FindOutliers(step_s, t);
   if (slow.indices.size() < 2) return;
   const auto series = AllPhaseSeries(rank);
   const double wall_s = WallSeconds(rank);
@@ -399,11 +372,11 @@ void FindPeriodicPhasesOfRank(const RankSteps& rank, std::vector<PeriodicPhase>&
     p.extra_s_each = extra / static_cast<double>(positions.size());
     p.share_of_wall =
         wall_s > 0 ? static_cast<double>(p.occurrences) * p.extra_s_each / wall_s : 0.0;
-    p.every_steps = RegularSpacing(p.steps);
+    p.every_steps = RegularSpacing(p.steps, t);
     if (p.every_steps == 0) {
       const std::vector<double>& values = series.at(name);
       const size_t len = std::min(values.size(), kMaxPeriodSeriesSteps);
-      auto period = DetectPeriod(std::span<const double>(values.data(), len));
+      auto period = DetectPeriod(std::span<const double>(values.data(), len), t);
       if (period && period->significant) p.every_steps = std::llround(period->period);
     }
     out.push_back(std::move(p));
@@ -417,10 +390,10 @@ struct LoaderSeries {
   std::vector<bool> is_slow;  ///< by position
 };
 
-LoaderSeries SlowDataLoading(const RankSteps& rank) {
+LoaderSeries SlowDataLoading(const RankSteps& rank, const ThresholdSet& t) {
   LoaderSeries s;
   s.data_loading_s = PhaseSeries(rank, std::string(phase_name::kDataLoading));
-  s.slow = FindOutliers(s.data_loading_s);
+  s.slow = FindOutliers(s.data_loading_s, t);
   s.is_slow.assign(s.data_loading_s.size(), false);
   for (size_t pos : s.slow.indices) s.is_slow[pos] = true;
   return s;
@@ -459,24 +432,25 @@ std::optional<size_t> SlowNear(const LoaderSeries& s, size_t pos) {
 
 }  // namespace
 
-Outliers FindOutliers(std::span<const double> values, double k) {
+Outliers FindOutliers(std::span<const double> values, const ThresholdSet& t) {
   Outliers out;
   if (values.empty()) return out;
   std::vector<double> work(values.begin(), values.end());
-  out.median = MedianInPlace(work);
+  out.median = MedianInPlace(std::span(work));
   for (size_t i = 0; i < values.size(); ++i) work[i] = std::abs(values[i] - out.median);
-  out.mad = MedianInPlace(work);
-  const double spread = std::max(out.mad, kMadFloorOfMedian * std::abs(out.median));
-  out.threshold = out.median + k * kMadToSigma * spread;
+  out.mad = MedianInPlace(std::span(work));
+  const double spread = std::max(out.mad, t.robust_sigma_floor.value * std::abs(out.median));
+  out.threshold = out.median + t.outlier_robust_z.value * kMadToSigma * spread;
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] > out.threshold) out.indices.push_back(i);
   }
   return out;
 }
 
-std::optional<Period> DetectPeriod(std::span<const double> values) {
+std::optional<Period> DetectPeriod(std::span<const double> values, const ThresholdSet& t) {
   const size_t n = values.size();
-  if (n < kMinPeriodPoints) return std::nullopt;
+  const auto min_periods = static_cast<size_t>(t.period_min_cycles.value);
+  if (static_cast<double>(n) < t.period_min_points.value) return std::nullopt;
   double mean = 0;
   for (double v : values) mean += v;
   mean /= static_cast<double>(n);
@@ -484,7 +458,7 @@ std::optional<Period> DetectPeriod(std::span<const double> values) {
   for (double& v : x) v -= mean;
   // Fisher (1929), "Tests of significance in harmonic analysis", Proc. R. Soc. A 125:54: the m
   // Fourier frequencies k/N, k = 1..⌊(N−1)/2⌋ (0 and Nyquist excluded), are independent under
-  // white noise; g = max I_k / Σ I_k. Candidates need ≥ kMinPeriods periods (k ≥ 3).
+  // white noise; g = max I_k / Σ I_k. Candidates need ≥ period_min_cycles periods (k ≥ 3).
   const size_t m = (n - 1) / 2;
   const Fft fft(NextPowerOfTwo(2 * n - 1));  // both the periodogram and the ACF need ≥ 2N−1
   const std::vector<double> power = DftPower(fft, x, m + 1);
@@ -492,7 +466,7 @@ std::optional<Period> DetectPeriod(std::span<const double> values) {
   size_t peak = 0;
   for (size_t k = 1; k <= m; ++k) {
     total += power[k];
-    if (k >= kMinPeriods && (peak == 0 || power[k] > power[peak])) peak = k;
+    if (k >= min_periods && (peak == 0 || power[k] > power[peak])) peak = k;
   }
   if (peak == 0 || total <= 0 || power[peak] <= 0) return std::nullopt;
   Period out;
@@ -502,25 +476,28 @@ std::optional<Period> DetectPeriod(std::span<const double> values) {
   // 2nd ed. 1991, §10.2).
   const auto mm = static_cast<double>(m);
   out.p_value = g >= 1.0 ? 0.0 : std::min(1.0, mm * std::exp((mm - 1) * std::log1p(-g)));
-  const double candidate = static_cast<double>(n) / FundamentalIndex(power, peak);
+  const double candidate = static_cast<double>(n) / FundamentalIndex(power, peak, t);
   const LagCorrelation acf(fft, x);
-  std::tie(out.period, out.strength) = RefineByAutocorrelation(acf, candidate, n / kMinPeriods);
-  out.significant = out.p_value < kPeriodAlpha && out.strength >= kMinPeriodStrength;
+  std::tie(out.period, out.strength) =
+      RefineByAutocorrelation(acf, candidate, n / min_periods, t.period_lag_window.value);
+  out.significant =
+      out.p_value < t.period_alpha.value && out.strength >= t.period_min_strength.value;
   return out;
 }
 
-std::vector<PeriodicPhase> FindPeriodicPhases(const PhaseAnalysis& phases) {
+std::vector<PeriodicPhase> FindPeriodicPhases(const PhaseAnalysis& phases, const ThresholdSet& t) {
   std::vector<PeriodicPhase> out;
-  for (const RankSteps& rank : phases.ranks) FindPeriodicPhasesOfRank(rank, out);
+  for (const RankSteps& rank : phases.ranks) FindPeriodicPhasesOfRank(rank, t, out);
   std::stable_sort(out.begin(), out.end(), [](const PeriodicPhase& a, const PeriodicPhase& b) {
     return a.share_of_wall > b.share_of_wall;
   });
   return out;
 }
 
-std::optional<LoaderStall> FindEpochStartStalls(const RankSteps& rank, int64_t steps_per_epoch) {
+std::optional<LoaderStall> FindEpochStartStalls(const RankSteps& rank, int64_t steps_per_epoch,
+                                                const ThresholdSet& t) {
   if (steps_per_epoch < 2 || rank.steps.empty()) return std::nullopt;
-  const LoaderSeries s = SlowDataLoading(rank);
+  const LoaderSeries s = SlowDataLoading(rank, t);
   if (s.slow.indices.empty()) return std::nullopt;
   // Epoch starts are at indices 1, 1+spe, 1+2·spe, …; positions follow the 1-based index.
   const int64_t first_index = rank.steps.front().index;
@@ -546,19 +523,22 @@ std::optional<LoaderStall> FindEpochStartStalls(const RankSteps& rank, int64_t s
     if (hit) stalls.push_back(*hit);
   }
   const auto later_slow = static_cast<int64_t>(stalls.size()) - (first_slow ? 1 : 0);
-  // Seed 001 T5: a stall at the start of every epoch; ≥ 60% of the epochs and ≥ 2 in all.
+  // Seed 001 T5: a stall at the start of every epoch; ≥ loader_pattern_share of the epochs and
+  // ≥ 2 in all.
   if (later_starts == 0 || later_slow == 0) return std::nullopt;
-  if (static_cast<double>(later_slow) < kLoaderPatternShare * static_cast<double>(later_starts)) {
+  if (static_cast<double>(later_slow) <
+      t.loader_pattern_share.value * static_cast<double>(later_starts)) {
     return std::nullopt;
   }
   if (stalls.size() < 2) return std::nullopt;
   return MakeStall(rank, s, stalls, steps_per_epoch);
 }
 
-std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank, int64_t num_workers) {
+std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank, int64_t num_workers,
+                                              const ThresholdSet& t) {
   const auto workers = static_cast<size_t>(std::max<int64_t>(num_workers, 0));
   if (workers < 2 || rank.steps.size() < 2 * workers) return std::nullopt;
-  const LoaderSeries s = SlowDataLoading(rank);
+  const LoaderSeries s = SlowDataLoading(rank, t);
   if (s.slow.indices.size() < 2) return std::nullopt;
   // Seed 001 T7: the stall recurs every num_workers-th step, so it sits on one residue of the
   // step index modulo num_workers.
@@ -575,9 +555,10 @@ std::optional<LoaderStall> FindPrefetchStalls(const RankSteps& rank, int64_t num
     if (by_residue[r].size() > by_residue[best].size()) best = r;
   }
   const auto hits = static_cast<double>(by_residue[best].size());
-  // ≥ 60% of the cycles stall there, and that residue holds most of the slow steps.
+  // ≥ loader_pattern_share of the cycles stall there, and that residue holds most of the slow
+  // steps.
   if (by_residue[best].size() < 2 ||
-      hits < kLoaderPatternShare * static_cast<double>(cycles[best]) ||
+      hits < t.loader_pattern_share.value * static_cast<double>(cycles[best]) ||
       2 * by_residue[best].size() < s.slow.indices.size()) {
     return std::nullopt;
   }

@@ -105,7 +105,10 @@ TEST(FindOutliers, ThresholdIsMedianPlusScaledMad) {
   EXPECT_DOUBLE_EQ(o.mad, 1.0);
   EXPECT_NEAR(o.threshold, 3.0 + 3.5 * 1.4826, 1e-12);
   EXPECT_EQ(o.indices, std::vector<size_t>{4});
-  EXPECT_TRUE(FindOutliers(v, 100.0).indices.empty());
+  // The cut is data: a laxer table finds none.
+  ThresholdSet lax;
+  lax.outlier_robust_z.value = 100.0;
+  EXPECT_TRUE(FindOutliers(v, lax).indices.empty());
 }
 
 TEST(FindOutliers, NormalSampleWithSpikes) {
@@ -158,8 +161,8 @@ TEST(DetectPeriod, Table) {
     ASSERT_TRUE(p.has_value());
     EXPECT_TRUE(p->significant);
     EXPECT_NEAR(p->period, c.period, 0.5);
-    EXPECT_LT(p->p_value, kPeriodAlpha);
-    EXPECT_GE(p->strength, kMinPeriodStrength);
+    EXPECT_LT(p->p_value, kThresholds.period_alpha.value);
+    EXPECT_GE(p->strength, kThresholds.period_min_strength.value);
     EXPECT_LE(p->strength, 1.0);
   }
 }
@@ -174,7 +177,7 @@ TEST(DetectPeriod, WhiteNoiseIsNotSignificant) {
     const auto p = DetectPeriod(v);
     ASSERT_TRUE(p.has_value());
     EXPECT_FALSE(p->significant);
-    EXPECT_LT(p->strength, kMinPeriodStrength);
+    EXPECT_LT(p->strength, kThresholds.period_min_strength.value);
   }
 }
 

@@ -18,7 +18,7 @@ double SteadyLevel(std::span<const double> step_s, const ThresholdSet& t) {
   const double mad = Quantile(ref, 0.5).value_or(0.0);
   // 1.4826 × MAD estimates σ for normal noise; the floor keeps a loop of identical steps from
   // calling every microsecond of jitter a change.
-  const double sigma = std::max(1.4826 * mad, 0.01 * median);
+  const double sigma = std::max(kMadToSigma * mad, t.robust_sigma_floor.value * median);
   return std::max({median + t.warmup_robust_z.value * sigma,
                    median * (1.0 + t.warmup_min_excess.value),
                    median + t.warmup_min_excess_s.value});

@@ -30,9 +30,9 @@ enum class RunStage : uint8_t {
 
 /// How many leading steps of `step_s` (durations in seconds, in step order) are warm-up: a
 /// robust change point. The steady level is the median of the second half of the steps and its
-/// scale 1.4826 × their MAD (at least 1% of the median); a step is above that level when it is
-/// longer than median + warmup_robust_z σ, than (1 + warmup_min_excess) × median and than
-/// median + warmup_min_excess_s.
+/// scale 1.4826 × their MAD (at least robust_sigma_floor of the median); a step is above that
+/// level when it is longer than median + warmup_robust_z σ, than (1 + warmup_min_excess) ×
+/// median and than median + warmup_min_excess_s.
 /// Warm-up ends at the first step that is not above the level while the median of it and the
 /// next warmup_settle_steps − 1 steps is not either: a slow first step, a compile spike over
 /// steps 1–3 or a slow ramp end up in warm-up; a later epoch boundary, a periodic checkpoint or

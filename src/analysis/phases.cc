@@ -304,16 +304,6 @@ ProcessScan ScanProcess(const EventLog& log, const ProcessInfo& info, NameTable&
   return scanner.Finish();
 }
 
-/// base/stats.h Quantile (linear interpolation between closest ranks, numpy's default) on an
-/// already sorted, non-empty vector: Quantile itself sorts a copy per call, which costs seconds
-/// on millions of phases. AnalyzePhases.PercentilesOverOneHundredSteps pins the two together.
-double QuantileOfSorted(const std::vector<double>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
-
 /// Seed 003 statistics of `durations_s` (sorted in place). `denominator_ns` is the time the
 /// share is relative to.
 PhaseStats MakeStats(std::string name, int32_t rank, std::vector<double>& durations_s,
@@ -332,6 +322,8 @@ PhaseStats MakeStats(std::string name, int32_t rank, std::vector<double>& durati
   s.std_s = running.stddev();
   s.min_s = running.min();
   s.max_s = running.max();
+  // Sorted once for three quantiles (base/stats.h QuantileOfSorted, linear as Quantile): Quantile
+  // itself sorts a copy per call, which costs seconds on millions of phases.
   std::sort(durations_s.begin(), durations_s.end());
   s.p50_s = QuantileOfSorted(durations_s, 0.50);
   s.p95_s = QuantileOfSorted(durations_s, 0.95);

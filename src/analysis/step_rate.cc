@@ -1,6 +1,7 @@
 #include "analysis/step_rate.h"
 
 #include "analysis/detect.h"
+#include "base/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,15 +13,15 @@ namespace {
 
 constexpr int kResamples = 2000;
 constexpr uint64_t kSeed = 0x5eed'0013ULL;  // any fixed value: reproducible output
-constexpr int64_t kMinSteps = 3;
 
 /// The mean step duration of each bootstrap resample, sorted.
-std::vector<double> ResampledMeans(std::span<const double> x, uint64_t seed) {
+std::vector<double> ResampledMeans(std::span<const double> x, uint64_t seed,
+                                   const ThresholdSet& t) {
   const size_t n = x.size();
   size_t block = std::max<size_t>(1, static_cast<size_t>(std::ceil(std::sqrt(n))));
   // Periodic slow steps (a checkpoint every k steps): blocks of whole periods, so that each
   // resample holds as many of them as the run did.
-  if (auto p = DetectPeriod(x); p && p->significant && p->period * 2 <= static_cast<double>(n)) {
+  if (auto p = DetectPeriod(x, t); p && p->significant && p->period * 2 <= static_cast<double>(n)) {
     block = std::max(block, static_cast<size_t>(std::lround(p->period)));
   }
   std::mt19937_64 rng(seed);
@@ -40,9 +41,9 @@ std::vector<double> ResampledMeans(std::span<const double> x, uint64_t seed) {
   return means;
 }
 
+/// An end of a bootstrap interval: the nearest resample, not an interpolation between two.
 double At(const std::vector<double>& sorted, double q) {
-  auto i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
+  return QuantileOfSorted(sorted, q, QuantileMethod::kNearest);
 }
 
 bool Usable(std::span<const double> step_s) {
@@ -51,14 +52,14 @@ bool Usable(std::span<const double> step_s) {
 
 }  // namespace
 
-std::optional<RateEstimate> EstimateRate(std::span<const double> step_s) {
+std::optional<RateEstimate> EstimateRate(std::span<const double> step_s, const ThresholdSet& t) {
   if (!Usable(step_s)) return std::nullopt;
   RateEstimate e;
   e.steps = static_cast<int64_t>(step_s.size());
   e.per_s = static_cast<double>(step_s.size()) / std::accumulate(step_s.begin(), step_s.end(), 0.0);
   e.lo = e.hi = e.per_s;
-  if (e.steps < kMinSteps) return e;
-  auto means = ResampledMeans(step_s, kSeed);
+  if (static_cast<double>(e.steps) < t.rate_min_steps.value) return e;
+  auto means = ResampledMeans(step_s, kSeed, t);
   // Steps/s is 1 / mean duration: the interval's ends swap.
   double slow = At(means, 0.975), fast = At(means, 0.025);
   if (slow > 0) e.lo = 1.0 / slow;
@@ -67,16 +68,19 @@ std::optional<RateEstimate> EstimateRate(std::span<const double> step_s) {
 }
 
 std::optional<RateChange> CompareRates(std::span<const double> a, std::span<const double> b,
-                                       double min_ratio) {
-  auto ra = EstimateRate(a), rb = EstimateRate(b);
+                                       double min_ratio, const ThresholdSet& t) {
+  auto ra = EstimateRate(a, t), rb = EstimateRate(b, t);
   if (!ra || !rb) return std::nullopt;
   RateChange c;
   c.ratio = rb->per_s / ra->per_s;
   c.lo = c.hi = c.ratio;
-  if (ra->steps < kMinSteps || rb->steps < kMinSteps) return c;
+  const double min_steps = t.rate_min_steps.value;
+  if (static_cast<double>(ra->steps) < min_steps || static_cast<double>(rb->steps) < min_steps) {
+    return c;
+  }
   // Independent resamples (different seeds), paired by index: a ratio of two bootstrap
   // distributions. ratio = rate_b / rate_a = mean_a / mean_b.
-  auto ma = ResampledMeans(a, kSeed), mb = ResampledMeans(b, kSeed + 1);
+  auto ma = ResampledMeans(a, kSeed, t), mb = ResampledMeans(b, kSeed + 1, t);
   std::mt19937_64 rng(kSeed + 2);
   std::shuffle(mb.begin(), mb.end(), rng);  // ma is sorted: unpair the orders
   std::vector<double> ratios;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "analysis/phases.h"
+#include "base/thresholds.h"
 
 namespace stallscope::analysis {
 
@@ -20,8 +21,10 @@ struct RateEstimate {
 /// Steps/s over step durations (seconds): n / Σ. The interval comes from a moving-block bootstrap
 /// (2000 resamples of blocks of ⌈√n⌉ consecutive steps, so that runs of slow steps — periodic side
 /// work, epoch starts — stay together), with a fixed seed: the same steps give the same interval.
-/// Fewer than 3 steps: no interval (lo = hi = per_s). Empty, or no positive duration: nullopt.
-[[nodiscard]] std::optional<RateEstimate> EstimateRate(std::span<const double> step_s);
+/// Fewer than t.rate_min_steps (3) steps: no interval (lo = hi = per_s). Empty, or no positive
+/// duration: nullopt. The interval's ends are the nearest resamples (QuantileMethod::kNearest).
+[[nodiscard]] std::optional<RateEstimate> EstimateRate(std::span<const double> step_s,
+                                                       const ThresholdSet& t = kThresholds);
 
 /// How b's steps/s compare with a's.
 struct RateChange {
@@ -35,11 +38,12 @@ struct RateChange {
 
 /// b relative to a, from independent block bootstraps of both (as EstimateRate). `min_ratio`
 /// (≥ 1): the smallest change called significant (thresholds.rate_change_min). Either side with
-/// fewer than 3 steps: the ratio without an interval, never significant. nullopt when either
-/// side has no rate.
+/// fewer than t.rate_min_steps (3) steps: the ratio without an interval, never significant.
+/// nullopt when either side has no rate.
 [[nodiscard]] std::optional<RateChange> CompareRates(std::span<const double> a,
                                                      std::span<const double> b,
-                                                     double min_ratio = 1.0);
+                                                     double min_ratio = 1.0,
+                                                     const ThresholdSet& t = kThresholds);
 
 /// The durations of a rank's steps, in seconds: its steady steps (AnalyzePhases leaves the
 /// warm-up apart, analysis/life.h), what every rate is measured over.

@@ -43,10 +43,8 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns, int64
     return;
   }
   ++s.samples;
-  if (g.mem_used_bytes)
-    s.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / sample::kBytesPerMiB);
-  if (g.mem_total_bytes)
-    s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / sample::kBytesPerMiB;
+  if (g.mem_used_bytes) s.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / kMiB);
+  if (g.mem_total_bytes) s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / kMiB;
   if (g.util_gpu_pct) s.util_pct.Add(*g.util_gpu_pct);
   AddBufferedGpu(s, g, mono_ns, wall_to_mono_ns, fine_begin_ns, fine_end_ns);
   if (g.power_mw) s.power_w.Add(*g.power_mw / 1000.0);

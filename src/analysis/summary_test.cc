@@ -22,7 +22,7 @@ sample::Recording FourGpuRecording(const std::vector<double>& mem_mib) {
     for (size_t i = 0; i < mem_mib.size(); ++i) {
       // ±10 MiB around the mean: mean exact, std 10.
       double mem = mem_mib[i] + (t % 2 == 0 ? 10 : -10);
-      s.gpus[i].mem_used_bytes = static_cast<uint64_t>(mem * sample::kBytesPerMiB);
+      s.gpus[i].mem_used_bytes = static_cast<uint64_t>(mem * kMiB);
       s.gpus[i].util_gpu_pct = 80;
     }
     rec.samples.push_back(s);

@@ -17,7 +17,6 @@ namespace stallscope {
 namespace {
 
 std::string LimitText(size_t bytes) {
-  constexpr size_t kMiB = size_t{1} << 20;
   return bytes >= kMiB && bytes % kMiB == 0 ? fmt::format("{} MiB", bytes / kMiB)
                                             : fmt::format("{} byte", bytes);
 }

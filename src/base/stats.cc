@@ -5,15 +5,27 @@
 
 namespace stallscope {
 
+double QuantileOfSorted(std::span<const double> sorted, double q, QuantileMethod method) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  if (method == QuantileMethod::kLower) return sorted[static_cast<size_t>(pos)];
+  if (method == QuantileMethod::kNearest) {
+    return sorted[std::min(static_cast<size_t>(pos + 0.5), sorted.size() - 1)];
+  }
+  const auto lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
 std::optional<double> Quantile(std::span<const double> values, double q) {
   if (values.empty()) return std::nullopt;
   std::vector<double> sorted(values.begin(), values.end());
   std::sort(sorted.begin(), sorted.end());
-  double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(sorted.size() - 1);
-  auto lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  double frac = pos - static_cast<double>(lo);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+  return QuantileOfSorted(sorted, std::clamp(q, 0.0, 1.0));
+}
+
+double Median(std::span<const double> values) {
+  std::vector<double> copy(values.begin(), values.end());
+  return MedianInPlace(std::span<double>(copy));
 }
 
 BalanceClass ClassifyCv(double cv_pct, const ThresholdSet& t) {

@@ -103,6 +103,43 @@ struct ThresholdSet {
                                "stallscope (issue 26): CUDA events outrank NVML averages; when "
                                "the compute phases' GPU time is most of the step, the GPU is "
                                "busy whatever the sampled utilization says"};
+  // --- slow steps and periods (analysis/detect.h, analysis/life.h) ---------------------------
+  Threshold outlier_robust_z{"outlier_robust_z", 3.5, "robust σ above the median",
+                             "Iglewicz & Hoaglin: a modified z-score above 3.5 is an outlier; a "
+                             "step that far above the median step is a slow step (periodic side "
+                             "work, loader stalls, a trace's slow steps)"};
+  Threshold robust_sigma_floor{"robust_sigma_floor", 0.01, "fraction of the median",
+                               "stallscope: the robust σ (1.4826 × MAD) is at least 1% of the "
+                               "median, so that in a loop of identical steps microseconds of "
+                               "jitter are neither outliers nor the end of warm-up"};
+  Threshold period_min_points{"period_min_points", 16, "points of the series",
+                              "stallscope: fewer points leave the periodogram too few "
+                              "frequencies to test for a period"};
+  Threshold period_min_cycles{"period_min_cycles", 3, "full periods in the series",
+                              "stallscope: a period is named only when the series holds at "
+                              "least 3 of it"};
+  Threshold period_alpha{"period_alpha", 0.01, "p-value (Fisher's g test)",
+                         "Fisher (1929): the periodogram's peak is a period when white noise "
+                         "would give it with p < 0.01"};
+  Threshold period_min_strength{"period_min_strength", 0.3, "autocorrelation at the period",
+                                "stallscope: and the series must correlate with itself one "
+                                "period later by at least 0.3"};
+  Threshold period_lag_window{"period_lag_window", 0.2, "± fraction of the candidate period",
+                              "stallscope: the autocorrelation peak that refines a periodogram "
+                              "candidate is searched within ±20% of it"};
+  Threshold period_subharmonic_power{
+      "period_subharmonic_power", 0.5, "fraction of the peak's power",
+      "stallscope: spikes every N steps put the periodogram's peak on a harmonic; a sub-harmonic "
+      "with half the peak's power is the fundamental"};
+  Threshold regular_gap_share{"regular_gap_share", 0.7, "fraction of the gaps",
+                              "stallscope: slow steps recur \"every N steps\" when 70% of the "
+                              "gaps between them are within gap_jitter_steps of the modal gap"};
+  Threshold gap_jitter_steps{"gap_jitter_steps", 1, "steps",
+                             "stallscope: a gap one step off the modal gap is still regular"};
+  Threshold loader_pattern_share{"loader_pattern_share", 0.6,
+                                 "fraction of the epochs or worker cycles",
+                                 "seed 001 T5/T7: the stall at each epoch start, or at every "
+                                 "num_workers-th step, must hold in 60% of them"};
   // --- CPU threads ----------------------------------------------------------------------------
   Threshold oversub_threads_per_cpu{"oversub_threads_per_cpu", 2.0,
                                     "runnable (or intra-op) threads per allowed CPU",
@@ -283,16 +320,58 @@ struct ThresholdSet {
   Threshold pass_recovery_min{
       "pass_recovery_min", 1.10, "× steps/s of pass A",
       "issue 13: a pass recovers the loss only when significantly faster by this much"};
+  Threshold rate_min_steps{"rate_min_steps", 3, "steady steps per run",
+                           "stallscope: fewer steps give a rate without a bootstrap interval, "
+                           "and `compare` says too few steps to say"};
   Threshold sweep_recommend_within{
       "sweep_recommend_within", 0.97, "× the best steps/s",
       "issue 13: the sweep recommends the cheapest setting within 3% of the best"};
+  // --- doctor: the machine before a job (doctor/host_checks.cc, doctor/gpu_checks.cc) -------
+  Threshold shm_min_gib{"shm_min_gib", 1, "GiB of /dev/shm",
+                        "PyTorch issues and README: DataLoader workers die of a container's "
+                        "default 64 MiB /dev/shm (docker run --shm-size); doctor asks for 1 GiB"};
+  Threshold nofile_min{"nofile_min", 4096, "open files (soft RLIMIT_NOFILE)",
+                       "torch.multiprocessing: the file_descriptor sharing strategy keeps a "
+                       "descriptor per tensor in flight; many distributions' default is 1024"};
+  Threshold checkpoint_free_warn_gib{
+      "checkpoint_free_warn_gib", 10, "GiB free",
+      "ZeRO (Rajbhandari et al., 2020) §3.1: mixed-precision Adam holds 16 bytes per parameter, "
+      "so a full checkpoint of a 1B-parameter model is ~16 GB"};
+  Threshold checkpoint_free_fail_gib{"checkpoint_free_fail_gib", 1, "GiB free",
+                                     "stallscope: below this the first torch.save fails"};
+  Threshold data_slow_mbps{"data_slow_mbps", 200, "MB/s (files of data_small_file_mib or more)",
+                           "seed 001 T8/U8: below a single SATA SSD's ~500 MB/s; network disks "
+                           "and HDDs sit here"};
+  Threshold data_small_file_mib{"data_small_file_mib", 1, "MiB (mean file size)",
+                                "seed 001 U25: smaller files are read for their count (latency, "
+                                "a round trip per open on a network filesystem), not their bytes"};
+  Threshold data_slow_read_us{"data_slow_read_us", 1000, "µs (p50 of 4 KiB random reads)",
+                              "stallscope: ~0.1 ms on local NVMe, ~0.2 ms on a SATA SSD, several "
+                              "ms on a disk that seeks or across a network"};
+  Threshold cpu_quota_short_cpus{"cpu_quota_short_cpus", 0.5, "CPUs below the affinity mask",
+                                 "seed 001 T4/U40: torch and os.sched_getaffinity count the "
+                                 "mask's CPUs; a cgroup quota this far below it is a limit they "
+                                 "do not see"};
+  Threshold retired_pages_warn{"retired_pages_warn", 15, "retired pages",
+                               "DCGM gpu_hardware_limits.h: 15 retired pages warn"};
+  Threshold retired_pages_fail{"retired_pages_fail", 63, "retired pages",
+                               "DCGM gpu_hardware_limits.h: 63 retired pages fail a GPU"};
+  Threshold power_limit_cut{"power_limit_cut", 0.95, "fraction of the default power limit",
+                            "stallscope: boards report limits rounded to a few watts; a cap "
+                            "someone set is a round, large cut"};
+  Threshold unseen_gpu_mem_gib{"unseen_gpu_mem_gib", 1, "GiB used with no listed process",
+                               "stallscope: the driver reserves a few hundred MiB; more is a "
+                               "process this container cannot see"};
+  Threshold unseen_gpu_util_pct{"unseen_gpu_util_pct", 10, "% busy with no listed process",
+                                "stallscope: a GPU this busy with no process listed is used by "
+                                "one this container cannot see"};
 };
 
 /// The values every command uses.
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 93> kThresholdTable{{
+inline constexpr std::array<Threshold, 118> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -321,6 +400,17 @@ inline constexpr std::array<Threshold, 93> kThresholdTable{{
     kThresholds.steady_sure_s,
     kThresholds.startup_most_share,
     kThresholds.gpu_busy_by_events,
+    kThresholds.outlier_robust_z,
+    kThresholds.robust_sigma_floor,
+    kThresholds.period_min_points,
+    kThresholds.period_min_cycles,
+    kThresholds.period_alpha,
+    kThresholds.period_min_strength,
+    kThresholds.period_lag_window,
+    kThresholds.period_subharmonic_power,
+    kThresholds.regular_gap_share,
+    kThresholds.gap_jitter_steps,
+    kThresholds.loader_pattern_share,
     kThresholds.oversub_threads_per_cpu,
     kThresholds.oversub_nvcsw_per_cpu,
     kThresholds.cpu_compute_share,
@@ -385,7 +475,21 @@ inline constexpr std::array<Threshold, 93> kThresholdTable{{
     kThresholds.busy_host_confidence_max,
     kThresholds.rate_change_min,
     kThresholds.pass_recovery_min,
+    kThresholds.rate_min_steps,
     kThresholds.sweep_recommend_within,
+    kThresholds.shm_min_gib,
+    kThresholds.nofile_min,
+    kThresholds.checkpoint_free_warn_gib,
+    kThresholds.checkpoint_free_fail_gib,
+    kThresholds.data_slow_mbps,
+    kThresholds.data_small_file_mib,
+    kThresholds.data_slow_read_us,
+    kThresholds.cpu_quota_short_cpus,
+    kThresholds.retired_pages_warn,
+    kThresholds.retired_pages_fail,
+    kThresholds.power_limit_cut,
+    kThresholds.unseen_gpu_mem_gib,
+    kThresholds.unseen_gpu_util_pct,
 }};
 
 /// The table for the README and the CLI.

@@ -15,6 +15,11 @@ inline constexpr int64_t kNsPerUs = 1'000;
 inline constexpr int64_t kNsPerMs = 1'000'000;
 inline constexpr int64_t kNsPerSec = 1'000'000'000;
 
+/// Binary byte units (IEC), the only definitions: GiB for memory sizes and doctor's limits, MiB
+/// for NVML's and nvidia-smi's memory figures. FormatBytes prints decimal units (GB) for people.
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
 /// `ns` in seconds (for rates and for people; arithmetic stays in ns).
 [[nodiscard]] constexpr double NsToSeconds(int64_t ns) {
   return static_cast<double>(ns) / static_cast<double>(kNsPerSec);

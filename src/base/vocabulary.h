@@ -25,6 +25,10 @@ inline constexpr std::string_view kOptimizer = "optimizer_step";
 /// The exposed all-reduce wait of a DDP backward (python/stallscope/_hooks.py): from the moment the
 /// last gradient was ready until backward() returned. Not compute: time a rank waits for others.
 inline constexpr std::string_view kCommWait = "comm_wait";
+/// A forward pass under torch.no_grad() outside training (eval, sampling): side work.
+inline constexpr std::string_view kEvalForward = "eval_forward";
+/// torch.save inside the training loop.
+inline constexpr std::string_view kCheckpointing = "checkpointing";
 /// Step time covered by no phase (analysis/phases.cc), and in a trace the host's sync waits.
 inline constexpr std::string_view kOther = "other";
 // Derived from a profiler trace's step breakdown (diagnose/trace_report.cc).
@@ -37,6 +41,10 @@ inline constexpr std::string_view kCpuOps = "cpu_ops";                  ///< hos
 /// The phases that are the model's own work.
 inline constexpr std::array<std::string_view, 5> kCompute = {kForward, kBackward, kOptimizer,
                                                              kGpuCompute, kCpuExec};
+/// Every phase the Python side's hooks record (python/stallscope/_protocol.py PHASES; a contract
+/// test in rundir holds the two equal).
+inline constexpr std::array<std::string_view, 7> kRecorded = {
+    kDataLoading, kForward, kEvalForward, kBackward, kCommWait, kOptimizer, kCheckpointing};
 }  // namespace phase_name
 
 /// True for the phases that are the model's own work (phase_name::kCompute): forward_pass,

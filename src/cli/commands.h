@@ -107,9 +107,6 @@ struct RunOptions {
   bool tui = false;
   std::string serve;  ///< --serve ADDR: Prometheus metrics while the job runs ("" = none)
   std::vector<std::string> command;
-  /// When set, receives how many SIGINT/SIGTERM/SIGHUP the monitor forwarded to the job (the
-  /// third is a SIGKILL): `passes` and `sweep` stop at a user's interrupt.
-  int* interrupts = nullptr;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).
 int RunRun(const RunOptions& options);

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/run_job.h"
 #include "experiment/passes.h"
 #include "experiment/scaling.h"
 #include "experiment/sweep.h"
@@ -111,31 +112,34 @@ Outcome RunOnce(const ExperimentOptions& e, const std::string& dir,
   ro.stop_after = e.duration;
   ro.env = std::move(env);
   ro.command = command;
-  int interrupts = 0;
-  ro.interrupts = &interrupts;
   Outcome o;
-  const int code = RunRun(ro);
+  const JobOutcome job = RunJob(ro);
+  const int code = job.exit_code;
   // The user's interrupt reaches stallscope (counted by the monitor) or, at a terminal, the job
   // (it holds the terminal): either stops the experiment, whatever the job's exit status.
-  o.interrupted = interrupts > 0 || code == kInterrupted;
-  auto digest = experiment::LoadDigest(dir, skip_through_step);
-  if (!digest.ok()) {
-    o.failure = (o.interrupted ? "interrupted: " : "failed: ") + digest.error().message;
+  o.interrupted = job.interrupts > 0 || code == kInterrupted;
+  // The one analysis of the run: its reports written, its digest taken from the same analysis.
+  // A run that never started, or whose directory is gone, gets no reports: loading it fails.
+  auto run = job.started && !job.dir_removed ? AnalyzeAndWriteReports(rundir::RunPaths{dir}, "run")
+                                             : diagnose::LoadAndAnalyzeRun(dir);
+  if (!run.ok()) {
+    o.failure = (o.interrupted ? "interrupted: " : "failed: ") + run.error().message;
     return o;
   }
-  const bool stopped = digest->meta.status == "stopped";
+  experiment::RunDigest digest = experiment::DigestRun(run->data, run->analysis, skip_through_step);
+  const bool stopped = digest.meta.status == rundir::RunStatus::kStopped;
   if (o.interrupted) {
-    o.failure = InterruptedFailure(code, interrupts);
+    o.failure = InterruptedFailure(code, job.interrupts);
   } else if (code != 0 && !stopped) {
     o.failure = code > 128 ? fmt::format("failed: killed by signal {}{}", code - 128,
                                          code - 128 == SIGKILL ? " (out of memory?)" : "")
                            : fmt::format("failed: exit {}", code);
     const std::string said = rundir::LastErrorLine(rundir::RunPaths{dir}.job_log());
     if (!said.empty()) o.failure += fmt::format(" ({}/job.log: {})", dir, said);
-  } else if (!digest->rate) {
+  } else if (!digest.rate) {
     o.failure = "failed: no steps measured (does the job train with PyTorch?)";
   }
-  o.run = std::move(*digest);
+  o.run = std::move(digest);
   return o;
 }
 
@@ -267,7 +271,7 @@ int RunRankPasses(const PassesOptions& o) {
                          report::RenderScalingJson(report), e.json, interrupted)) {
     return *code;
   }
-  return report.conclusion.cls == "none" ? 1 : 0;
+  return report.conclusion.cls == experiment::ScalingClass::kNone ? 1 : 0;
 }
 
 }  // namespace

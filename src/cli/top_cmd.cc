@@ -1,6 +1,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -55,7 +56,8 @@ RunWatch StartRunWatch(const TopOptions& o, monitor::Session& session, const Clo
                        rundir::RunFollower follower) {
   const int32_t pid = follower.meta().pid;
   // A finished job's pid may be gone (or reused by now: run.json then says it finished).
-  if (o.pid == 0 && pid > 0 && follower.meta().status == "running" && phase::ProcessExists(pid))
+  if (o.pid == 0 && pid > 0 && follower.meta().status == rundir::RunStatus::kRunning &&
+      phase::ProcessExists(pid))
     (void)session.FollowPid(pid);  // it may exit in between: the screen then shows none
   return RunWatch{o.run_dir, std::move(follower), &clock, true, {o.run_dir, {}, "", ""}};
 }
@@ -76,6 +78,45 @@ int RunTopFullScreen(monitor::Session& session, const sample::RecordingHeader& h
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
   };
   return RunTopTui(model, interval_ns, hooks);
+}
+
+/// The line-by-line top (not a terminal, --status, --plain, --count, --json): one sample every
+/// interval until a signal or --count.
+int RunTopLines(const TopOptions& o, monitor::Session& session,
+                const sample::RecordingHeader& header, int64_t interval_ns, SystemClock& clock,
+                const std::function<void()>& print_run) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  analysis::LowUtilWatch watch;
+
+  int64_t shown = 0;
+  session.SampleNow();  // prime the rate counters
+  int64_t next = clock.MonotonicNs() + interval_ns;
+  for (;;) {
+    int sig = monitor::WaitSignal(std::max<int64_t>(next - clock.MonotonicNs(), 1));
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) break;
+    if (clock.MonotonicNs() < next) continue;
+    next += interval_ns;
+    const sample::Sample& s = session.SampleNow();
+    if (o.status) {
+      fmt::print("{}\n", report::RenderStatusLine(s));
+      auto agg = sample::Aggregate(s.gpus);
+      if (agg.average_utilization_pct) {
+        watch.Add(*agg.average_utilization_pct);
+        if (watch.Low())
+          fmt::print("{}", report::RenderLowUtilWarning(watch.WindowMean(),
+                                                        analysis::LowUtilWatch::kDefaultWindow));
+      }
+    } else {
+      if (tty) fmt::print("\033[H\033[J");
+      fmt::print("{}",
+                 o.json ? report::RenderTopJson(header, s) : report::RenderTopText(header, s));
+    }
+    print_run();
+    std::fflush(stdout);
+    if (o.count > 0 && ++shown >= o.count) break;
+  }
+
+  return 0;
 }
 
 }  // namespace
@@ -134,37 +175,7 @@ int RunTop(const TopOptions& o) {
     return RunTopFullScreen(session, session.header(), *interval, run ? &*run : nullptr);
   }
 
-  analysis::LowUtilWatch watch;
-
-  int64_t shown = 0;
-  session.SampleNow();  // prime the rate counters
-  int64_t next = clock.MonotonicNs() + *interval;
-  for (;;) {
-    int sig = monitor::WaitSignal(std::max<int64_t>(next - clock.MonotonicNs(), 1));
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) break;
-    if (clock.MonotonicNs() < next) continue;
-    next += *interval;
-    const sample::Sample& s = session.SampleNow();
-    if (o.status) {
-      fmt::print("{}\n", report::RenderStatusLine(s));
-      auto agg = sample::Aggregate(s.gpus);
-      if (agg.average_utilization_pct) {
-        watch.Add(*agg.average_utilization_pct);
-        if (watch.Low())
-          fmt::print("{}", report::RenderLowUtilWarning(watch.WindowMean(),
-                                                        analysis::LowUtilWatch::kDefaultWindow));
-      }
-    } else {
-      if (tty) fmt::print("\033[H\033[J");
-      fmt::print("{}", o.json ? report::RenderTopJson(machine.header, s)
-                              : report::RenderTopText(machine.header, s));
-    }
-    print_run();
-    std::fflush(stdout);
-    if (o.count > 0 && ++shown >= o.count) break;
-  }
-
-  return 0;
+  return RunTopLines(o, session, machine.header, *interval, clock, print_run);
 }
 
 int RunSummary(const SummaryOptions& o) {

@@ -22,28 +22,6 @@ std::optional<double> Fraction(const std::optional<double>& pct) {
 
 constexpr std::string_view kHostSyncPrefix = "host_sync";  // python/stallscope/_hooks.py
 
-std::vector<TorchProcess> TorchInfos(const phase::EventLog& events) {
-  std::vector<TorchProcess> out;
-  std::set<int32_t> seen;
-  for (const auto& m : events.meta) {
-    if (m.kind != "info" || m.name != "torch" || seen.count(m.pid)) continue;
-    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;  // bad data is skipped, not fatal
-    seen.insert(m.pid);
-    TorchProcess t;
-    t.pid = m.pid;
-    t.rank = m.rank;
-    t.intra_op_threads = JsonOpt<int64_t>(j, "intra_op_threads");
-    t.cpu_count = JsonOpt<int64_t>(j, "cpu_count");
-    t.cpu_affinity = JsonOpt<int64_t>(j, "cpu_affinity");
-    if (j.contains("omp_num_threads_env") && j["omp_num_threads_env"].is_string()) {
-      t.omp_num_threads_env = j["omp_num_threads_env"].get<std::string>();
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 /// Host-wide facts: CPUs, cgroup quota, runnable counts, I/O wait.
 void HostFacts(const rundir::RunData& data, std::span<const sample::Sample> samples, Facts& c) {
   c.host_cpus = data.recording.header.cpu_count;
@@ -312,7 +290,7 @@ void GpuFactsOf(const rundir::RunData& data, std::span<const sample::Sample> sam
     f.memory_used_max_mib = g.memory_used_mib.max();
     f.memory_total_mib = g.memory_total_mib;
     if (!f.memory_total_mib && st && st->mem_total_bytes) {
-      f.memory_total_mib = static_cast<double>(*st->mem_total_bytes) / sample::kBytesPerMiB;
+      f.memory_total_mib = static_cast<double>(*st->mem_total_bytes) / static_cast<double>(kMiB);
     }
     if (f.memory_total_mib && *f.memory_total_mib > 0 && g.memory_used_mib.count() > 0) {
       f.memory_used_fraction = f.memory_used_max_mib / *f.memory_total_mib;
@@ -419,7 +397,7 @@ void TraceGpuFacts(const TraceFacts& trace, Facts& c) {
   c.has_gpu = !c.gpus.empty();
 }
 
-void LoaderFacts(const std::vector<LoaderInfo>& loaders, Facts& c) {
+void LoaderFacts(const std::vector<rundir::LoaderInfo>& loaders, Facts& c) {
   for (const auto& l : loaders) {
     if (!c.loader || l.rank < c.loader->rank) c.loader = l;
   }
@@ -459,7 +437,7 @@ int64_t Facts::NumWorkers() const {
 
 Facts BuildRunFacts(const rundir::RunData& data, const RunReport& report) {
   Facts c;
-  c.torch = TorchInfos(data.events);
+  c.torch = data.info.torch;
   c.wall_s = report.wall_s;
   c.phases = report.phases;
   // The sampled facts over the steady window, as the report's statistics (issue 26).
@@ -487,7 +465,7 @@ Facts BuildRunFacts(const rundir::RunData& data, const RunReport& report) {
 }
 
 Facts BuildTraceFacts(const TraceFacts& trace, const analysis::PhaseAnalysis& phases,
-                      const std::vector<LoaderInfo>& loaders) {
+                      const std::vector<rundir::LoaderInfo>& loaders) {
   Facts c;
   c.phases = phases;
   for (const auto& rs : phases.ranks) c.wall_s += rs.duration_s;

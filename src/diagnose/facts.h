@@ -51,16 +51,6 @@ enum class GpuUsage : uint8_t {
   kNotUsed,  ///< the hooks saw no CUDA context, or torch has no CUDA
 };
 
-/// One process's info("torch") item (python/stallscope/_hooks.py).
-struct TorchProcess {
-  int32_t pid = 0;
-  int32_t rank = 0;
-  std::optional<int64_t> intra_op_threads;
-  std::optional<int64_t> cpu_count;
-  std::optional<int64_t> cpu_affinity;  ///< len(os.sched_getaffinity(0))
-  std::optional<std::string> omp_num_threads_env;
-};
-
 /// Everything the rules read. Pure data, built by BuildRunFacts or BuildTraceFacts.
 struct Facts {
   // --- host CPUs ------------------------------------------------------------------------------
@@ -104,7 +94,7 @@ struct Facts {
   /// The job's host-sync call sites, most frequent first: "train.py:560 (item, 20×)", and the
   /// same sites as the hooks noted them (rank, first seen: periodic side work names its own).
   std::vector<std::string> sync_sites;
-  std::vector<SyncSite> sync_site_rows;
+  std::vector<rundir::SyncSite> sync_site_rows;
   double host_syncs_per_step = 0;
   std::map<std::string, double> host_syncs_by_counter;  ///< per step
 
@@ -129,8 +119,9 @@ struct Facts {
   std::optional<uint64_t> shm_total_bytes;     ///< /dev/shm, last sample
   std::optional<uint64_t> shm_used_bytes;
 
-  std::vector<TorchProcess> torch;
-  std::optional<LoaderInfo> loader;  ///< the training loader: the first one of the lowest rank
+  std::vector<rundir::TorchProcess> torch;
+  std::optional<rundir::LoaderInfo>
+      loader;  ///< the training loader: the first one of the lowest rank
 
   // --- GPUs -----------------------------------------------------------------------------------
   bool has_gpu = false;  ///< GPUs were sampled and the job did not go without them (gpu_use)
@@ -166,6 +157,6 @@ struct Facts {
 /// The facts of a profiler trace: its timeline, the per-step phases derived from it, and the
 /// loaders its DataLoader iterators name. Host CPUs and processes stay unknown.
 [[nodiscard]] Facts BuildTraceFacts(const TraceFacts& trace, const analysis::PhaseAnalysis& phases,
-                                    const std::vector<LoaderInfo>& loaders);
+                                    const std::vector<rundir::LoaderInfo>& loaders);
 
 }  // namespace stallscope::diagnose

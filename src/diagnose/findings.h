@@ -76,10 +76,14 @@ struct Verdict {
   /// What limits how far the verdict can be trusted (corrupt phase records, other work on the
   /// host), one sentence each, for people; the confidences already carry the discount.
   std::vector<std::string> caveats;
+  /// The run shared its host with other work (Facts::HostBusy; one of the caveats, starting
+  /// kBusyHostCaveat, says how much): `compare` reads this, because a busy host changes speed
+  /// between runs, which no run's own step times show.
+  bool busy_host = false;
 };
 
-/// How the caveat of a run beside other work starts (verdict.cc): `compare` reads it, because a
-/// busy host changes speed between runs, which no run's own step times show.
+/// How the caveat of a run beside other work starts (verdict.cc), for people: code reads
+/// Verdict::busy_host.
 inline constexpr std::string_view kBusyHostCaveat = "busy host:";
 
 }  // namespace stallscope::diagnose

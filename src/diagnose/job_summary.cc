@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/stats.h"
 #include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
@@ -90,7 +91,7 @@ void SummarizeJob(rundir::JobNodes& job, const analysis::PhaseAnalysis& phases, 
       others.push_back(r.work_s);
     }
   }
-  const double median = rule_util::Median(others);
+  const double median = Median(others);
   job.straggler_work_ratio = median > 0 ? slow->work_s / median : 0;
   job.straggler_node = slow->node_rank;
   const auto& node = job.nodes[static_cast<size_t>(slow->node_rank)];

@@ -94,8 +94,9 @@ std::vector<LifePart> WarmupExcess(const analysis::RankSteps& ref) {
     }
     const double excess =
         total - Quantile(steady, 0.5).value_or(0.0) * static_cast<double>(ref.warmup.size());
-    constexpr double kNoiseS = 0.001;  // less is step-to-step jitter, not a warm-up cost
-    if (excess >= kNoiseS) out.push_back({LifePartKind::kPhase, excess, 0, name});
+    // Less is step-to-step jitter, not a warm-up cost: the same bar as a warm-up step's own.
+    if (excess >= kThresholds.warmup_min_excess_s.value)
+      out.push_back({LifePartKind::kPhase, excess, 0, name});
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const LifePart& a, const LifePart& b) { return a.seconds > b.seconds; });

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/stats.h"
 #include "base/units.h"
 #include "base/vocabulary.h"
 #include "diagnose/verdict.h"
@@ -108,13 +109,6 @@ inline const analysis::RankSteps* RankOf(const analysis::PhaseAnalysis& phases, 
 inline double PhaseOf(const analysis::StepRecord& s, std::string_view phase) {
   auto it = s.phase_s.find(std::string(phase));
   return it == s.phase_s.end() ? 0.0 : it->second;
-}
-
-inline double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace stallscope::diagnose::rule_util

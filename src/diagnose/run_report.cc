@@ -19,82 +19,6 @@
 namespace stallscope::diagnose {
 namespace {
 
-std::vector<LoaderInfo> Loaders(const phase::EventLog& events) {
-  std::vector<LoaderInfo> out;
-  std::map<std::pair<int32_t, int64_t>, size_t> by_loader;  // (pid, loader serial) → index
-  for (const auto& m : events.meta) {
-    if (m.kind != "info" || (m.name != "dataloader" && m.name != "dataloader_workers")) continue;
-    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    auto key = std::make_pair(m.pid, JsonOpt<int64_t>(j, "loader").value_or(0));
-    if (m.name == "dataloader") {
-      LoaderInfo l;
-      l.pid = m.pid;
-      l.rank = m.rank;
-      l.num_workers = JsonOpt<int64_t>(j, "num_workers");
-      l.batch_size = JsonOpt<int64_t>(j, "batch_size");
-      l.pin_memory = JsonOpt<bool>(j, "pin_memory");
-      l.persistent_workers = JsonOpt<bool>(j, "persistent_workers");
-      l.prefetch_factor = JsonOpt<int64_t>(j, "prefetch_factor");
-      l.drop_last = JsonOpt<bool>(j, "drop_last");
-      l.dataset_length = JsonOpt<int64_t>(j, "dataset_len");
-      l.raw_json = m.data_json;
-      by_loader[key] = out.size();
-      out.push_back(std::move(l));
-    }
-    if (j.contains("worker_pids") && j["worker_pids"].is_array() && by_loader.count(key)) {
-      auto& pids = out[by_loader[key]].worker_pids;
-      for (const auto& p : j["worker_pids"]) {
-        if (p.is_number_integer() &&
-            std::find(pids.begin(), pids.end(), p.get<int32_t>()) == pids.end()) {
-          pids.push_back(p.get<int32_t>());
-        }
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<SyncSite> SyncSites(const phase::EventLog& events) {
-  std::vector<SyncSite> out;
-  std::map<std::tuple<int32_t, std::string, std::string, int64_t>, size_t> index;
-  auto key = [](int32_t pid, const nlohmann::json& j) {
-    return std::make_tuple(pid, JsonOpt<std::string>(j, "kind").value_or(""),
-                           JsonOpt<std::string>(j, "file").value_or(""),
-                           JsonOpt<int64_t>(j, "line").value_or(0));
-  };
-  for (const auto& m : events.meta) {
-    if (m.kind != "info" || (m.name != "sync_site" && m.name != "sync_sites")) continue;
-    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    if (m.name == "sync_site") {
-      SyncSite s;
-      s.pid = m.pid;
-      s.rank = m.rank;
-      s.kind = JsonOpt<std::string>(j, "kind").value_or("");
-      s.file = JsonOpt<std::string>(j, "file").value_or("");
-      s.line = JsonOpt<int64_t>(j, "line").value_or(0);
-      s.function = JsonOpt<std::string>(j, "function").value_or("");
-      s.user_file = JsonOpt<std::string>(j, "user_file").value_or("");
-      s.user_line = JsonOpt<int64_t>(j, "user_line").value_or(0);
-      s.first_ts_ns = m.ts_ns;
-      if (s.kind.empty() || s.file.empty()) continue;
-      index.try_emplace(key(m.pid, j), out.size());
-      out.push_back(std::move(s));
-    } else if (j.contains("sites") && j["sites"].is_array()) {
-      for (const auto& site : j["sites"]) {
-        if (!site.is_object()) continue;
-        auto it = index.find(key(m.pid, site));
-        if (it != index.end()) out[it->second].count = JsonOpt<int64_t>(site, "count");
-      }
-    }
-  }
-  std::stable_sort(out.begin(), out.end(), [](const SyncSite& a, const SyncSite& b) {
-    return a.count.value_or(-1) > b.count.value_or(-1);
-  });
-  return out;
-}
-
 struct ProcAccumulator {
   ProcessRow row;
   double cpu_sum = 0;
@@ -137,7 +61,7 @@ std::set<int32_t> Launchers(const std::map<int32_t, int32_t>& parent_of,
 
 std::vector<ProcessRow> Processes(const rundir::RunData& d, std::span<const sample::Sample> samples,
                                   const analysis::PhaseAnalysis& phases,
-                                  const std::vector<LoaderInfo>& loaders) {
+                                  const std::vector<rundir::LoaderInfo>& loaders) {
   std::set<int32_t> workers;
   for (const auto& l : loaders) workers.insert(l.worker_pids.begin(), l.worker_pids.end());
   std::map<int32_t, int32_t> rank_of_main;
@@ -321,7 +245,8 @@ std::vector<std::string> ExplainNoPhases(const RunReport& r) {
 }
 
 /// The DataLoader workers the reference rank's first loader started (0 without workers).
-int64_t WorkersOf(const analysis::PhaseAnalysis& phases, const std::vector<LoaderInfo>& loaders) {
+int64_t WorkersOf(const analysis::PhaseAnalysis& phases,
+                  const std::vector<rundir::LoaderInfo>& loaders) {
   const analysis::RankSteps* ref = nullptr;
   for (const auto& r : phases.ranks) {
     if ((!r.steps.empty() || !r.warmup.empty()) && (ref == nullptr || r.rank < ref->rank)) ref = &r;
@@ -349,7 +274,7 @@ RunOverhead Overhead(const rundir::RunData& d, const analysis::PhaseAnalysis& ph
 
 }  // namespace
 
-std::string SyncSiteText(const SyncSite& s) {
+std::string SyncSiteText(const rundir::SyncSite& s) {
   std::string where = fmt::format("{}:{}", s.file, s.line);
   if (!s.user_file.empty()) where += fmt::format(" via {}:{}", s.user_file, s.user_line);
   return s.count ? fmt::format("{} ({}, {}×)", where, s.kind, *s.count)
@@ -368,15 +293,9 @@ RunReport BuildRunReport(const rundir::RunData& d) {
   }
   r.phases = analysis::AnalyzePhases(d.events, kThresholds);
   for (const auto& w : r.phases.warnings) r.warnings.push_back(w);
-  r.loaders = Loaders(d.events);
-  r.sync_sites = SyncSites(d.events);
-  r.job_info = rundir::ReadJobInfo(d.events);
-  if (r.job_info.malformed > 0) {
-    r.warnings.push_back(
-        fmt::format("{}: {} malformed start-up record(s) (cuda_init, compile, "
-                    "backends) skipped",
-                    d.paths.dir, r.job_info.malformed));
-  }
+  r.loaders = d.info.loaders;
+  r.sync_sites = d.info.sync_sites;
+  r.job_info = d.info.job;
   r.life = BuildRunLife(d.meta, r.wall_s, r.phases, d.python.processes, r.job_info,
                         WorkersOf(r.phases, r.loaders));
   r.steady_first = 0;
@@ -470,7 +389,7 @@ std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t
       }
       if (x.mem_used_bytes)
         mem.push_back(
-            {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / sample::kBytesPerMiB});
+            {t(s.mono_ns), static_cast<double>(*x.mem_used_bytes) / static_cast<double>(kMiB)});
       if (x.power_mw) power.push_back({t(s.mono_ns), *x.power_mw / 1000.0});
       if (x.sm_clock_mhz) clock.push_back({t(s.mono_ns), static_cast<double>(*x.sm_clock_mhz)});
       if (x.gpm) {

@@ -14,6 +14,7 @@
 #include "diagnose/life.h"
 #include "diagnose/trace_facts.h"
 #include "phase/event_log.h"
+#include "rundir/info_records.h"
 #include "rundir/python_notes.h"
 #include "rundir/run_data.h"
 #include "rundir/run_dir.h"
@@ -41,37 +42,8 @@ struct ProcessRow {
 };
 
 /// DataLoader settings as the hooks reported them (info "dataloader").
-struct LoaderInfo {
-  int32_t pid = 0;
-  int32_t rank = 0;
-  std::optional<int64_t> num_workers;
-  std::optional<int64_t> batch_size;
-  std::optional<bool> pin_memory;
-  std::optional<bool> persistent_workers;
-  std::optional<int64_t> prefetch_factor;
-  std::optional<bool> drop_last;
-  std::optional<int64_t> dataset_length;
-  std::vector<int32_t> worker_pids;
-  std::string raw_json;
-};
-
-/// A call site of host synchronisations in the job's code, as the hooks noted it (info
-/// "sync_site" when first seen, "sync_sites" with the counts at exit; python/stallscope/_syncs.py).
-struct SyncSite {
-  int32_t pid = 0;
-  int32_t rank = 0;
-  std::string kind;  ///< "item", "synchronize", "copy_h2d", ... (python/stallscope/_syncs.py)
-  std::string file;
-  int64_t line = 0;
-  std::string function;
-  std::string user_file;  ///< when `file` is in an installed library: the job's own frame
-  int64_t user_line = 0;
-  std::optional<int64_t> count;  ///< calls counted; empty when the process did not exit normally
-  int64_t first_ts_ns = 0;       ///< when it was first seen (its "sync_site" note, CLOCK_MONOTONIC)
-};
-
 /// "train.py:560 (item, 20×)", or "lightning/.../module.py:40 via train.py:88 (item)".
-[[nodiscard]] std::string SyncSiteText(const SyncSite& s);
+[[nodiscard]] std::string SyncSiteText(const rundir::SyncSite& s);
 
 /// A series point aligned on the phase clock: seconds since the job started.
 struct SeriesPoint {
@@ -116,9 +88,9 @@ struct RunReport {
   RunLife life;                       ///< start-up, warm-up, steady state, tail
   rundir::JobInfo job_info;           ///< CUDA context, compiles, backends, as the hooks noted them
   std::vector<ProcessRow> processes;  ///< over the steady window's samples
-  std::vector<LoaderInfo> loaders;
-  std::vector<SyncSite> sync_sites;    ///< most calls first (unknown counts last)
-  analysis::RecordingSummary machine;  ///< per-GPU and host statistics over the steady window
+  std::vector<rundir::LoaderInfo> loaders;
+  std::vector<rundir::SyncSite> sync_sites;  ///< most calls first (unknown counts last)
+  analysis::RecordingSummary machine;        ///< per-GPU and host statistics over the steady window
   /// The recording's samples of the steady window: samples[steady_first, steady_last)
   /// (SteadySamples; `steady_last` past the end means to the end); every sample when no step
   /// was measured, and by default.

@@ -247,12 +247,12 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   report.cross = trace::AnalyzeCrossRank(inputs);
   report.facts = FactsOf(ranks);
 
-  std::vector<LoaderInfo> loaders;
+  std::vector<rundir::LoaderInfo> loaders;
   std::vector<analysis::RankSteps> steps;
   for (const auto& r : ranks) {
     steps.push_back(TracePhaseSteps(r));
     if (!r.loader_iterator.empty()) {
-      LoaderInfo l;
+      rundir::LoaderInfo l;
       l.rank = r.rank;
       if (r.loader_iterator == "_SingleProcessDataLoaderIter") l.num_workers = 0;
       loaders.push_back(std::move(l));

@@ -176,6 +176,7 @@ Verdict Diagnose(const Facts& context) {
   }
   Verdict v = RankFindings(std::move(findings));
   v.caveats = std::move(caveats);
+  v.busy_host = context.HostBusy();  // ApplyCaveats' busy-host caveat, as a field
   v.compute_time = "host";
   if (context.compute_on_gpu) {
     v.compute_time = "gpu";

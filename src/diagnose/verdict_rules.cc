@@ -367,7 +367,7 @@ double AddIoEvidence(const Facts& c, const Loading& l, Finding& f) {
   }
   uint64_t read = l.num_workers == 0 ? c.main_read_bytes : c.worker_read_bytes;
   if (read == 0 || c.wall_s <= 0) return 0;
-  double mib = static_cast<double>(read) / sample::kBytesPerMiB;
+  double mib = static_cast<double>(read) / kMiB;
   f.evidence.push_back(
       Ev(fmt::format("loaders read {:.0f} MiB from storage ({:.1f} MiB/s)", mib, mib / c.wall_s),
          "loaders.read_mib_per_s", mib / c.wall_s, "MiB/s"));
@@ -421,8 +421,8 @@ std::optional<Finding> DataBoundIo(const Facts& c, const Loading& l, double conf
   if (c.shm_total_bytes) {
     uint64_t used = std::min(c.shm_used_bytes.value_or(0), *c.shm_total_bytes);
     shm = fmt::format("/dev/shm: {} GiB free of {} GiB",
-                      GiB(static_cast<double>(*c.shm_total_bytes - used) / sample::kBytesPerMiB),
-                      GiB(static_cast<double>(*c.shm_total_bytes) / sample::kBytesPerMiB));
+                      GiB(static_cast<double>(*c.shm_total_bytes - used) / kMiB),
+                      GiB(static_cast<double>(*c.shm_total_bytes) / kMiB));
   }
   Rec(f, 1,
       fmt::format("stage the dataset to local NVMe or a RAM disk ({}) before training (seed 001 "
@@ -505,7 +505,7 @@ std::optional<Finding> DataBoundRule(const Facts& c) {
 // epoch_boundary_stall / prefetch_too_shallow
 // ---------------------------------------------------------------------------------------------
 
-std::optional<int64_t> StepsPerEpoch(const LoaderInfo& l) {
+std::optional<int64_t> StepsPerEpoch(const rundir::LoaderInfo& l) {
   if (!l.dataset_length || !l.batch_size || *l.batch_size <= 0 || *l.dataset_length <= 0) {
     return std::nullopt;
   }

@@ -99,6 +99,7 @@ TEST(BusyHost, OtherWorkOnTwoCpusShrinksThePrediction) {
             "busy host: other processes used 1.0 of the 2 CPUs during the run; host-CPU findings "
             "are less certain, predictions count only the job's share of the CPUs, and an idle "
             "host would run it faster");
+  EXPECT_TRUE(v.busy_host);  // the caveat as a field, for `compare` (issue 29)
   const Evidence* other = FindEvidence(f, "host.other_cpu");
   ASSERT_NE(other, nullptr);
   EXPECT_NEAR(other->value, 1.01, 1e-9);
@@ -166,6 +167,7 @@ TEST(BusyHost, LittleOtherWorkChangesNothing) {
   Verdict a = quiet.Diagnose(), b = busyish.Diagnose();
   ASSERT_TRUE(a.principal && b.principal);
   EXPECT_TRUE(b.caveats.empty());
+  EXPECT_FALSE(a.busy_host || b.busy_host);
   EXPECT_EQ(a.principal->confidence, b.principal->confidence);
   EXPECT_EQ(a.principal->predicted_steps_per_s, b.principal->predicted_steps_per_s);
   EXPECT_FALSE(HasRec(*b.principal, "other work"));
@@ -359,8 +361,8 @@ TEST(HostSync, TheFixNamesTheCallSites) {
       .Steps({MakeRank(0, FakeRun::kMainPid, Steady(50, {{"forward_pass", 0.03}, {"other", 0.03}}),
                        {{"host_sync.item", 1}, {"host_sync.copy_h2d", 2}})})
       .Main(99, 0.95);
-  SyncSite item{FakeRun::kMainPid, 0, "item", "train.py", 560, "main", "", 0, 50};
-  SyncSite copy{FakeRun::kMainPid, 0, "copy_h2d", "train.py", 543, "main", "", 0, 100};
+  rundir::SyncSite item{FakeRun::kMainPid, 0, "item", "train.py", 560, "main", "", 0, 50};
+  rundir::SyncSite copy{FakeRun::kMainPid, 0, "copy_h2d", "train.py", 543, "main", "", 0, 100};
   run.report().sync_sites = {copy, item};
   Verdict v = run.Diagnose();
   ASSERT_EQ(ClassOf(v), "host_sync_or_logging");
@@ -524,7 +526,7 @@ TEST(PeriodicSideWork, NamedByItsContentNotOther) {
   }
   FakeRun run;
   run.Cpus(2).Steps({rank}).Main(99, 0.95);
-  SyncSite site;  // first seen inside the first sampling step
+  rundir::SyncSite site;  // first seen inside the first sampling step
   site.kind = "item";
   site.file = "/job/sample.py";
   site.line = 91;
@@ -548,7 +550,7 @@ TEST(EpochBoundaryStall, WorkersRespawnEachEpoch) {
   for (size_t i = 0; i < steps.size(); i += 20) steps[i]["data_loading"] = 0.3;
   FakeRun run;
   run.Cpus(4).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(90, 0.9).Workers(2, 20, 0.2);
-  LoaderInfo& l = run.Loader(2);
+  rundir::LoaderInfo& l = run.Loader(2);
   l.dataset_length = 640;  // 20 steps of 32
   Verdict v = run.Diagnose();
   ASSERT_EQ(ClassOf(v), "epoch_boundary_stall") << AllRecs(v);
@@ -563,7 +565,7 @@ TEST(EpochBoundaryStall, PersistentWorkersAreNotFlagged) {
   for (size_t i = 0; i < steps.size(); i += 20) steps[i]["data_loading"] = 0.3;
   FakeRun run;
   run.Cpus(4).Steps({MakeRank(0, FakeRun::kMainPid, steps)}).Main(90, 0.9).Workers(2, 20, 0.2);
-  LoaderInfo& l = run.Loader(2);
+  rundir::LoaderInfo& l = run.Loader(2);
   l.dataset_length = 640;
   l.persistent_workers = true;
   EXPECT_EQ(FindClass(run.Diagnose(), FindingClass::kEpochBoundaryStall), nullptr);

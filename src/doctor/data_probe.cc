@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
+#include "base/stats.h"
 #include "base/units.h"
 #include "doctor/space.h"
 
@@ -198,13 +199,9 @@ void ReadRandom(const std::vector<DataFile>& files, OpenMode mode, uint32_t thre
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   out.random_reads = all.size();
   if (all.empty()) return;
-  auto at = [&all](double q) {
-    const auto k = static_cast<size_t>(q * static_cast<double>(all.size() - 1));
-    std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end());
-    return static_cast<double>(all[k]);
-  };
-  out.random_latency_p50_us = at(0.5);
-  out.random_latency_p99_us = at(0.99);
+  // A measured latency, not an interpolation between two (the lower of the two closest).
+  out.random_latency_p50_us = QuantileInPlace(std::span(all), 0.5, QuantileMethod::kLower);
+  out.random_latency_p99_us = QuantileInPlace(std::span(all), 0.99, QuantileMethod::kLower);
 }
 
 }  // namespace

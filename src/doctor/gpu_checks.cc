@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <set>
 #include <string_view>
 
@@ -13,8 +14,6 @@ namespace stallscope::doctor {
 namespace {
 
 using S = CheckStatus;
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 Check GpuCheck(const GpuFact& g, std::string id, std::string title, S status, std::string detail,
                std::string fix = {}) {
@@ -251,7 +250,7 @@ std::string MemoryRepairs(const gpu::GpuHealth& h) {
   return text;
 }
 
-Check EccCheck(const GpuFact& g) {
+Check EccCheck(const GpuFact& g, const ThresholdSet& t) {
   const std::string id = "gpu.ecc";
   const std::string title = "memory errors";
   const gpu::GpuHealth& h = g.health;
@@ -277,14 +276,17 @@ Check EccCheck(const GpuFact& g) {
                         "is reset",
                     reset);
   }
-  // DCGM's limits (gpu_hardware_limits.h): 63 retired pages fail a GPU, 15 warn.
-  const uint32_t retired = h.retired_pages_sbe.value_or(0) + h.retired_pages_dbe.value_or(0);
-  if (retired >= 63) {
-    return GpuCheck(g, id, title, S::kFail, detail + " (DCGM fails a GPU at 63)",
+  // DCGM's limits (gpu_hardware_limits.h): retired_pages_fail, retired_pages_warn.
+  const auto retired =
+      static_cast<double>(h.retired_pages_sbe.value_or(0) + h.retired_pages_dbe.value_or(0));
+  const double warn = t.retired_pages_warn.value, fail = t.retired_pages_fail.value;
+  if (retired >= fail) {
+    return GpuCheck(g, id, title, S::kFail, detail + fmt::format(" (DCGM fails a GPU at {})", fail),
                     "the GPU needs service (RMA)");
   }
-  if (retired >= 15) {
-    return GpuCheck(g, id, title, S::kWarn, detail + " (DCGM warns at 15, fails at 63)",
+  if (retired >= warn) {
+    return GpuCheck(g, id, title, S::kWarn,
+                    detail + fmt::format(" (DCGM warns at {}, fails at {})", warn, fail),
                     "watch the count; plan to replace the GPU");
   }
   return GpuCheck(g, id, title, S::kOk, detail);
@@ -321,7 +323,7 @@ Check ThrottleCheck(const GpuFact& g) {
   return GpuCheck(g, id, title, S::kOk, std::move(detail));
 }
 
-Check PowerLimitCheck(const GpuFact& g) {
+Check PowerLimitCheck(const GpuFact& g, const ThresholdSet& t) {
   const std::string id = "gpu.power_limit";
   const std::string title = "power limit";
   const auto limit = g.info.power_limit_mw;
@@ -330,8 +332,9 @@ Check PowerLimitCheck(const GpuFact& g) {
   const double watts = *limit / 1000.0;
   if (!standard) return GpuCheck(g, id, title, S::kOk, fmt::format("{:.0f} W", watts));
   const double default_w = *standard / 1000.0;
-  // 5%: boards report limits rounded to a few watts; a cap someone set is a round, large cut.
-  if (watts < 0.95 * default_w) {
+  // power_limit_cut: boards report limits rounded to a few watts; a cap someone set is a round,
+  // large cut.
+  if (watts < t.power_limit_cut.value * default_w) {
     return GpuCheck(g, id, title, S::kWarn,
                     fmt::format("{:.0f} W of its default {:.0f} W: clocks drop at the lower limit "
                                 "under load",
@@ -409,7 +412,7 @@ Check NumaCheck(const GpuFact& g, const HostFacts& host) {
                               both.size()));
 }
 
-Check InUseCheck(const GpuFact& g) {
+Check InUseCheck(const GpuFact& g, const ThresholdSet& t) {
   const std::string id = "gpu.in_use";
   const std::string title = "other processes";
   if (g.now.lost)
@@ -433,9 +436,10 @@ Check InUseCheck(const GpuFact& g) {
                                 fmt::join(who, ", "), FormatBytes(used)),
                     fix);
   }
-  // The driver reserves a few hundred MiB; more than 1 GiB with no listed process is a process
-  // this container cannot see.
-  if (used > kGiB || g.now.util_gpu_pct.value_or(0) > 10) {
+  // The driver reserves a few hundred MiB; more (unseen_gpu_mem_gib) with no listed process is a
+  // process this container cannot see.
+  if (used > t.unseen_gpu_mem_gib.value * kGiB ||
+      g.now.util_gpu_pct.value_or(0) > t.unseen_gpu_util_pct.value) {
     return GpuCheck(
         g, id, title, S::kWarn,
         fmt::format("{} of memory used, {}% busy, by processes not visible here (another "
@@ -477,7 +481,7 @@ Visibility VisibleGpus(const Facts& f) {
       it == f.env.end() ? std::nullopt : std::optional<std::string_view>(it->second), uuids);
 }
 
-std::vector<Check> GpuChecks(const Facts& f) {
+std::vector<Check> GpuChecks(const Facts& f, const ThresholdSet& t) {
   std::vector<Check> out{DriverCheck(f.gpu)};
   if (f.gpu.driver != DriverState::kOk || f.gpu.gpus.empty()) return out;
   const Visibility visible = VisibleGpus(f);
@@ -490,13 +494,15 @@ std::vector<Check> GpuChecks(const Facts& f) {
         std::find(visible.gpus.begin(), visible.gpus.end(), g.info.index) != visible.gpus.end();
     if (shown || !visible.mig_instances.empty()) gpus.push_back(&g);
   }
-  using One = Check (*)(const GpuFact&);
-  for (One check : {One{PersistenceCheck}, One{PcieCheck}, One{EccCheck}, One{ThrottleCheck},
-                    One{PowerLimitCheck}, One{MigCheck}}) {
+  auto ecc = [&t](const GpuFact& g) { return EccCheck(g, t); };
+  auto power = [&t](const GpuFact& g) { return PowerLimitCheck(g, t); };
+  using One = std::function<Check(const GpuFact&)>;
+  for (const One& check : {One{PersistenceCheck}, One{PcieCheck}, One{ecc}, One{ThrottleCheck},
+                           One{power}, One{MigCheck}}) {
     for (const GpuFact* g : gpus) out.push_back(check(*g));
   }
   for (const GpuFact* g : gpus) out.push_back(NumaCheck(*g, f.host));
-  for (const GpuFact* g : gpus) out.push_back(InUseCheck(*g));
+  for (const GpuFact* g : gpus) out.push_back(InUseCheck(*g, t));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thresholds.h"
 #include "doctor/check.h"
 #include "doctor/facts.h"
 #include "doctor/visible_devices.h"
@@ -12,8 +13,8 @@ namespace stallscope::doctor {
 
 /// The driver (gpu.driver), what CUDA will see (gpu.visible, gpu.device_order), then per GPU that
 /// CUDA shows the job: gpu.persistence, gpu.pcie_link, gpu.ecc, gpu.throttle, gpu.power_limit,
-/// gpu.mig, gpu.numa, gpu.in_use.
-[[nodiscard]] std::vector<Check> GpuChecks(const Facts& facts);
+/// gpu.mig, gpu.numa, gpu.in_use. Limits: `t`'s retired_pages_*, power_limit_cut, unseen_gpu_*.
+[[nodiscard]] std::vector<Check> GpuChecks(const Facts& facts, const ThresholdSet& t = kThresholds);
 
 /// The GPUs CUDA will show the job: CUDA_VISIBLE_DEVICES resolved against NVML's GPUs.
 [[nodiscard]] Visibility VisibleGpus(const Facts& facts);

@@ -14,29 +14,17 @@ namespace {
 
 using S = CheckStatus;
 
-constexpr uint64_t kGiB = 1ULL << 30;
-// The Docker default /dev/shm (docker run --shm-size: "default 64m"); doctor asks for 1 GiB, the
-// size PyTorch's issue tracker and README point at when workers die of it.
-constexpr uint64_t kShmWantBytes = kGiB;
-// Many distributions' default soft RLIMIT_NOFILE is 1024; torch.multiprocessing's default
-// "file_descriptor" sharing strategy keeps a descriptor per tensor in flight between processes.
-constexpr uint64_t kNofileWant = 4096;
-// ZeRO (Rajbhandari et al., 2020, §3.1): mixed-precision Adam holds 16 bytes per parameter, so a
-// full checkpoint of a 1B-parameter model is ~16 GB.
-constexpr uint64_t kCheckpointWarnBytes = 10 * kGiB;
-constexpr uint64_t kCheckpointFailBytes = kGiB;
-// Below a single SATA SSD's ~500 MB/s; network disks and HDDs sit here (seed 001 T8/U8).
-constexpr double kSlowDataMBps = 200;
-constexpr double kSmallFileBytes = 1 << 20;
-// A 4 KiB read: ~0.1 ms on local NVMe, ~0.2 ms on a SATA SSD, several ms on a disk that seeks or
-// across a network.
-constexpr double kSlowReadUs = 1000;
+// Every limit below is a threshold-table entry (base/thresholds.h, "doctor"), with its source:
+// shm_min_gib, nofile_min, checkpoint_free_*_gib, data_*, cpu_quota_short_cpus.
+
+/// `gib` GiB in bytes.
+double GiB(double gib) { return gib * kGiB; }
 
 std::string WorkersText(const Facts& f) {
   return f.workers ? fmt::format("num_workers={}", *f.workers) : "DataLoader workers";
 }
 
-Check ShmCheck(const Facts& f) {
+Check ShmCheck(const Facts& f, const ThresholdSet& t) {
   const std::string id = "host.shm";
   const std::string title = "/dev/shm";
   const std::string fix =
@@ -56,7 +44,8 @@ Check ShmCheck(const Facts& f) {
   if (f.workers && *f.workers == 0) {
     return MakeCheck(id, title, S::kOk, size + " (not used with num_workers=0)");
   }
-  if (shm.total_bytes < kShmWantBytes) {
+  const double want_bytes = GiB(t.shm_min_gib.value);
+  if (static_cast<double>(shm.total_bytes) < want_bytes) {
     return MakeCheck(
         id, title, S::kWarn,
         fmt::format("{}: {} pass every batch through /dev/shm, and a container's default 64 MiB "
@@ -64,7 +53,7 @@ Check ShmCheck(const Facts& f) {
                     size, WorkersText(f)),
         fix);
   }
-  if (shm.free_bytes < kShmWantBytes) {
+  if (static_cast<double>(shm.free_bytes) < want_bytes) {
     return MakeCheck(
         id, title, S::kWarn, size + ": nearly full, often of segments left by killed jobs",
         "look at ls -la /dev/shm (torch_* files of jobs that are gone can be removed)");
@@ -72,7 +61,7 @@ Check ShmCheck(const Facts& f) {
   return MakeCheck(id, title, S::kOk, size);
 }
 
-Check CpusCheck(const Facts& f) {
+Check CpusCheck(const Facts& f, const ThresholdSet& t) {
   const std::string id = "host.cpus";
   const std::string title = "CPUs for the input pipeline";
   const HostFacts& h = f.host;
@@ -81,8 +70,9 @@ Check CpusCheck(const Facts& f) {
   const auto affinity =
       static_cast<double>(h.allowed_cpus.empty() ? h.online_cpus : h.allowed_cpus.size());
   // seed 001 T4: start num_workers at cores - 1; the main process needs the other one.
-  const uint32_t advice = std::max<uint32_t>(1, usable - 1);
-  if (h.cgroup_quota_cpus && *h.cgroup_quota_cpus + 0.5 < affinity) {
+  const auto headroom = static_cast<uint32_t>(t.worker_headroom_cpus.value);
+  const uint32_t advice = std::max<uint32_t>(1, usable > headroom ? usable - headroom : 0);
+  if (h.cgroup_quota_cpus && *h.cgroup_quota_cpus + t.cpu_quota_short_cpus.value < affinity) {
     return MakeCheck(
         id, title, S::kWarn,
         fmt::format("{}: torch's threads and len(os.sched_getaffinity(0)) count {:.0f} CPUs "
@@ -92,7 +82,7 @@ Check CpusCheck(const Facts& f) {
                     "(seed 001 T4/U40), or raise the container's CPU limit",
                     usable, advice, usable));
   }
-  if (f.workers && *f.workers == 0 && usable >= 2) {
+  if (f.workers && *f.workers == 0 && usable > headroom) {
     return MakeCheck(id, title, S::kWarn,
                      text +
                          ": num_workers=0 loads every batch in the main process while the GPU "
@@ -104,7 +94,7 @@ Check CpusCheck(const Facts& f) {
                      fmt::format("{}: num_workers={} leaves no CPU to the main process, which "
                                  "feeds the GPU",
                                  text, *f.workers),
-                     fmt::format("num_workers={} (seed 001 T4: cores - 1)", advice));
+                     fmt::format("num_workers={} (seed 001 T4: cores - {})", advice, headroom));
   }
   if (f.workers) {
     return MakeCheck(id, title, S::kOk,
@@ -130,17 +120,18 @@ Check MemoryCheck(const HostFacts& h) {
   return MakeCheck("host.memory", "memory", S::kOk, std::move(detail));
 }
 
-Check NofileCheck(const Facts& f) {
+Check NofileCheck(const Facts& f, const ThresholdSet& t) {
   const std::string id = "host.nofile";
   const std::string title = "open-file limit";
   const HostFacts& h = f.host;
   if (!h.nofile_soft) return MakeCheck(id, title, S::kOk, "unlimited");
   const std::string hard = h.nofile_hard ? fmt::format("{}", *h.nofile_hard) : "unlimited";
   const std::string text = fmt::format("soft {}, hard {}", *h.nofile_soft, hard);
-  if (*h.nofile_soft >= kNofileWant || (f.workers && *f.workers == 0)) {
+  const double want = t.nofile_min.value;
+  if (static_cast<double>(*h.nofile_soft) >= want || (f.workers && *f.workers == 0)) {
     return MakeCheck(id, title, S::kOk, text);
   }
-  const bool raisable = !h.nofile_hard || *h.nofile_hard >= kNofileWant;
+  const bool raisable = !h.nofile_hard || static_cast<double>(*h.nofile_hard) >= want;
   return MakeCheck(
       id, title, S::kWarn,
       fmt::format("{}: {} send batches to the main process as file descriptors (torch's "
@@ -152,7 +143,7 @@ Check NofileCheck(const Facts& f) {
                  "or torch.multiprocessing.set_sharing_strategy('file_system')");
 }
 
-Check CheckpointCheck(const SpaceFacts& s) {
+Check CheckpointCheck(const SpaceFacts& s, const ThresholdSet& t) {
   const std::string id = "storage.checkpoint";
   const std::string title = "checkpoint space";
   if (!s.error.empty()) {
@@ -162,7 +153,9 @@ Check CheckpointCheck(const SpaceFacts& s) {
   const std::string text =
       fmt::format("{} free of {} in {} ({})", FormatBytes(static_cast<double>(s.free_bytes)),
                   FormatBytes(static_cast<double>(s.total_bytes)), s.path, s.fs_type);
-  if (s.free_bytes < kCheckpointFailBytes || (s.inodes_free && *s.inodes_free == 0)) {
+  const auto free_bytes = static_cast<double>(s.free_bytes);
+  if (free_bytes < GiB(t.checkpoint_free_fail_gib.value) ||
+      (s.inodes_free && *s.inodes_free == 0)) {
     return MakeCheck(id, title, S::kFail,
                      text + (s.inodes_free && *s.inodes_free == 0 ? ", no inodes left" : "") +
                          ": the first torch.save fails",
@@ -175,7 +168,7 @@ Check CheckpointCheck(const SpaceFacts& s) {
                                      : ": the container's own layer, lost with the container"),
         "save checkpoints to a mounted volume or a persistent disk");
   }
-  if (s.free_bytes < kCheckpointWarnBytes) {
+  if (free_bytes < GiB(t.checkpoint_free_warn_gib.value)) {
     return MakeCheck(id, title, S::kWarn,
                      text +
                          ": a checkpoint with Adam state takes ~16 bytes per parameter "
@@ -194,7 +187,7 @@ std::string Rate(double per_s) {
   return per_s >= 100 ? fmt::format("{:.0f}", per_s) : fmt::format("{:.1f}", per_s);
 }
 
-Check DataCheck(const DataFacts& d, const HostFacts& h) {
+Check DataCheck(const DataFacts& d, const HostFacts& h, const ThresholdSet& t) {
   const std::string id = "storage.data";
   const std::string title = "training data reads";
   if (!d.error.empty())
@@ -224,7 +217,8 @@ Check DataCheck(const DataFacts& d, const HostFacts& h) {
     cached = "; it fits in available RAM, so after the first epoch reads come from the page cache";
   }
   const std::string stage = "stage the data on local NVMe (seed 001 U8)";
-  if (d.network_fs && mean < kSmallFileBytes) {
+  const double small_file_bytes = t.data_small_file_mib.value * kMiB;
+  if (d.network_fs && mean < small_file_bytes) {
     return MakeCheck(
         id, title, S::kWarn,
         text + ": small files on a network filesystem pay a round trip per open" + cached,
@@ -232,11 +226,12 @@ Check DataCheck(const DataFacts& d, const HostFacts& h) {
   }
   // Large files are read for their bytes: throughput is the limit. Small ones for their count:
   // latency is (files/s above), and MB/s says little.
-  if (mean >= kSmallFileBytes && mbps < kSlowDataMBps) {
+  if (mean >= small_file_bytes && mbps < t.data_slow_mbps.value) {
     return MakeCheck(id, title, S::kWarn,
-                     text + fmt::format(": below {:.0f} MB/s", kSlowDataMBps) + cached, stage);
+                     text + fmt::format(": below {:.0f} MB/s", t.data_slow_mbps.value) + cached,
+                     stage);
   }
-  if (random && d.random_latency_p50_us > kSlowReadUs) {
+  if (random && d.random_latency_p50_us > t.data_slow_read_us.value) {
     return MakeCheck(id, title, S::kWarn,
                      text + ": each read waits for a disk seek or the network" + cached,
                      stage + "; small files: shard them (seed 001 U25)");
@@ -266,13 +261,13 @@ std::string UsableCpusText(const HostFacts& h) {
   return text;
 }
 
-std::vector<Check> HostChecks(const Facts& f) {
-  return {ShmCheck(f), CpusCheck(f), MemoryCheck(f.host), NofileCheck(f)};
+std::vector<Check> HostChecks(const Facts& f, const ThresholdSet& t) {
+  return {ShmCheck(f, t), CpusCheck(f, t), MemoryCheck(f.host), NofileCheck(f, t)};
 }
 
-std::vector<Check> StorageChecks(const Facts& f) {
-  std::vector<Check> out{CheckpointCheck(f.host.checkpoint)};
-  if (f.data) out.push_back(DataCheck(*f.data, f.host));
+std::vector<Check> StorageChecks(const Facts& f, const ThresholdSet& t) {
+  std::vector<Check> out{CheckpointCheck(f.host.checkpoint, t)};
+  if (f.data) out.push_back(DataCheck(*f.data, f.host, t));
   return out;
 }
 

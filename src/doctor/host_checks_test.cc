@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "base/units.h"
 #include "doctor_facts_test_util.h"
 
 namespace stallscope::doctor {
@@ -13,9 +14,6 @@ using testing::Contains;
 using testing::HealthyFacts;
 using testing::One;
 using S = CheckStatus;
-
-constexpr uint64_t kMiB = 1ULL << 20;
-constexpr uint64_t kGiB = 1ULL << 30;
 
 struct Case {
   std::string name;
@@ -68,6 +66,18 @@ TEST(HostChecks, Shm) {
       {"absent", "host.shm", [](Facts& f) { f.host.shm->error = "No such file or directory"; },
        S::kWarn, "not available (No such file or directory)"},
   });
+}
+
+// Issue 29: the limits are the threshold table's (doctor section), so a stricter table moves them.
+TEST(HostChecks, LimitsComeFromTheThresholdTable) {
+  Facts f = HealthyFacts();
+  f.host.shm->total_bytes = f.host.shm->free_bytes = 2 * kGiB;
+  EXPECT_EQ(One(HostChecks(f), "host.shm").status, S::kOk);
+  ThresholdSet strict;
+  strict.shm_min_gib.value = 4;
+  EXPECT_EQ(One(HostChecks(f, strict), "host.shm").status, S::kWarn);
+  strict.checkpoint_free_fail_gib.value = 1e6;
+  EXPECT_EQ(One(StorageChecks(f, strict), "storage.checkpoint").status, S::kFail);
 }
 
 TEST(HostChecks, Cpus) {

@@ -12,19 +12,16 @@
 namespace stallscope::experiment {
 namespace {
 
-/// The fewest steady steps per side for an interval (analysis/step_rate.cc kMinSteps).
-constexpr int64_t kMinSteps = 3;
-
 std::optional<std::string> ExitStatus(const rundir::RunMeta& m) {
-  if (!m.exit_code) return m.status;  // "running": the monitor never wrote the end
-  if (*m.exit_code > 128 && m.status == "killed")
+  if (!m.exit_code) return std::string(rundir::RunStatusName(m.status));  // never ended
+  if (*m.exit_code > 128 && m.status == rundir::RunStatus::kKilled)
     return fmt::format("killed by signal {}", *m.exit_code - 128);
   return fmt::format("exit {}", *m.exit_code);
 }
 
 template <typename T>
-std::optional<std::string> LoaderValue(const std::optional<diagnose::LoaderInfo>& l,
-                                       std::optional<T> diagnose::LoaderInfo::*field) {
+std::optional<std::string> LoaderValue(const std::optional<rundir::LoaderInfo>& l,
+                                       std::optional<T> rundir::LoaderInfo::*field) {
   if (!l || !((*l).*field)) return std::nullopt;
   if constexpr (std::is_same_v<T, bool>) {
     return *((*l).*field) ? "True" : "False";  // as Python writes them
@@ -49,20 +46,20 @@ std::vector<RunDifference> Differences(const RunDigest& a, const RunDigest& b) {
                  rundir::ShellJoin(b.meta.command));
   AddIfDifferent(out, "exit", ExitStatus(a.meta), ExitStatus(b.meta));
   AddIfDifferent(out, "dataloader.num_workers",
-                 LoaderValue(a.loader, &diagnose::LoaderInfo::num_workers),
-                 LoaderValue(b.loader, &diagnose::LoaderInfo::num_workers));
+                 LoaderValue(a.loader, &rundir::LoaderInfo::num_workers),
+                 LoaderValue(b.loader, &rundir::LoaderInfo::num_workers));
   AddIfDifferent(out, "dataloader.batch_size",
-                 LoaderValue(a.loader, &diagnose::LoaderInfo::batch_size),
-                 LoaderValue(b.loader, &diagnose::LoaderInfo::batch_size));
+                 LoaderValue(a.loader, &rundir::LoaderInfo::batch_size),
+                 LoaderValue(b.loader, &rundir::LoaderInfo::batch_size));
   AddIfDifferent(out, "dataloader.pin_memory",
-                 LoaderValue(a.loader, &diagnose::LoaderInfo::pin_memory),
-                 LoaderValue(b.loader, &diagnose::LoaderInfo::pin_memory));
+                 LoaderValue(a.loader, &rundir::LoaderInfo::pin_memory),
+                 LoaderValue(b.loader, &rundir::LoaderInfo::pin_memory));
   AddIfDifferent(out, "dataloader.persistent_workers",
-                 LoaderValue(a.loader, &diagnose::LoaderInfo::persistent_workers),
-                 LoaderValue(b.loader, &diagnose::LoaderInfo::persistent_workers));
+                 LoaderValue(a.loader, &rundir::LoaderInfo::persistent_workers),
+                 LoaderValue(b.loader, &rundir::LoaderInfo::persistent_workers));
   AddIfDifferent(out, "dataloader.prefetch_factor",
-                 LoaderValue(a.loader, &diagnose::LoaderInfo::prefetch_factor),
-                 LoaderValue(b.loader, &diagnose::LoaderInfo::prefetch_factor));
+                 LoaderValue(a.loader, &rundir::LoaderInfo::prefetch_factor),
+                 LoaderValue(b.loader, &rundir::LoaderInfo::prefetch_factor));
   std::set<std::string> names;
   for (const auto& [k, v] : a.meta.env) names.insert(k);
   for (const auto& [k, v] : b.meta.env) names.insert(k);
@@ -140,7 +137,7 @@ std::string Conclusion(CompareOutcome o, const std::optional<analysis::RateChang
       return fmt::format(
           "too few steps to say (A {} steady steps, B {}; {} or more each give an interval): B/A "
           "{:.2f}× without one",
-          a.step_s.size(), b.step_s.size(), kMinSteps, c->ratio);
+          a.step_s.size(), b.step_s.size(), kThresholds.rate_min_steps.value, c->ratio);
     case CompareOutcome::kNoChange:
       if (c->lo > 1 || c->hi < 1) {  // a real but small change: below rate_change_min
         return fmt::format(
@@ -185,8 +182,8 @@ CompareReport Compare(const RunDigest& a, const RunDigest& b) {
   r.change = analysis::CompareRates(a.step_s, b.step_s, kThresholds.rate_change_min.value);
   if (!r.change) {
     r.outcome = CompareOutcome::kNoSteps;
-  } else if (static_cast<int64_t>(a.step_s.size()) < kMinSteps ||
-             static_cast<int64_t>(b.step_s.size()) < kMinSteps) {
+  } else if (static_cast<double>(std::min(a.step_s.size(), b.step_s.size())) <
+             kThresholds.rate_min_steps.value) {  // the fewest steady steps for an interval
     r.outcome = CompareOutcome::kTooFewSteps;
   } else if (!r.change->significant) {
     r.outcome = CompareOutcome::kNoChange;
@@ -196,13 +193,8 @@ CompareReport Compare(const RunDigest& a, const RunDigest& b) {
   r.conclusion = Conclusion(r.outcome, r.change, a, b);
   r.phases = PhaseChanges(a, b);
   r.differences = Differences(a, b);
-  auto busy = [](const RunDigest& d) {
-    return std::any_of(d.caveats.begin(), d.caveats.end(), [](const std::string& c) {
-      return c.starts_with(diagnose::kBusyHostCaveat);
-    });
-  };
-  r.a_busy_host = busy(a);
-  r.b_busy_host = busy(b);
+  r.a_busy_host = a.busy_host;
+  r.b_busy_host = b.busy_host;
   return r;
 }
 

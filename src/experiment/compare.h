@@ -49,9 +49,9 @@ struct CompareReport {
   std::string conclusion;
   std::vector<PhaseChange> phases;  ///< the union of both runs' phases, largest (either side) first
   std::vector<RunDifference> differences;  ///< only what differs, in a fixed order (compare.cc)
-  /// The run had the verdict's busy-host caveat (diagnose::kBusyHostCaveat): other work took CPUs,
-  /// and how much changes from run to run; the interval, from each run's own steps, does not
-  /// include that.
+  /// The run's verdict says its host was busy (RunDigest::busy_host, diagnose::Verdict::busy_host):
+  /// other work took CPUs, and how much changes from run to run; the interval, from each run's
+  /// own steps, does not include that.
   bool a_busy_host = false;
   bool b_busy_host = false;
 };

@@ -27,12 +27,12 @@ RunDigest Digest(std::vector<double> step_s) {
   d.meta.hostname = "box";
   d.meta.tool_version = "0.9.0";
   d.meta.exit_code = 0;
-  d.meta.status = "exited";
+  d.meta.status = rundir::RunStatus::kExited;
   d.meta.env = {{"OMP_NUM_THREADS", "1"}};
   d.step_s = std::move(step_s);
   d.rate = analysis::EstimateRate(d.step_s);
   d.allowed_cpus = 2;
-  diagnose::LoaderInfo l;
+  rundir::LoaderInfo l;
   l.num_workers = 0;
   l.batch_size = 32;
   l.pin_memory = false;
@@ -104,7 +104,7 @@ TEST(Compare, DifferencesInAFixedOrder) {
   b.allowed_cpus = 4;
   b.gpus = "NVIDIA H100 80GB HBM3";
   b.meta.exit_code = 137;
-  b.meta.status = "killed";
+  b.meta.status = rundir::RunStatus::kKilled;
   CompareReport r = Compare(a, b);
   std::vector<std::string> names;
   for (const auto& d : r.differences) names.push_back(d.name);
@@ -142,11 +142,13 @@ TEST(Compare, PhasesAreTheUnionLargestFirst) {
 TEST(Compare, BusyHostIsNotedPerSide) {
   RunDigest a = Digest(Steps(30, 0.25, 0.02));
   RunDigest b = a;
-  b.caveats.push_back(std::string(diagnose::kBusyHostCaveat) +
-                      " other processes used 1.0 of the 2 CPUs");
+  b.busy_host = true;
   CompareReport r = Compare(a, b);
   EXPECT_FALSE(r.a_busy_host);
   EXPECT_TRUE(r.b_busy_host);
+  // The field decides, not the caveat's text (issue 29).
+  a.caveats.push_back(std::string(diagnose::kBusyHostCaveat) + " said, not set");
+  EXPECT_FALSE(Compare(a, b).a_busy_host);
 }
 
 TEST(Compare, OtherWorkOnTheHostIsADifferenceOnlyWhenItMovedByHalfACpu) {

@@ -5,9 +5,10 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "base/json_fields.h"
+#include "base/stats.h"
+#include "base/thresholds.h"
 #include "diagnose/facts.h"
 #include "diagnose/rule_util.h"
 #include "diagnose/run_analysis.h"
@@ -15,15 +16,6 @@
 
 namespace stallscope::experiment {
 namespace {
-
-void Add(const nlohmann::json& j, const char* key, int64_t& out) {
-  out += JsonOpt<int64_t>(j, key).value_or(0);
-}
-
-void Note(const nlohmann::json& j, const char* key, std::string& out) {
-  auto v = JsonOpt<std::string>(j, key);
-  if (v && !v->empty() && out.find(*v) == std::string::npos) out += (out.empty() ? "" : "; ") + *v;
-}
 
 /// Rank 0's steps, else the rank with the most.
 const analysis::RankSteps* MeasuredRank(const analysis::PhaseAnalysis& phases) {
@@ -54,10 +46,10 @@ std::string GpuNames(const std::vector<gpu::GpuStatic>& gpus) {
 }
 
 /// The steady steps of `rank` a digest counts: from the first numbered above `skip_through`,
-/// unless fewer than 3 would be left (then all of them).
+/// unless fewer than rate_min_steps would be left (then all of them).
 std::span<const analysis::StepRecord> CountedSteps(const analysis::RankSteps& rank,
                                                    int64_t skip_through) {
-  constexpr size_t kMinSteps = 3;  // as the rate's interval needs (analysis/step_rate.h)
+  const auto kMinSteps = static_cast<size_t>(kThresholds.rate_min_steps.value);  // the rate's
   const auto from = static_cast<size_t>(
       std::find_if(rank.steps.begin(), rank.steps.end(),
                    [&](const analysis::StepRecord& s) { return s.index > skip_through; }) -
@@ -86,7 +78,7 @@ std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, int64
     d.rank = r.rank;
     const std::vector<double> steps = Durations(r.steps);
     d.steps = static_cast<int64_t>(steps.size());
-    d.median_step_s = diagnose::rule_util::Median(steps);
+    d.median_step_s = Median(steps);
     RunningStats st;
     for (double s : steps) st.Add(s);
     d.variation_ratio = st.count() > 1 && st.mean() > 0 ? st.stddev() / st.mean() : 0;
@@ -100,7 +92,7 @@ std::vector<RankDigest> RankDigests(const analysis::PhaseAnalysis& phases, int64
     }
     for (auto& [name, v] : per_step) {
       v.resize(r.steps.size(), 0.0);
-      d.median_phase_s[name] = diagnose::rule_util::Median(v);
+      d.median_phase_s[name] = Median(v);
     }
     for (const auto& p : phases.phases) {
       if (p.rank == r.rank && p.name != "other") d.phases.emplace_back(p.name, p.count, p.total_s);
@@ -142,32 +134,38 @@ std::vector<GpuUse> JobGpus(const rundir::RunData& data, const diagnose::RunRepo
   return out;
 }
 
-}  // namespace
-
-ExperimentNote ReadExperimentNote(const phase::EventLog& events) {
-  ExperimentNote n;
-  for (const auto& m : events.meta) {
-    if (m.kind != "info" || m.name != "experiment") continue;
-    auto j = nlohmann::json::parse(m.data_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    n.present = true;
-    if (auto s = JsonOpt<int64_t>(j, "stop_after_steps")) n.stop_after_steps = s;
-    n.stopped = n.stopped || JsonOpt<bool>(j, "stopped").value_or(false);
-    Add(j, "synthetic_batches_cached", n.synthetic_batches_cached);
-    Add(j, "synthetic_batches_served", n.synthetic_batches_served);
-    Note(j, "synthetic_not_applied", n.synthetic_not_applied);
-    Add(j, "saves_skipped", n.saves_skipped);
-    Add(j, "saves_redirected", n.saves_redirected);
-    Add(j, "saves_not_redirected", n.saves_not_redirected);
-    Add(j, "eval_forwards_cached", n.eval_forwards_cached);
-    Add(j, "eval_forwards_run", n.eval_forwards_run);
-    if (auto it = j.find("loader_set"); it != j.end() && it->is_object() && n.loader_set.empty())
-      n.loader_set = it->dump();
-    Add(j, "loader_set_applied", n.loader_set_applied);
-    Note(j, "loader_set_errors", n.loader_set_errors);
+/// The job's CPUs and peak RSS from the sampler's process tree over the steady window (every
+/// process, DataLoader workers of a forkserver included); getrusage only sees the children the
+/// job waited for, so it is the fallback for the CPUs.
+void JobCpusAndMemory(const rundir::RunData& data, const diagnose::RunReport& report,
+                      RunDigest& d) {
+  RunningStats cpus;
+  for (const auto& s : diagnose::SteadySamples(data.recording, report)) {
+    if (!s.has_processes) continue;
+    uint64_t rss = 0;
+    double cpu = 0;
+    bool complete = true;
+    for (const auto& p : s.processes) {
+      rss += p.rss_bytes;
+      if (p.cpu_pct) {
+        cpu += *p.cpu_pct / 100.0;
+      } else {
+        complete = false;
+      }
+    }
+    d.peak_rss_bytes = std::max(d.peak_rss_bytes.value_or(0), rss);
+    if (complete && !s.processes.empty()) cpus.Add(cpu);
   }
-  return n;
+  if (cpus.count() > 0) {
+    d.job_cpus = cpus.mean();
+  } else if (data.meta.job_cpu_s && data.meta.end_mono_ns &&
+             *data.meta.end_mono_ns > data.meta.start_mono_ns) {
+    d.job_cpus = *data.meta.job_cpu_s /
+                 (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
+  }
 }
+
+}  // namespace
 
 RunDigest DigestRun(const rundir::RunData& data, const diagnose::RunAnalysis& analysis,
                     int64_t skip_through_step) {
@@ -219,39 +217,15 @@ RunDigest DigestRun(const rundir::RunData& data, const diagnose::RunAnalysis& an
   d.job_gpus = JobGpus(data, report);
   d.ranks = RankDigests(report.phases, skip_through_step);
   d.periodic = analysis::FindPeriodicPhases(report.phases);
-  // The job's CPUs from the sampler's process tree (every process, DataLoader workers of a
-  // forkserver included); getrusage only sees the children the job waited for.
-  RunningStats cpus;
-  for (const auto& s : diagnose::SteadySamples(data.recording, report)) {
-    if (!s.has_processes) continue;
-    uint64_t rss = 0;
-    double cpu = 0;
-    bool complete = true;
-    for (const auto& p : s.processes) {
-      rss += p.rss_bytes;
-      if (p.cpu_pct) {
-        cpu += *p.cpu_pct / 100.0;
-      } else {
-        complete = false;
-      }
-    }
-    d.peak_rss_bytes = std::max(d.peak_rss_bytes.value_or(0), rss);
-    if (complete && !s.processes.empty()) cpus.Add(cpu);
-  }
-  if (cpus.count() > 0) {
-    d.job_cpus = cpus.mean();
-  } else if (data.meta.job_cpu_s && data.meta.end_mono_ns &&
-             *data.meta.end_mono_ns > data.meta.start_mono_ns) {
-    d.job_cpus = *data.meta.job_cpu_s /
-                 (static_cast<double>(*data.meta.end_mono_ns - data.meta.start_mono_ns) / 1e9);
-  }
+  JobCpusAndMemory(data, report, d);
   d.allowed_cpus = analysis.facts.allowed_cpus;
   d.other_cpus = analysis.facts.other_cpu;
   d.gpus = GpuNames(data.recording.header.gpus);
   d.driver = data.recording.header.driver_version;
   d.principal = report.verdict.principal;
   d.caveats = report.verdict.caveats;
-  d.experiment = ReadExperimentNote(data.events);
+  d.busy_host = report.verdict.busy_host;
+  d.experiment = data.info.experiment;
   d.warnings = report.warnings;
   return d;
 }

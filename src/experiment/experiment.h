@@ -15,26 +15,6 @@
 
 namespace stallscope::experiment {
 
-/// What the job's experiment controls said they did (info "experiment",
-/// python/stallscope/_experiment.py), summed over the job's processes. `present` is false for a
-/// run without controls.
-struct ExperimentNote {
-  bool present = false;
-  std::optional<int64_t> stop_after_steps;
-  bool stopped = false;  ///< a process ended itself at stop_after_steps
-  int64_t synthetic_batches_cached = 0;
-  int64_t synthetic_batches_served = 0;
-  std::string synthetic_not_applied;  ///< why a loader kept its real data, when one did
-  int64_t saves_skipped = 0;
-  int64_t saves_redirected = 0;
-  int64_t saves_not_redirected = 0;  ///< torch.save to a file object: the job's own
-  int64_t eval_forwards_cached = 0;
-  int64_t eval_forwards_run = 0;
-  std::string loader_set;  ///< the DataLoader settings applied, JSON
-  int64_t loader_set_applied = 0;
-  std::string loader_set_errors;
-};
-
 /// One phase of the measured rank, per step.
 struct PhasePerStep {
   std::string name;
@@ -90,15 +70,13 @@ struct RunDigest {
   int64_t allowed_cpus = 0;
   std::string gpus;    ///< "2× NVIDIA H100 80GB HBM3", "" without GPUs
   std::string driver;  ///< GPU driver version
-  std::optional<diagnose::LoaderInfo> loader;
+  std::optional<rundir::LoaderInfo> loader;
   std::optional<diagnose::Finding> principal;
   std::vector<std::string> caveats;
-  ExperimentNote experiment;
+  bool busy_host = false;  ///< diagnose::Verdict::busy_host: other work took CPUs (a caveat says)
+  rundir::ExperimentNote experiment;
   std::vector<std::string> warnings;
 };
-
-/// Reads the experiment note of a run's events (info "experiment").
-[[nodiscard]] ExperimentNote ReadExperimentNote(const phase::EventLog& events);
 
 /// The digest of a run and its analysis (diagnose::AnalyzeRun): steady-state rates and phase
 /// shares. `skip_through_step` > 0 also leaves out the steady steps numbered up to it

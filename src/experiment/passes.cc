@@ -46,6 +46,31 @@ std::optional<std::string> BeyondLoading(const PassResult& c, const RunDigest& a
       c.vs_baseline->ratio, *a.data_share * 100, 1 / std::max(1 - *a.data_share, 0.01));
 }
 
+/// A's steps pooled with A2's when it ran (the job as it is before and after the other passes:
+/// drift of the machine's speed between passes falls on both sides). How far A2 moved from A
+/// raises the bar a pass must clear (out.required_ratio), with a caveat when it moved.
+std::vector<double> PooledBaseline(std::vector<PassResult>& passes, const PassResult& a,
+                                   PassesConclusion& out) {
+  std::vector<double> baseline = a.run->step_s;
+  out.required_ratio = kThresholds.pass_recovery_min.value;
+  for (auto& p : passes) {
+    if (p.spec.id != "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
+    p.vs_baseline =
+        analysis::CompareRates(a.run->step_s, p.run->step_s, kThresholds.rate_change_min.value);
+    if (!p.vs_baseline) continue;
+    baseline.insert(baseline.end(), p.run->step_s.begin(), p.run->step_s.end());
+    const double drift = std::max(p.vs_baseline->ratio, 1 / p.vs_baseline->ratio);
+    out.required_ratio *= drift;
+    if (p.vs_baseline->significant && drift >= kThresholds.pass_recovery_min.value) {
+      out.caveats.push_back(fmt::format(
+          "the machine's speed changed between passes: A ran at {:.2f}× its first rate the second "
+          "time (A2); a pass must recover {:.2f}× to count; rerun on a quiet machine",
+          p.vs_baseline->ratio, out.required_ratio));
+    }
+  }
+  return baseline;
+}
+
 }  // namespace
 
 std::vector<PassSpec> StandardPasses(const std::string& scratch_dir, int synthetic_batches) {
@@ -91,26 +116,8 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
                (a != nullptr && !a->failure.empty() ? " (" + a->failure + ")" : std::string());
     return out;
   }
-  // The baseline: A, pooled with A2 when it ran (the job as it is before and after the other
-  // passes: drift of the machine's speed between passes falls on both sides). How far A2 moved
-  // from A raises the bar a pass must clear.
-  std::vector<double> baseline = a->run->step_s;
-  out.required_ratio = kThresholds.pass_recovery_min.value;
-  for (auto& p : passes) {
-    if (p.spec.id != "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
-    p.vs_baseline =
-        analysis::CompareRates(a->run->step_s, p.run->step_s, kThresholds.rate_change_min.value);
-    if (!p.vs_baseline) continue;
-    baseline.insert(baseline.end(), p.run->step_s.begin(), p.run->step_s.end());
-    const double drift = std::max(p.vs_baseline->ratio, 1 / p.vs_baseline->ratio);
-    out.required_ratio *= drift;
-    if (p.vs_baseline->significant && drift >= kThresholds.pass_recovery_min.value) {
-      out.caveats.push_back(fmt::format(
-          "the machine's speed changed between passes: A ran at {:.2f}× its first rate the second "
-          "time (A2); a pass must recover {:.2f}× to count; rerun on a quiet machine",
-          p.vs_baseline->ratio, out.required_ratio));
-    }
-  }
+  // The baseline: A, pooled with A2 when it ran.
+  const std::vector<double> baseline = PooledBaseline(passes, *a, out);
   const PassResult* best = nullptr;
   for (auto& p : passes) {
     if (&p == a || p.spec.id == "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty())
@@ -124,7 +131,7 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
     }
     p.vs_baseline =
         analysis::CompareRates(baseline, p.run->step_s, kThresholds.rate_change_min.value);
-    const ExperimentNote& e = p.run->experiment;
+    const rundir::ExperimentNote& e = p.run->experiment;
     p.removed_nothing = (p.spec.id == "B" && e.saves_skipped + e.eval_forwards_cached == 0) ||
                         (p.spec.id == "C" && e.synthetic_batches_served == 0);
     const double r = p.vs_baseline ? p.vs_baseline->ratio : 1;

@@ -99,7 +99,7 @@ TEST(ConcludePasses, SyntheticDataFasterThanItsLoadingExplainsIsNotCounted) {
   std::vector<PassResult> p = {Pass("A", 0.2, diagnose::FindingClass::kGpuBound, true, 200),
                                Pass("C", 0.175, diagnose::FindingClass::kGpuBound, true, 200)};
   p[0].run->data_share = 0.015;
-  p[0].run->loader = diagnose::LoaderInfo{};
+  p[0].run->loader = rundir::LoaderInfo{};
   p[0].run->loader->num_workers = 0;
   auto c = ConcludePasses(p);
   EXPECT_EQ(c.recovering, "") << c.text;
@@ -122,7 +122,7 @@ TEST(ConcludePasses, SyntheticDataFasterThanItsLoadingExplainsIsNotCounted) {
       Pass("A", 0.1108, diagnose::FindingClass::kDataBoundCpu, true, 200),
       Pass("C", 0.00488, diagnose::FindingClass::kGpuBound, true, 200)};
   data[0].run->data_share = 0.951;
-  data[0].run->loader = diagnose::LoaderInfo{};
+  data[0].run->loader = rundir::LoaderInfo{};
   data[0].run->loader->num_workers = 0;
   c = ConcludePasses(data);
   EXPECT_EQ(c.recovering, "C") << c.text;

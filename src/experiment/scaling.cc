@@ -197,7 +197,7 @@ void MainRankConclusion(const ScalingRun& big, const MainRankWork& m, ScalingCon
     cost = std::max(cost, h.share_of_wall);
   }
   cost = std::min(cost, 1.0);
-  out.cls = "main_rank_side_work";
+  out.cls = ScalingClass::kMainRankSideWork;
   out.cost_fraction = cost;
   out.text = fmt::format(
       "main-rank side work: rank {} alone does {} {} (+{} each) while rank{} {} wait{} for it at "
@@ -231,7 +231,72 @@ void MainRankConclusion(const ScalingRun& big, const MainRankWork& m, ScalingCon
                   rundir::ShellJoin(big.command))};
 }
 
+/// The class of two smooth-or-sawing runs that show no main-rank side work, with its sentence.
+void Classify(const ScalingRun& small, const ScalingRun& big, ScalingConclusion& out) {
+  const RunDigest& a = *small.run;
+  const RunDigest& b = *big.run;
+  const double ratio = out.change ? out.change->ratio : 1;
+  const bool slower =
+      out.change && out.change->significant && ratio <= 1 / kThresholds.pass_recovery_min.value;
+  if (!Sawtooth(a) && Sawtooth(b)) {
+    out.cls = ScalingClass::kCrossRankSync;
+    out.text = fmt::format(
+        "one process runs smooth, {} saw (variation {:.2f} → {:.2f}): cross-rank "
+        "synchronization is primary (seed 000 §1); the {}-process run's verdict: {}",
+        big.processes, a.ranks.front().variation_ratio, b.ranks.front().variation_ratio,
+        big.processes, VerdictWords(b));
+  } else if (Sawtooth(a) && Sawtooth(b)) {
+    out.cls = ScalingClass::kSawtoothInEveryProcess;
+    out.text = fmt::format(
+        "the sawtooth is there with one process too (variation {:.2f} and {:.2f}): its cause is "
+        "in each process, not between them; the 1-process run's verdict: {}",
+        a.ranks.front().variation_ratio, b.ranks.front().variation_ratio, VerdictWords(a));
+  } else if (slower) {
+    out.cls = ScalingClass::kMultiProcessOverhead;
+    out.cost_fraction = 1 - ratio;
+    out.text = fmt::format(
+        "both run smooth, but with {} processes each step takes {:.2f}× as long: the processes "
+        "cost each other time (all-reduce every step, a rank the others wait for, shared CPUs, "
+        "PCIe or storage); the {}-process run's verdict: {}",
+        big.processes, 1 / ratio, big.processes, VerdictWords(b));
+  } else {
+    out.cls = ScalingClass::kScales;
+    out.text = fmt::format(
+        "{} processes step at {:.2f}× the rate of {} (each trains its own batch: ideal 1.00×): "
+        "no cross-rank problem; the bottleneck is in each process: {}",
+        big.processes, ratio, small.processes, VerdictWords(a));
+  }
+}
+
+/// The evidence and fixes of the run that explains the class (one process when the cause is in
+/// each process, N otherwise), and the CPUs N processes compete for.
+void Explain(const ScalingRun& big, const RunDigest& a, const RunDigest& b,
+             ScalingConclusion& out) {
+  const RunDigest& explained =
+      out.cls == ScalingClass::kSawtoothInEveryProcess || out.cls == ScalingClass::kScales ? a : b;
+  if (explained.principal) {
+    for (const auto& e : explained.principal->evidence) out.evidence.push_back(e.text);
+    for (const auto& r : explained.principal->recommendations) out.fixes.push_back(r.text);
+    if (out.cls != ScalingClass::kScales && out.cls != ScalingClass::kSawtoothInEveryProcess)
+      out.cost_fraction =
+          std::max(out.cost_fraction.value_or(0), explained.principal->cost_fraction);
+  }
+  if (b.job_cpus && b.allowed_cpus > 0 &&
+      *b.job_cpus >= 0.9 * static_cast<double>(b.allowed_cpus)) {
+    out.evidence.push_back(
+        fmt::format("the {} processes use {:.1f} of the {} CPUs allowed: they compete for the host",
+                    big.processes, *b.job_cpus, b.allowed_cpus));
+  }
+}
+
 }  // namespace
+
+std::string_view ScalingClassName(ScalingClass cls) {
+  for (const auto& [c, name] : kScalingClassNames) {
+    if (c == cls) return name;
+  }
+  return "none";
+}
 
 bool Sawtooth(const RunDigest& d) {
   return !d.ranks.empty() && d.ranks.front().variation_ratio > kThresholds.oscillation_ratio.value;
@@ -281,59 +346,15 @@ ScalingConclusion ConcludeScaling(const std::vector<ScalingRun>& runs) {
     MainRankConclusion(*big, *m, out);
     return out;
   }
-  const double ratio = out.change ? out.change->ratio : 1;
-  const bool slower =
-      out.change && out.change->significant && ratio <= 1 / kThresholds.pass_recovery_min.value;
-  if (!Sawtooth(a) && Sawtooth(b)) {
-    out.cls = "cross_rank_sync";
-    out.text = fmt::format(
-        "one process runs smooth, {} saw (variation {:.2f} → {:.2f}): cross-rank "
-        "synchronization is primary (seed 000 §1); the {}-process run's verdict: {}",
-        big->processes, a.ranks.front().variation_ratio, b.ranks.front().variation_ratio,
-        big->processes, VerdictWords(b));
-  } else if (Sawtooth(a) && Sawtooth(b)) {
-    out.cls = "sawtooth_in_every_process";
-    out.text = fmt::format(
-        "the sawtooth is there with one process too (variation {:.2f} and {:.2f}): its cause is "
-        "in each process, not between them; the 1-process run's verdict: {}",
-        a.ranks.front().variation_ratio, b.ranks.front().variation_ratio, VerdictWords(a));
-  } else if (slower) {
-    out.cls = "multi_process_overhead";
-    out.cost_fraction = 1 - ratio;
-    out.text = fmt::format(
-        "both run smooth, but with {} processes each step takes {:.2f}× as long: the processes "
-        "cost each other time (all-reduce every step, a rank the others wait for, shared CPUs, "
-        "PCIe or storage); the {}-process run's verdict: {}",
-        big->processes, 1 / ratio, big->processes, VerdictWords(b));
-  } else {
-    out.cls = "scales";
-    out.text = fmt::format(
-        "{} processes step at {:.2f}× the rate of {} (each trains its own batch: ideal 1.00×): "
-        "no cross-rank problem; the bottleneck is in each process: {}",
-        big->processes, ratio, small->processes, VerdictWords(a));
-  }
-  const RunDigest& explained =
-      out.cls == "sawtooth_in_every_process" || out.cls == "scales" ? a : b;
-  if (explained.principal) {
-    for (const auto& e : explained.principal->evidence) out.evidence.push_back(e.text);
-    for (const auto& r : explained.principal->recommendations) out.fixes.push_back(r.text);
-    if (out.cls != "scales" && out.cls != "sawtooth_in_every_process")
-      out.cost_fraction =
-          std::max(out.cost_fraction.value_or(0), explained.principal->cost_fraction);
-  }
-  if (b.job_cpus && b.allowed_cpus > 0 &&
-      *b.job_cpus >= 0.9 * static_cast<double>(b.allowed_cpus)) {
-    out.evidence.push_back(
-        fmt::format("the {} processes use {:.1f} of the {} CPUs allowed: they compete for the host",
-                    big->processes, *b.job_cpus, b.allowed_cpus));
-  }
+  Classify(*small, *big, out);
+  Explain(*big, a, b, out);
   // The straggler verdict's evidence says it already.
   const bool straggler = b.principal && b.principal->cls == diagnose::FindingClass::kStraggler;
-  if ((out.cls == "cross_rank_sync" || out.cls == "multi_process_overhead") && !straggler &&
-      uneven) {
+  if ((out.cls == ScalingClass::kCrossRankSync || out.cls == ScalingClass::kMultiProcessOverhead) &&
+      !straggler && uneven) {
     out.evidence.push_back(*uneven);
   }
-  if (out.cls == "cross_rank_sync") {
+  if (out.cls == ScalingClass::kCrossRankSync) {
     out.fixes.push_back(
         "find what the ranks wait for: stallscope diagnose " + b.dir +
         " (per-rank phases; a rank slow in turn, a per-step barrier, .item() of a reduced metric)");

@@ -2,9 +2,11 @@
 // `stallscope passes --ranks 1,N`: seed 000 §1, the same job with one process and with N.
 // "Single smooth, multi sawtooth → cross-rank sync or main-rank side work is primary."
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analysis/step_rate.h"
@@ -29,11 +31,29 @@ struct ScalingRun {
 /// Mean utilization of the job's GPUs; empty without GPU metrics.
 [[nodiscard]] std::optional<double> JobGpuUtil(const RunDigest& d);
 
+/// What one process against N says, in seed 000 §1's terms.
+enum class ScalingClass : uint8_t {
+  kNone,                    ///< a run gave no steps/s: no conclusion
+  kMainRankSideWork,        ///< one rank works at some steps while the others wait for it
+  kCrossRankSync,           ///< one process smooth, N saw
+  kSawtoothInEveryProcess,  ///< the sawtooth is there with one process too
+  kMultiProcessOverhead,    ///< both smooth, N slower per step
+  kScales,                  ///< N step as fast as one
+};
+/// Every class with its name (passes.txt and passes.json), in enum order.
+inline constexpr std::pair<ScalingClass, std::string_view> kScalingClassNames[] = {
+    {ScalingClass::kNone, "none"},
+    {ScalingClass::kMainRankSideWork, "main_rank_side_work"},
+    {ScalingClass::kCrossRankSync, "cross_rank_sync"},
+    {ScalingClass::kSawtoothInEveryProcess, "sawtooth_in_every_process"},
+    {ScalingClass::kMultiProcessOverhead, "multi_process_overhead"},
+    {ScalingClass::kScales, "scales"},
+};
+[[nodiscard]] std::string_view ScalingClassName(ScalingClass cls);
+
 /// What the runs say, in seed 000 §1's terms.
 struct ScalingConclusion {
-  /// "main_rank_side_work", "cross_rank_sync", "sawtooth_in_every_process",
-  /// "multi_process_overhead", "scales", or "none" (a run gave no steps/s).
-  std::string cls = "none";
+  ScalingClass cls = ScalingClass::kNone;
   std::string text;  ///< one sentence
   std::vector<std::string> evidence;
   std::vector<std::string> fixes;  ///< cheapest first

@@ -49,7 +49,7 @@ TEST(ConcludeScaling, RankZeroWorkingWhileTheOthersWaitIsMainRankSideWork) {
   two.ranks[0].median_phase_s = {{"forward_pass", 0.025}, {"comm_wait", 0.001}};
   two.ranks[1].median_phase_s = {{"forward_pass", 0.025}, {"comm_wait", 0.002}};
   auto c = ConcludeScaling(Runs(Digest(1, 0.05, true), two));
-  EXPECT_EQ(c.cls, "main_rank_side_work") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kMainRankSideWork) << c.text;
   EXPECT_NE(c.text.find("rank 0 alone does evaluation every 10 steps"), std::string::npos)
       << c.text;
   EXPECT_NE(c.text.find("rank 1 waits"), std::string::npos) << c.text;
@@ -65,12 +65,13 @@ TEST(ConcludeScaling, EveryRankDoingTheSameWorkIsNotMainRankSideWork) {
   RunDigest two = Digest(2, 0.05, true);
   two.periodic = {Periodic(0, "checkpointing"), Periodic(1, "checkpointing")};
   auto c = ConcludeScaling(Runs(Digest(1, 0.05, true), two));
-  EXPECT_EQ(c.cls, "sawtooth_in_every_process") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kSawtoothInEveryProcess) << c.text;
   // Slow at other steps on the other rank: no waiting on rank 0's work.
   RunDigest other = Digest(2, 0.05, true);
   other.periodic = {Periodic(0, "evaluation"), Periodic(1, "comm_wait")};
   other.periodic[1].steps = {5, 15, 25, 35, 45, 55};
-  EXPECT_NE(ConcludeScaling(Runs(Digest(1, 0.05, false), other)).cls, "main_rank_side_work");
+  EXPECT_NE(ConcludeScaling(Runs(Digest(1, 0.05, false), other)).cls,
+            ScalingClass::kMainRankSideWork);
   // A rank slow in its loading twice, the other waiting then: noise, not side work (1% of the
   // run, irregular).
   RunDigest rare = Digest(2, 0.05, false);
@@ -79,7 +80,7 @@ TEST(ConcludeScaling, EveryRankDoingTheSameWorkIsNotMainRankSideWork) {
   rare.periodic[0].occurrences = 2;
   rare.periodic[0].share_of_wall = 0.01;
   rare.periodic[0].steps = {10, 20};
-  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.05, false), rare)).cls, "scales");
+  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.05, false), rare)).cls, ScalingClass::kScales);
 }
 
 // From a CI run of the 2-rank straggler example beside a CPU hog: rank 1 loads slowly at every
@@ -97,7 +98,7 @@ TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
   two.ranks[0].median_phase_s = {{"comm_wait", 0.048}, {"data_loading", 0.003}};
   two.ranks[1].median_phase_s = {{"comm_wait", 0.001}, {"data_loading", 0.065}};
   ScalingConclusion c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
-  EXPECT_EQ(c.cls, "multi_process_overhead") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   bool uneven = false;
   for (const auto& e : c.evidence) uneven |= e.find("rank 0 waits in comm_wait 48") == 0;
   EXPECT_TRUE(uneven) << ::testing::PrintToString(c.evidence);
@@ -105,36 +106,37 @@ TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
   two.principal = diagnose::Finding{};
   two.principal->cls = diagnose::FindingClass::kStraggler;
   c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
-  EXPECT_EQ(c.cls, "multi_process_overhead") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   for (const auto& e : c.evidence)
     EXPECT_EQ(e.find("rank 0 waits in comm_wait"), std::string::npos);
   two.principal.reset();
   // Without the waiting rank's comm_wait phase, rank 1's longer loading at every step says it.
   two.ranks[0].median_phase_s.erase("comm_wait");
   c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
-  EXPECT_EQ(c.cls, "multi_process_overhead") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   uneven = false;
   for (const auto& e : c.evidence) uneven |= e.find("rank 1 spends 65") == 0;
   EXPECT_TRUE(uneven) << ::testing::PrintToString(c.evidence);
   // The same slow steps with even ranks at the others are side work.
   two.ranks[1].median_phase_s["data_loading"] = 0.004;
-  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two)).cls, "main_rank_side_work");
+  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two)).cls,
+            ScalingClass::kMainRankSideWork);
 }
 
 TEST(ConcludeScaling, SmoothAloneSawTogetherIsCrossRankSync) {
   auto c = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.05, true)));
-  EXPECT_EQ(c.cls, "cross_rank_sync") << c.text;
+  EXPECT_EQ(c.cls, ScalingClass::kCrossRankSync) << c.text;
   EXPECT_NE(c.text.find("variation 0.10 → 1.80"), std::string::npos) << c.text;
 }
 
 TEST(ConcludeScaling, SmoothButSlowerIsOverheadAndSameSpeedScales) {
   auto slow = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.08, false)));
-  EXPECT_EQ(slow.cls, "multi_process_overhead") << slow.text;
+  EXPECT_EQ(slow.cls, ScalingClass::kMultiProcessOverhead) << slow.text;
   EXPECT_NE(slow.text.find("1.60× as long"), std::string::npos) << slow.text;
   ASSERT_TRUE(slow.change);
   EXPECT_TRUE(slow.change->significant);
   auto same = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.051, false)));
-  EXPECT_EQ(same.cls, "scales") << same.text;
+  EXPECT_EQ(same.cls, ScalingClass::kScales) << same.text;
 }
 
 TEST(ConcludeScaling, ARunWithoutStepsGivesNoConclusion) {
@@ -142,7 +144,7 @@ TEST(ConcludeScaling, ARunWithoutStepsGivesNoConclusion) {
   runs[1].run.reset();
   runs[1].failure = "failed: exit 1";
   auto c = ConcludeScaling(runs);
-  EXPECT_EQ(c.cls, "none");
+  EXPECT_EQ(c.cls, ScalingClass::kNone);
   EXPECT_NE(c.text.find("2-process run gave no steps/s (failed: exit 1)"), std::string::npos)
       << c.text;
 }

@@ -20,6 +20,7 @@
 
 #include <civetweb.h>
 
+#include "base/units.h"
 #include "diagnose/suspicion.h"
 #include "export/tcp_relay.h"
 #include "gpu/gpu_backend.h"
@@ -62,8 +63,6 @@ class Families {
  private:
   std::vector<MetricFamily> out_;
 };
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 /// dcgm-exporter's labels (gpu, UUID, device, modelName, Hostname; pci_bus_id since 3.x).
 Labels GpuLabels(const gpu::GpuStatic& g, const std::string& hostname) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/units.h"
 #include "gpu/nvml_loader.h"
 
 namespace stallscope::gpu {
@@ -23,7 +24,6 @@ namespace {
 
 constexpr const char* kScenarioEnv = "STALLSCOPE_FAKE_NVML_SCENARIO";
 constexpr const char* kCallLogEnv = "STALLSCOPE_FAKE_NVML_CALL_LOG";
-constexpr uint64_t kMiB = 1ULL << 20;
 
 std::string ScenarioPath(std::string_view name) {
   return std::string(STALLSCOPE_NVML_SCENARIOS) + "/" + std::string(name);

@@ -22,6 +22,7 @@
 #include "host_test_util.h"
 #include "temp_dir.h"
 
+#include "base/units.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_gpu_backend.h"
 #include "gpu/gpu_backend.h"
@@ -41,8 +42,7 @@ namespace fs = std::filesystem;
 using host::testing::WriteFile;
 using stallscope::testing::TempDir;
 
-constexpr int64_t kMiB = 1 << 20;
-constexpr int64_t kGrowthLimitBytes = kMiB;  // the bound
+constexpr auto kGrowthLimitBytes = static_cast<int64_t>(kMiB);  // the bound
 
 #ifdef STALLSCOPE_ASAN
 constexpr bool kAsan = true;

@@ -34,14 +34,14 @@ experiment::RunDigest Digest(const std::string& dir, double step_s, int64_t work
   d.meta.hostname = "box";
   d.meta.tool_version = "0.9.0";
   d.meta.exit_code = 0;
-  d.meta.status = "exited";
+  d.meta.status = rundir::RunStatus::kExited;
   d.meta.env = {{"OMP_NUM_THREADS", "1"}};
   d.wall_s = 12.5;
   d.step_s = Steps(29, step_s);
   d.rate = analysis::EstimateRate(d.step_s);
   d.batch_size = 32;
   d.samples_per_s = d.rate->per_s * 32;
-  diagnose::LoaderInfo l;
+  rundir::LoaderInfo l;
   l.num_workers = workers;
   l.batch_size = 32;
   l.pin_memory = false;
@@ -104,6 +104,7 @@ TEST(CompareRender, BusyHostIsSaidUnderTheResult) {
   auto a = Digest("runs/a", 0.2, 0);
   auto b = a;
   b.caveats.push_back(std::string(diagnose::kBusyHostCaveat) + " other processes used 1.0");
+  b.busy_host = true;
   auto r = experiment::Compare(a, b);
   EXPECT_NE(RenderCompareText(r).find("\n         B ran beside other work (busy host)"),
             std::string::npos)

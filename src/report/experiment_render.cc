@@ -56,7 +56,7 @@ void WriteRate(JsonWriter& w, const RunDigest& d) {
       .Field("job_cpus", d.job_cpus, 2)
       .Field("other_cpus", d.other_cpus, 2)
       .Field("exit_code", d.meta.exit_code)
-      .Field("status", d.meta.status);
+      .Field("status", rundir::RunStatusName(d.meta.status));
   w.Key("verdict");
   if (d.principal) {
     w.BeginObject()
@@ -264,7 +264,8 @@ std::string RenderScalingText(const experiment::ScalingReport& r) {
     }
   }
   const auto& c = r.conclusion;
-  out += fmt::format("\nCONCLUSION  {}: {}\n", c.cls, EscapeControl(c.text));
+  out += fmt::format("\nCONCLUSION  {}: {}\n", experiment::ScalingClassName(c.cls),
+                     EscapeControl(c.text));
   for (const auto& e : c.evidence) out += fmt::format("EVIDENCE    {}\n", EscapeControl(e));
   for (size_t i = 0; i < c.fixes.size(); ++i) {
     out += fmt::format("{}{}. {}\n", i == 0 ? "FIX         " : "            ", i + 1,
@@ -342,7 +343,7 @@ std::string RenderScalingJson(const experiment::ScalingReport& r) {
   WriteChange(w.Key("change"), c.change);
   w.Key("conclusion")
       .BeginObject()
-      .Field("class", c.cls)
+      .Field("class", experiment::ScalingClassName(c.cls))
       .Field("text", c.text)
       .Field("cost_fraction", c.cost_fraction, 3)
       .FieldArray("evidence", c.evidence)

@@ -16,7 +16,7 @@ experiment::RunDigest Digest(const std::string& dir, double step_s, double data_
                              diagnose::FindingClass cls) {
   experiment::RunDigest d;
   d.dir = dir;
-  d.meta.status = "exited";
+  d.meta.status = rundir::RunStatus::kExited;
   d.meta.exit_code = 0;
   for (int i = 0; i < 40; ++i) d.step_s.push_back(step_s * (i % 3 == 0 ? 0.8 : 1.1));
   d.rate = analysis::EstimateRate(d.step_s);

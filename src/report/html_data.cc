@@ -273,7 +273,7 @@ std::string RunPageData(const rundir::RunData& data, const diagnose::RunReport& 
   w.Key("job")
       .BeginObject()
       .Field("command", rundir::ShellJoin(report.meta.command))
-      .Field("status", report.meta.status)
+      .Field("status", rundir::RunStatusName(report.meta.status))
       .Field("exit_code", report.meta.exit_code)
       .Field("wall_s", report.wall_s, 3)
       .Field("host", report.meta.hostname)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/thresholds.h"
 #include "diagnose/findings.h"
 #include "report/life_render.h"
 
@@ -23,6 +24,17 @@ std::string Inline(std::string_view body, std::string_view tag) {
   for (size_t at = 0; (at = out.find(close, at)) != std::string::npos; at += close.size() + 1)
     out.replace(at, 1, "<\\");
   return out;
+}
+
+/// page.js with the thresholds it quotes filled in from the table: "{{outlier_robust_z}}" is the
+/// cut of the step outliers html_data.cc marks (analysis::FindOutliers).
+std::string PageJs() {
+  std::string js(embedded::kPageJs);
+  const std::string_view key = "{{outlier_robust_z}}";
+  const std::string value = fmt::format("{}", kThresholds.outlier_robust_z.value);
+  for (size_t at = 0; (at = js.find(key, at)) != std::string::npos; at += value.size())
+    js.replace(at, key.size(), value);
+  return js;
 }
 
 std::string VerdictHtml(const diagnose::Verdict* v) {
@@ -140,7 +152,7 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
   out += "<script type=\"application/json\" id=\"stallscope-data\">";
   out += data_json;
   out += "</script>\n<script>\n" + Inline(embedded::kUplotJs, "script") + "\n</script>\n";
-  out += "<script>\n" + Inline(embedded::kPageJs, "script") + "\n</script>\n</body>\n</html>\n";
+  out += "<script>\n" + Inline(PageJs(), "script") + "\n</script>\n</body>\n</html>\n";
   return out;
 }
 

@@ -8,10 +8,12 @@
 #include <fstream>
 #include <regex>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/summary.h"
+#include "base/thresholds.h"
 #include "subprocess.h"
 #include "temp_dir.h"
 
@@ -49,6 +51,14 @@ TEST(HtmlPage, TheVerdictIsStaticEscapedHtml) {
   EXPECT_EQ(page.find("alert(1)</script>"), std::string::npos);
   EXPECT_EQ(page.find('\x1b'), std::string::npos);
   EXPECT_NE(page.find("<title>stallscope run: &lt;title&gt;</title>"), std::string::npos);
+}
+
+// Issue 29: text that quotes a threshold is formatted from the table, page.js's included.
+TEST(HtmlPage, PageScriptQuotesTheOutlierCutFromTheTable) {
+  std::string page = RenderHtmlPage("run", "r", nullptr, "{}");
+  EXPECT_NE(page.find(fmt::format("outliers (robust z > {})", kThresholds.outlier_robust_z.value)),
+            std::string::npos);
+  EXPECT_EQ(page.find("{{outlier_robust_z}}"), std::string::npos);
 }
 
 TEST(HtmlPage, SelfContainedNothingToFetch) {

@@ -5,6 +5,7 @@
 
 #include "base/json_writer.h"
 #include "base/stats.h"
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "report/run_render.h"
 
@@ -99,9 +100,11 @@ std::string RenderJobReportText(const diagnose::RunReport& r, const rundir::JobN
   out += NodeTable(job);
   out += RankTable(job);
   out += fmt::format(
-      "Balance across nodes (seed 002: < 5% Excellent, < 10% Good, < 20% Fair): "
+      "Balance across nodes (seed 002: < {:.0f}% Excellent, < {:.0f}% Good, < {:.0f}% Fair): "
       "work per step {}; GPU utilization {}\n",
-      BalanceText(job.work_balance), BalanceText(job.util_balance));
+      kThresholds.balance_good_cv.value, kThresholds.balance_fair_cv.value,
+      kThresholds.balance_poor_cv.value, BalanceText(job.work_balance),
+      BalanceText(job.util_balance));
   out += RenderPhaseTable(r.phases);
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", EscapeControl(w));
   out += NextLines(job);

@@ -55,8 +55,10 @@ std::string NextStep(const analysis::RecordingSummary& s) {
   }
   if (s.memory_balance.quality == BalanceClass::kPoor ||
       s.util_balance.quality == BalanceClass::kPoor) {
-    return "Next: load is imbalanced (CV >= 20%); check the DDP configuration, the batch split "
-           "across ranks and the data distribution.";
+    return fmt::format(
+        "Next: load is imbalanced (CV >= {:.0f}%); check the DDP configuration, the batch split "
+        "across ranks and the data distribution.",
+        kThresholds.balance_poor_cv.value);
   }
   return {};
 }
@@ -105,7 +107,6 @@ std::string RenderSummaryText(const analysis::RecordingSummary& s) {
                        s.cpu_busy_pct.stddev(), s.cpu_iowait_pct.mean());
   }
   if (s.mem_used_bytes.count() > 0) {
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     out += fmt::format("    RAM used {:.1f} GiB (peak {:.1f} GiB)\n",
                        s.mem_used_bytes.mean() / kGiB, s.mem_used_bytes.max() / kGiB);
   }

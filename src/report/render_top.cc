@@ -10,8 +10,6 @@
 namespace stallscope::report {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 std::string PctCell(const std::optional<uint32_t>& pct) {
   return pct ? FormatPercent(*pct / 100.0, 0) : std::string("n/a");
 }

@@ -30,7 +30,7 @@ std::string OptText(const std::optional<T>& v) {
 std::string JobLines(const diagnose::RunReport& r) {
   std::string exit = r.meta.exit_code ? fmt::format("exit {}", *r.meta.exit_code)
                                       : "no exit code (still running or monitor killed)";
-  if (r.meta.status == "stopped") {
+  if (r.meta.status == rundir::RunStatus::kStopped) {
     exit += " (stopped by stallscope at its --duration)";
   } else if (r.meta.exit_code && *r.meta.exit_code > 128) {
     exit += fmt::format(" (killed by signal {})", *r.meta.exit_code - 128);
@@ -113,7 +113,7 @@ std::string OverheadLine(const diagnose::RunOverhead& o) {
   return out + "\n";
 }
 
-std::string LoaderLines(const std::vector<diagnose::LoaderInfo>& loaders) {
+std::string LoaderLines(const std::vector<rundir::LoaderInfo>& loaders) {
   std::string out;
   for (const auto& l : loaders) {
     out += fmt::format(
@@ -406,7 +406,7 @@ void WriteJobJson(JsonWriter& w, const diagnose::RunReport& r) {
       .Field("name", r.meta.name)
       .FieldArray("command", r.meta.command)
       .Field("exit_code", r.meta.exit_code)
-      .Field("status", r.meta.status)
+      .Field("status", rundir::RunStatusName(r.meta.status))
       .Field("wall_s", r.wall_s, 3);
   w.Field("start_time", FormatIsoUtc(r.meta.start_wall_ns))
       .FieldBool("auto_hooks", r.meta.auto_hooks)
@@ -459,7 +459,7 @@ void WriteSyncSitesJson(JsonWriter& w, const diagnose::RunReport& r) {
 
 }  // namespace
 
-void WriteLoadersJson(JsonWriter& w, const std::vector<diagnose::LoaderInfo>& loaders) {
+void WriteLoadersJson(JsonWriter& w, const std::vector<rundir::LoaderInfo>& loaders) {
   w.Key("dataloaders").BeginArray();
   for (const auto& l : loaders) {
     w.BeginObject()

@@ -29,7 +29,7 @@ void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& report);
 void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& verdict);
 
 /// report.json's "dataloaders" and "processes" arrays (the HTML page's data reuses them).
-void WriteLoadersJson(JsonWriter& w, const std::vector<diagnose::LoaderInfo>& loaders);
+void WriteLoadersJson(JsonWriter& w, const std::vector<rundir::LoaderInfo>& loaders);
 void WriteProcessesJson(JsonWriter& w, const std::vector<diagnose::ProcessRow>& processes);
 
 /// The compact per-rank phase table alone (interim reports while the job runs).

@@ -14,7 +14,6 @@
 namespace stallscope::report {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr size_t kMaxHistoryPoints = 1024;  // 60 s at ~6 driver points/s is ~360
 constexpr std::string_view kGpmFirstWindow =
     "its first window is still open (read every few seconds)";
@@ -195,7 +194,7 @@ std::string LinkCell(std::string_view link, std::optional<double> tx_mibps,
                      std::optional<double> rx_mibps) {
   if (!tx_mibps && !rx_mibps) return "";
   auto rate = [](std::optional<double> mibps) {
-    return mibps ? FormatBytes(*mibps * 1024.0 * 1024.0) + "/s" : std::string("n/a");
+    return mibps ? FormatBytes(*mibps * kMiB) + "/s" : std::string("n/a");
   };
   return fmt::format("  {} tx {} rx {}", link, rate(tx_mibps), rate(rx_mibps));
 }

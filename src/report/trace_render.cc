@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/json_writer.h"
+#include "base/thresholds.h"
 #include "base/units.h"
 #include "report/run_render.h"
 
@@ -263,8 +264,8 @@ std::string SeriesLines(const TraceRankReport& k) {
       list += fmt::format("{}#{} ({})", list.empty() ? "" : ", ", k.series.step_number[i],
                           Dur(k.series.step_ns[i]));
     }
-    out += fmt::format("  Slow steps (> median {} + 3.5 robust σ): {}\n",
-                       Dur(k.step_outliers.median * 1e9), list);
+    out += fmt::format("  Slow steps (> median {} + {} robust σ): {}\n",
+                       Dur(k.step_outliers.median * 1e9), kThresholds.outlier_robust_z.value, list);
   }
   if (k.step_period && k.step_period->significant) {
     out += fmt::format("  Step time repeats every {:.1f} steps (strength {:.2f})\n",

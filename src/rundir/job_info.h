@@ -46,12 +46,6 @@ struct JobInfo {
   std::vector<TimedInfo> compiles;   ///< in record order
   std::vector<CompileTotals> compile_totals;
   std::vector<BackendsInfo> backends;
-  /// Records of these kinds that are not what auto.py writes (not an object, a field of the
-  /// wrong type, an end before its begin): skipped, counted.
-  int64_t malformed = 0;
 };
-
-/// Decodes the info records above from `events.meta`; other kinds are ignored.
-[[nodiscard]] JobInfo ReadJobInfo(const phase::EventLog& events);
 
 }  // namespace stallscope::rundir

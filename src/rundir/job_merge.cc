@@ -168,6 +168,7 @@ Result<MergedJob> MergeRuns(std::vector<RunData> runs, bool force) {
   for (size_t k = 0; k < sorted_nodes.size(); ++k) sorted_nodes[k].node_rank = static_cast<int>(k);
   job.nodes.world_size = sorted_nodes[0].world_size;
   job.nodes.nodes = std::move(sorted_nodes);
+  job.data.info = DecodeInfoRecords(job.data.events);  // every node's, pids as merged
   return job;
 }
 

@@ -65,6 +65,12 @@ Result<RunData> LoadRun(const std::string& dir) {
     d.events = std::move(events.value());
     for (const auto& w : d.events.warnings) d.warnings.push_back(w);
     DropImplausibleEvents(d);
+    d.info = DecodeInfoRecords(d.events);
+    if (d.info.malformed > 0) {
+      d.warnings.push_back(fmt::format(
+          "{}/events.bin: {} info record(s) of the job's Python side could not be decoded: skipped",
+          d.paths.dir, d.info.malformed));
+    }
   } else {
     d.warnings.push_back(events.error().message);
   }

@@ -8,6 +8,7 @@
 
 #include "base/result.h"
 #include "phase/event_log.h"
+#include "rundir/info_records.h"
 #include "rundir/python_notes.h"
 #include "rundir/run_dir.h"
 #include "sample/recording.h"
@@ -20,6 +21,7 @@ struct RunData {
   RunMeta meta;
   sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
   phase::EventLog events;
+  InfoRecords info;    ///< the info records of events.bin, decoded (DecodeInfoRecords)
   PythonNotes python;  ///< the job's Python interpreters (python.jsonl); empty for old runs
   std::vector<std::string> warnings;
   /// Phase records that cannot be this run's (an unknown process, a time outside the run):

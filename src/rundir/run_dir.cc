@@ -218,7 +218,7 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
       .Field("start_mono_ns", m.start_mono_ns)
       .Field("end_mono_ns", m.end_mono_ns)
       .Field("exit_code", m.exit_code)
-      .Field("status", m.status)
+      .Field("status", RunStatusName(m.status))
       .FieldBool("auto_hooks", m.auto_hooks)
       .Field("interval_ns", m.interval_ns)
       .Field("monitor_cpu_s", m.monitor_cpu_s, 3)
@@ -228,6 +228,20 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
   w.EndObject().EndObject();
   out += "\n";
   return WriteFileAtomic(paths.run_json(), out);
+}
+
+std::string_view RunStatusName(RunStatus status) {
+  for (const auto& [s, name] : kRunStatusNames) {
+    if (s == status) return name;
+  }
+  return "running";
+}
+
+std::optional<RunStatus> ParseRunStatus(std::string_view name) {
+  for (const auto& [s, n] : kRunStatusNames) {
+    if (n == name) return s;
+  }
+  return std::nullopt;
 }
 
 Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
@@ -265,7 +279,8 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
   f.Read("start_mono_ns", m.start_mono_ns);
   f.ReadOptional("end_mono_ns", m.end_mono_ns);
   f.ReadOptional("exit_code", m.exit_code);
-  f.Read("status", m.status);
+  std::string status = "running";
+  f.Read("status", status);
   f.Read("auto_hooks", m.auto_hooks);
   f.Read("interval_ns", m.interval_ns);
   f.ReadOptional("monitor_cpu_s", m.monitor_cpu_s);
@@ -278,6 +293,13 @@ Result<RunMeta> ReadRunMeta(const RunPaths& paths) {
       return MakeError(ErrorCode::kParse, "{}: not a stallscope run.json (no \"{}\")",
                        paths.run_json(), field);
     }
+  }
+  if (auto parsed = ParseRunStatus(status)) {
+    m.status = *parsed;
+  } else {
+    return MakeError(ErrorCode::kParse,
+                     "{}: \"status\" is \"{}\", none of running, exited, killed, stopped",
+                     paths.run_json(), status);
   }
   if (auto env = j.find("env"); env != j.end() && !env->is_null()) {
     if (!env->is_object()) {

@@ -4,6 +4,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -37,6 +39,24 @@ struct RunPaths {
 /// non-blank line; trimmed and cut to 200 bytes. Empty when the file is missing or blank.
 [[nodiscard]] std::string LastErrorLine(const std::string& path);
 
+/// How the job ended, as run.json says it (`status`).
+enum class RunStatus : uint8_t {
+  kRunning,  ///< "running": not ended yet (or the monitor died before it could say)
+  kExited,   ///< "exited": the job exited by itself (`--steps` ends it so, exit code 0)
+  kKilled,   ///< "killed": a signal ended it
+  kStopped,  ///< "stopped": `--duration` ended it (SIGTERM, then SIGKILL)
+};
+/// Every status with its run.json name, in enum order.
+inline constexpr std::pair<RunStatus, std::string_view> kRunStatusNames[] = {
+    {RunStatus::kRunning, "running"},
+    {RunStatus::kExited, "exited"},
+    {RunStatus::kKilled, "killed"},
+    {RunStatus::kStopped, "stopped"},
+};
+[[nodiscard]] std::string_view RunStatusName(RunStatus status);
+/// The status of a run.json name; empty for any other string.
+[[nodiscard]] std::optional<RunStatus> ParseRunStatus(std::string_view name);
+
 /// What `run` knows about the job, written at start and rewritten (atomically) at the end.
 struct RunMeta {
   int schema_version = kRunSchemaVersion;
@@ -49,7 +69,7 @@ struct RunMeta {
   int64_t start_mono_ns = 0;
   std::optional<int64_t> end_mono_ns;
   std::optional<int> exit_code;
-  std::string status = "running";  ///< "running" | "exited" | "killed" (by a signal)
+  RunStatus status = RunStatus::kRunning;
   bool auto_hooks = true;
   int64_t interval_ns = 0;
   /// CPU time (user + system) of the stallscope monitor itself over the run, and of the job

@@ -28,7 +28,7 @@ using nlohmann::json;
 
 const fs::path kFixture = fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu";
 
-enum class Kind { kInt32, kInt64, kString, kBool, kDouble, kStrings };
+enum class Kind { kInt32, kInt64, kString, kBool, kDouble, kStrings, kStatus };
 
 struct FieldSpec {
   const char* key;
@@ -43,7 +43,7 @@ constexpr FieldSpec kFields[] = {
     {"hostname", Kind::kString, false},      {"pid", Kind::kInt32, false},
     {"start_wall_ns", Kind::kInt64, false},  {"start_mono_ns", Kind::kInt64, false},
     {"end_mono_ns", Kind::kInt64, true},     {"exit_code", Kind::kInt32, true},
-    {"status", Kind::kString, false},        {"auto_hooks", Kind::kBool, false},
+    {"status", Kind::kStatus, false},        {"auto_hooks", Kind::kBool, false},
     {"interval_ns", Kind::kInt64, false},    {"monitor_cpu_s", Kind::kDouble, true},
     {"job_cpu_s", Kind::kDouble, true},
 };
@@ -72,6 +72,8 @@ bool Accepts(Kind kind, const json& v) {
       return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX);
     case Kind::kString:
       return v.is_string();
+    case Kind::kStatus:  // a closed set: RunStatus's names only
+      return v.is_string() && ParseRunStatus(v.get<std::string>()).has_value();
     case Kind::kBool:
       return v.is_boolean();
     case Kind::kDouble:
@@ -118,6 +120,23 @@ TEST(RunMetaFields, EverySingleFieldMutationIsAnErrorNamingTheFieldOrReadsAsAbse
       EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     }
   }
+}
+
+TEST(RunStatus, EveryStatusReadsBackAsWritten) {
+  stallscope::testing::TempDir dir("run_status");
+  const RunPaths paths{dir.path().string()};
+  for (const auto& [status, name] : kRunStatusNames) {
+    EXPECT_EQ(RunStatusName(status), name);
+    EXPECT_EQ(ParseRunStatus(name), status);
+    RunMeta meta;
+    meta.command = {"python", "train.py"};
+    meta.status = status;
+    ASSERT_TRUE(WriteRunMeta(paths, meta).ok());
+    auto read = ReadRunMeta(paths);
+    ASSERT_TRUE(read.ok()) << read.error().message;
+    EXPECT_EQ(read->status, status) << name;
+  }
+  EXPECT_FALSE(ParseRunStatus("Exited").has_value());
 }
 
 TEST(RunMetaFields, NullOfAFieldStillRunningIsAbsent) {

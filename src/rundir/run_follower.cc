@@ -136,11 +136,11 @@ void RunFollower::UpdateState() {
   }
   // run.json is replaced atomically (WriteFileAtomic); a failed read keeps what was known.
   if (auto meta = ReadRunMeta(paths_); meta.ok()) meta_ = std::move(*meta);
-  if (meta_.status != "running" || meta_.end_mono_ns) {
+  if (meta_.status != RunStatus::kRunning || meta_.end_mono_ns) {
     status_.state = RunState::kFinished;
-    status_.note = meta_.exit_code
-                       ? fmt::format("finished: {}, exit {}", meta_.status, *meta_.exit_code)
-                       : fmt::format("finished: {}", meta_.status);
+    status_.note = meta_.exit_code ? fmt::format("finished: {}, exit {}",
+                                                 RunStatusName(meta_.status), *meta_.exit_code)
+                                   : fmt::format("finished: {}", RunStatusName(meta_.status));
   } else if (meta_.pid > 0 && !phase::ProcessExists(meta_.pid)) {
     status_.state = RunState::kFinished;
     status_.note = "finished: the job is gone (its monitor did not finish run.json)";

@@ -33,7 +33,7 @@ class FakeRun {
                .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    WriteMeta("running");
+    WriteMeta(RunStatus::kRunning);
     std::ofstream(dir_ + "/events.bin", std::ios::binary).write("STLSEVT1\1\0\0\0\x20\0\0\0", 16);
     std::ofstream(dir_ + "/events.names.jsonl")
         << R"({"type":"name","pid":7,"id":1,"name":"data_loading"})"
@@ -43,11 +43,11 @@ class FakeRun {
   }
   ~FakeRun() { fs::remove_all(dir_); }
 
-  void WriteMeta(const std::string& status) {
+  void WriteMeta(RunStatus status) {
     RunMeta meta;
     meta.pid = getpid();  // alive while the test runs
     meta.status = status;
-    if (status != "running") meta.exit_code = 0;
+    if (status != RunStatus::kRunning) meta.exit_code = 0;
     ASSERT_TRUE(WriteRunMeta(RunPaths{dir_}, meta).ok());
   }
   /// One step of process 7 at `t_ns`: data_loading for `data_ns`, then forward_pass for
@@ -194,7 +194,7 @@ TEST(RunFollower, RunFinishingKeepsTheLastNumbers) {
   f->Poll(0);
   for (int i = 0; i < 3; ++i) run.Step(i * kS / 3, kS / 10, kS / 10);
   f->Poll(kS);
-  run.WriteMeta("exited");
+  run.WriteMeta(RunStatus::kExited);
   const RunFollowStatus& s = f->Poll(2 * kS);
   EXPECT_EQ(s.state, RunState::kFinished);
   EXPECT_EQ(s.note, "finished: exited, exit 0");

@@ -31,7 +31,7 @@ const char* MigName(gpu::MigMode m) {
 
 std::optional<double> Mib(const std::optional<uint64_t>& bytes) {
   if (!bytes) return std::nullopt;
-  return static_cast<double>(*bytes) / kBytesPerMiB;
+  return static_cast<double>(*bytes) / kMiB;
 }
 
 std::optional<double> Watts(const std::optional<uint32_t>& mw) {
@@ -351,7 +351,7 @@ void AppendSeedTimestamp(int64_t wall_ns, std::string& out) {
 
 std::optional<int64_t> MiB(const std::optional<uint64_t>& bytes) {
   if (!bytes) return std::nullopt;
-  return static_cast<int64_t>(static_cast<double>(*bytes) / kBytesPerMiB + 0.5);
+  return static_cast<int64_t>(static_cast<double>(*bytes) / kMiB + 0.5);
 }
 
 // One GPU's seed keys (the legacy object's, or one multi_gpu_data entry).

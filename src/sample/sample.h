@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/units.h"
 #include "gpu/gpu_backend.h"
 #include "host/host.h"
 
@@ -61,7 +62,5 @@ struct AggregateStats {
 
 /// Computes the aggregate over `gpus` (lost GPUs and absent metrics are skipped).
 [[nodiscard]] AggregateStats Aggregate(const std::vector<gpu::GpuSample>& gpus);
-
-inline constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
 }  // namespace stallscope::sample

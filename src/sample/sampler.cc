@@ -56,9 +56,9 @@ AggregateStats Aggregate(const std::vector<gpu::GpuSample>& gpus) {
     if (g.lost) continue;
     ++agg.gpu_count;
     if (g.mem_used_bytes)
-      agg.total_memory_used_mib += static_cast<double>(*g.mem_used_bytes) / kBytesPerMiB;
+      agg.total_memory_used_mib += static_cast<double>(*g.mem_used_bytes) / kMiB;
     if (g.mem_total_bytes)
-      agg.total_memory_total_mib += static_cast<double>(*g.mem_total_bytes) / kBytesPerMiB;
+      agg.total_memory_total_mib += static_cast<double>(*g.mem_total_bytes) / kMiB;
     if (g.util_gpu_pct) {
       util_sum += *g.util_gpu_pct;
       ++util_n;

@@ -127,7 +127,7 @@ RecordingHeader SeedHeader(const object& first, SeedForm form) {
                                      : static_cast<uint32_t>(h.gpus.size());
     std::string_view name;
     if (g["gpu_name"].get_string().get(name) == simdjson::SUCCESS) s.name = std::string(name);
-    s.mem_total_bytes = Scaled<uint64_t>(g, "memory_total", kBytesPerMiB);
+    s.mem_total_bytes = Scaled<uint64_t>(g, "memory_total", kMiB);
     h.gpus.push_back(std::move(s));
   });
   std::string_view ts;
@@ -154,8 +154,8 @@ bool SeedSample(const object& o, SeedForm form, const RecordingHeader& header, S
       gpu::GpuSample& s = out.gpus[i];
       s.lost = false;
       s.util_gpu_pct = Scaled<uint32_t>(g, "utilization", 1);
-      s.mem_used_bytes = Scaled<uint64_t>(g, "memory_used", kBytesPerMiB);
-      s.mem_total_bytes = Scaled<uint64_t>(g, "memory_total", kBytesPerMiB);
+      s.mem_used_bytes = Scaled<uint64_t>(g, "memory_used", kMiB);
+      s.mem_total_bytes = Scaled<uint64_t>(g, "memory_total", kMiB);
       s.power_mw = Scaled<uint32_t>(g, "power", 1000);
       s.temperature_c = Scaled<uint32_t>(g, "temperature", 1);
       break;

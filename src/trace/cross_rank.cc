@@ -10,8 +10,6 @@
 namespace stallscope::trace {
 namespace {
 
-double Median(std::vector<double> values) { return Quantile(values, 0.5).value_or(0.0); }
-
 // The smallest step number every rank has; each rank's begin of it is that rank's clock zero.
 std::optional<int64_t> CommonFirstStep(std::span<const CrossRankInput> ranks) {
   std::optional<int64_t> best;
@@ -54,7 +52,7 @@ void AddStepSpreads(std::span<const CrossRankInput> ranks, CrossRankReport& repo
       if (t.second > slowest.second) slowest = t;
       sp.max_ns = std::max(sp.max_ns, t.second);
     }
-    sp.median_ns = Median(values);
+    sp.median_ns = Quantile(values, 0.5).value_or(0.0);  // interpolated (base/stats.h)
     if (sp.median_ns > 0) sp.spread = static_cast<double>(sp.max_ns - sp.min_ns) / sp.median_ns;
     sp.cv_pct = CoefficientOfVariationPct(values).value_or(0.0);
     sp.slowest_rank = ranks[slowest.first].rank;

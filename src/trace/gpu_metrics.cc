@@ -4,9 +4,9 @@
 #include <array>
 #include <cmath>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
+#include "base/stats.h"
 #include "trace/huge_pages.h"
 #include "trace/names.h"
 
@@ -340,47 +340,6 @@ struct QueueStep {
 };
 static_assert(sizeof(QueueStep) == 32);
 
-// The k-th smallest value (0-based) of `v`, which is reordered (nth_element: O(n), where a full
-// sort was O(n log n)); the values returned are exactly those of the sorted vector.
-int64_t KthSmallest(std::vector<int64_t>& v, size_t k) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
-// v[k] and v[k + 1] of the sorted `v` (k + 1 < v.size()); `v` is reordered.
-std::pair<int64_t, int64_t> TwoSmallestFrom(std::vector<int64_t>& v, size_t k) {
-  int64_t first = KthSmallest(v, k);
-  // After nth_element everything past k is >= v[k]: the next order statistic is their minimum.
-  int64_t second = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(k) + 1, v.end());
-  return {first, second};
-}
-
-// pandas `median()`: the mean of the two middle values for an even count. `v` non-empty,
-// reordered.
-double Median(std::vector<int64_t>& v) {
-  size_t n = v.size();
-  if (n % 2 == 1) return static_cast<double>(KthSmallest(v, n / 2));
-  auto [lo, hi] = TwoSmallestFrom(v, n / 2 - 1);
-  return (static_cast<double>(lo) + static_cast<double>(hi)) / 2.0;
-}
-
-// pandas `quantile(q)` (linear interpolation between closest ranks). `v` non-empty, reordered.
-int64_t Quantile(std::vector<int64_t>& v, double q) {
-  double pos = q * static_cast<double>(v.size() - 1);
-  auto lo = static_cast<size_t>(pos);
-  double frac = pos - static_cast<double>(lo);
-  int64_t lo_value = 0;
-  int64_t hi_value = 0;
-  if (lo + 1 < v.size()) {
-    std::tie(lo_value, hi_value) = TwoSmallestFrom(v, lo);
-  } else {
-    lo_value = hi_value = KthSmallest(v, lo);
-  }
-  double value = static_cast<double>(lo_value) +
-                 (static_cast<double>(hi_value) - static_cast<double>(lo_value)) * frac;
-  return std::llround(value);
-}
-
 // Per-name launch classification, computed once per distinct name.
 class LaunchNames {
  public:
@@ -425,7 +384,7 @@ void QueueStats(const std::vector<QueueStep>& steps, double median_call_ns, Laun
     }
     q.samples = values.size();
     q.mean = sum / static_cast<double>(values.size());
-    q.median = Median(values);
+    q.median = MedianInPlace(std::span(values));  // pandas median(): reorders values
     if (q.max >= kFullQueueMinDepth) {
       // "Full": within 10% of the deepest the queue got (see LaunchStats::blocked_*).
       auto full = static_cast<int64_t>(std::ceil(0.9 * static_cast<double>(q.max)));
@@ -486,12 +445,13 @@ void ComputeLaunchStats(const Context& ctx, LaunchStats& out) {
     }
   }
   if (!delays.empty()) {
-    out.launch_delay_median_ns = std::llround(Median(delays));
-    out.launch_delay_p99_ns = Quantile(delays, 0.99);
+    // pandas median() and quantile(q) (linear), by selection: O(n), reordering `delays`.
+    out.launch_delay_median_ns = std::llround(MedianInPlace(std::span(delays)));
+    out.launch_delay_p99_ns = std::llround(QuantileInPlace(std::span(delays), 0.99));
   }
   double median_call = 0;
   if (!call_durs.empty()) {
-    median_call = Median(call_durs);
+    median_call = MedianInPlace(std::span(call_durs));
   }
   // Ties: HTA's sort puts a launch before a GPU start at the same µs; clean counts an end first.
   const int8_t first_delta = ctx.hta ? 1 : -1;

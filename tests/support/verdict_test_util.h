@@ -135,8 +135,8 @@ class FakeRun {
     return *this;
   }
 
-  LoaderInfo& Loader(int64_t num_workers) {
-    LoaderInfo l;
+  rundir::LoaderInfo& Loader(int64_t num_workers) {
+    rundir::LoaderInfo l;
     l.pid = kMainPid;
     l.num_workers = num_workers;
     l.batch_size = 32;
@@ -175,8 +175,8 @@ class FakeRun {
 
   FakeRun& Shm(double total_gib, double used_gib) {
     for (auto& s : data_.recording.samples) {
-      s.host.shm_total_bytes = static_cast<uint64_t>(total_gib * 1024 * sample::kBytesPerMiB);
-      s.host.shm_used_bytes = static_cast<uint64_t>(used_gib * 1024 * sample::kBytesPerMiB);
+      s.host.shm_total_bytes = static_cast<uint64_t>(total_gib * kGiB);
+      s.host.shm_used_bytes = static_cast<uint64_t>(used_gib * kGiB);
     }
     return *this;
   }
@@ -201,7 +201,7 @@ class FakeRun {
         x.util_gpu_pct = static_cast<uint32_t>(g.util_pct);
         x.sm_clock_mhz = static_cast<uint32_t>(g.sm_clock_mhz);
         x.power_mw = static_cast<uint32_t>(g.power_w * 1000);
-        x.mem_used_bytes = static_cast<uint64_t>(g.mem_used_gib * 1024 * sample::kBytesPerMiB);
+        x.mem_used_bytes = static_cast<uint64_t>(g.mem_used_gib * kGiB);
         x.mem_total_bytes = 80ULL << 30;
         bool throttled = static_cast<double>(k) < g.throttled_share * kSamples;
         x.clock_event_reasons = throttled ? g.clock_reasons : 0;
@@ -236,15 +236,14 @@ class FakeRun {
   rundir::RunData& data() { return data_; }
   RunReport& report() { return report_; }
 
+  /// The info records as LoadRun decodes them (the tests add them to events.meta).
   Facts Context() {
     report_.machine = analysis::Summarize(data_.recording);
+    data_.info = rundir::DecodeInfoRecords(data_.events);
     return BuildRunFacts(data_, report_);
   }
 
-  Verdict Diagnose() {
-    report_.machine = analysis::Summarize(data_.recording);
-    return diagnose::Diagnose(BuildRunFacts(data_, report_));
-  }
+  Verdict Diagnose() { return diagnose::Diagnose(Context()); }
 
  private:
   rundir::RunData data_;

@@ -234,7 +234,7 @@
 
   function steps() {
     if (!data.steps.length) return;
-    var s = section('Step times', 'Each step\u2019s duration; outliers (robust z > 3.5) marked in red.');
+    var s = section('Step times', 'Each step\u2019s duration; outliers (robust z > {{outlier_robust_z}}) marked in red.');
     data.steps.forEach(function (r) {
       if (!r.t.length) return;
       var out = r.t.map(function () { return null; });
