@@ -3,7 +3,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
+#include "base/thresholds.h"
 
 #include "base/units.h"
 
@@ -107,9 +109,11 @@ CLI::App* AddTop(CLI::App& app, TopOptions& top) {
       "h help), else a refreshed text table");
   top_cmd->add_flag("--once", top.once, "Print one snapshot and exit");
   top_cmd->add_flag("--json", top.json, "JSON output (numbers as numbers, units in key names)");
-  top_cmd->add_flag("--status", top.status,
-                    "One status line per interval, with a warning when GPU utilization stays "
-                    "under 30% for 10 samples");
+  top_cmd->add_flag(
+      "--status", top.status,
+      fmt::format("One status line per interval, with a warning when GPU "
+                  "utilization stays under {:g}% for {:g} samples",
+                  kThresholds.low_util_warn.value, kThresholds.low_util_window.value));
   top_cmd->add_flag("--plain", top.plain,
                     "The refreshed text table instead of the full screen (the default when "
                     "stdout is not a terminal, or with --count)");
@@ -316,12 +320,13 @@ CLI::App* AddSweep(CLI::App& app, SweepOptions& s) {
       ->required();
   cmd->add_option("--arg", s.args, "A word appended to the command, {KEY} substituted (no shell)");
   AddExperimentFlags(cmd, s.e);
-  cmd->footer(
+  cmd->footer(fmt::format(
       "Every combination runs bounded; one that fails (crash, OOM) is recorded and the sweep\n"
       "goes on. The table is sorted by steps/s; the recommended setting is the one using the\n"
-      "least CPU within 3% of the best; the verdict's prediction is checked against it.\n"
+      "least CPU within {:.0f}% of the best; the verdict's prediction is checked against it.\n"
       "Examples:\n  stallscope sweep --set num_workers=0,2,4,8 -- python train.py\n"
-      "  stallscope sweep --set w=2,4 --arg \"--workers={w}\" -- python train.py\n");
+      "  stallscope sweep --set w=2,4 --arg \"--workers={{w}}\" -- python train.py\n",
+      (1 - kThresholds.sweep_recommend_within.value) * 100));
   return cmd;
 }
 
