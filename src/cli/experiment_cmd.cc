@@ -300,17 +300,19 @@ int RunPasses(const PassesOptions& o) {
              "(removed at the end)\n",
              EscapeControl(f.dir), report.bound, EscapeControl(f.scratch));
   for (const auto& spec : specs) {
-    fmt::print(stderr, "[stallscope]   {} {}: removes {}\n", spec.id, spec.name, spec.removes);
+    fmt::print(stderr, "[stallscope]   {} {}: removes {}\n", experiment::PassIdName(spec.id),
+               spec.name, spec.removes);
   }
   bool interrupted = false;
   for (const auto& spec : specs) {
     interrupted = interrupted || InterruptPending();
     if (interrupted) break;
-    fmt::print(stderr, "[stallscope] pass {} ({}) running\n", spec.id, spec.name);
+    const std::string id(experiment::PassIdName(spec.id));
+    fmt::print(stderr, "[stallscope] pass {} ({}) running\n", id, spec.name);
     // Every pass leaves out its start-up and warm-up, and the steps of pass C's real batches.
-    Outcome out = RunOnce(e, (fs::path(f.dir) / spec.id).string(), e.command, spec.env,
+    Outcome out = RunOnce(e, (fs::path(f.dir) / id).string(), e.command, spec.env,
                           static_cast<int64_t>(o.synthetic_batches) + 1);
-    Progress("pass " + spec.id, out);
+    Progress("pass " + id, out);
     interrupted = out.interrupted;
     report.passes.push_back({spec, std::move(out.run), std::move(out.failure), std::nullopt});
   }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace stallscope::diagnose {
@@ -64,14 +65,27 @@ struct Finding {
   std::string predicted_for;
 };
 
+/// Which clock measured a run's compute phases (report.json "compute_time").
+enum class ComputeTime : uint8_t {
+  kUnknown,  ///< null: not said (a trace: its kernels are GPU time)
+  kHost,     ///< "host": the host's clock
+  kGpu,      ///< "gpu": CUDA events (the job used CUDA and most instances resolved)
+};
+/// Every clock with its report.json name, in enum order; kUnknown's "" is written as null.
+inline constexpr std::pair<ComputeTime, std::string_view> kComputeTimeNames[] = {
+    {ComputeTime::kUnknown, ""},
+    {ComputeTime::kHost, "host"},
+    {ComputeTime::kGpu, "gpu"},
+};
+[[nodiscard]] std::string_view ComputeTimeName(ComputeTime t);
+
 /// The principal bottleneck and the secondaries, ranked by cost.
 struct Verdict {
   std::optional<Finding> principal;
   std::vector<Finding> secondary;
-  /// Which clock a run's compute phases' shares came from: "gpu" (CUDA events: the job used
-  /// CUDA and most instances resolved) or "host"; "" for a trace (its kernels are GPU time).
+  /// Which clock a run's compute phases' shares came from; kUnknown for a trace.
   /// `compute_time_note` says what GPU time changed.
-  std::string compute_time;
+  ComputeTime compute_time = ComputeTime::kUnknown;
   std::string compute_time_note;
   /// What limits how far the verdict can be trusted (corrupt phase records, other work on the
   /// host), one sentence each, for people; the confidences already carry the discount.

@@ -239,7 +239,8 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
       report.warnings.push_back(
           fmt::format("{} and {} both claim rank {} ({}): analysed "
                       "separately",
-                      ranks[i - 1].path, ranks[i].path, ranks[i].rank, ranks[i].rank_source));
+                      ranks[i - 1].path, ranks[i].path, ranks[i].rank,
+                      trace::RankSourceName(ranks[i].rank_source)));
     }
   }
   std::vector<trace::CrossRankInput> inputs;
@@ -260,7 +261,8 @@ TraceReport BuildTraceReport(std::vector<TraceRankReport> ranks,
   }
   report.phases = analysis::PhasesFromSteps(std::move(steps), kThresholds);
   report.verdict = Diagnose(BuildTraceFacts(report.facts, report.phases, loaders));
-  report.verdict.compute_time.clear();  // a trace's compute phases are its kernels: GPU time
+  report.verdict.compute_time =
+      ComputeTime::kUnknown;  // a trace's compute is its kernels: GPU time
   report.ranks = std::move(ranks);
   return report;
 }

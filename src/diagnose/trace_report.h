@@ -26,7 +26,7 @@ namespace stallscope::diagnose {
 struct TraceRankReport {
   int32_t rank = 0;
   std::string path;
-  std::string rank_source;
+  trace::RankSource rank_source = trace::RankSource::kDefault;
   trace::Dialect dialect = trace::Dialect::kKineto;
   std::optional<int32_t> world_size;
   std::string backend;

@@ -9,6 +9,13 @@
 
 namespace stallscope::diagnose {
 
+std::string_view ComputeTimeName(ComputeTime t) {
+  for (const auto& [c, name] : kComputeTimeNames) {
+    if (c == t) return name;
+  }
+  return "";
+}
+
 std::string_view FindingClassName(FindingClass c) {
   switch (c) {
     case FindingClass::kGpuBound:
@@ -177,9 +184,9 @@ Verdict Diagnose(const Facts& context) {
   Verdict v = RankFindings(std::move(findings));
   v.caveats = std::move(caveats);
   v.busy_host = context.HostBusy();  // ApplyCaveats' busy-host caveat, as a field
-  v.compute_time = "host";
+  v.compute_time = ComputeTime::kHost;
   if (context.compute_on_gpu) {
-    v.compute_time = "gpu";
+    v.compute_time = ComputeTime::kGpu;
     v.compute_time_note = fmt::format(
         "CUDA events: the compute phases keep the GPU busy {:.0f}% of the step, against {:.0f}% "
         "of it on the host; {:.0f}% of step time elsewhere was the host waiting for the GPU",

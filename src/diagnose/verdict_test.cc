@@ -400,7 +400,7 @@ TEST(GpuTimes, HostTimesAloneBlameTheSyncs) {
   FakeRun run = AsyncCudaRun();
   Verdict v = run.Diagnose();
   EXPECT_EQ(ClassOf(v), "host_sync_or_logging");
-  EXPECT_EQ(v.compute_time, "host");
+  EXPECT_EQ(v.compute_time, ComputeTime::kHost);
   EXPECT_EQ(v.compute_time_note, "");
 }
 
@@ -419,7 +419,7 @@ TEST(GpuTimes, GpuTimesShowTheGpuIsTheLimit) {
   EXPECT_NEAR(c.gpu_moved_share, 0.84, 1e-9);
   Verdict v = run.Diagnose();
   EXPECT_EQ(ClassOf(v), "gpu_bound");
-  EXPECT_EQ(v.compute_time, "gpu");
+  EXPECT_EQ(v.compute_time, ComputeTime::kGpu);
   EXPECT_NE(v.compute_time_note.find("keep the GPU busy 90% of the step"), std::string::npos)
       << v.compute_time_note;
   EXPECT_NE(v.compute_time_note.find("against 6% of it on the host"), std::string::npos);
@@ -460,7 +460,7 @@ TEST(GpuTimes, TooFewResolvedInstancesKeepHostTime) {
   Facts c = run.Context();
   EXPECT_FALSE(c.compute_on_gpu);
   EXPECT_NEAR(c.Share("other"), 0.89, 1e-9);
-  EXPECT_EQ(run.Diagnose().compute_time, "host");
+  EXPECT_EQ(run.Diagnose().compute_time, ComputeTime::kHost);
 }
 
 TEST(GpuTimes, MostlyResolvedInstancesAreExtrapolated) {

@@ -18,9 +18,10 @@ bool Recovers(const PassResult& p, double required) {
          p.vs_baseline->ratio >= required;
 }
 
-std::string_view WhatItMeans(const std::string& id) {
-  if (id == "B") return "periodic side work (checkpoints, evaluation/sampling) is the bottleneck";
-  if (id == "C") return "the input pipeline is the bottleneck";
+std::string_view WhatItMeans(PassId id) {
+  if (id == PassId::kB)
+    return "periodic side work (checkpoints, evaluation/sampling) is the bottleneck";
+  if (id == PassId::kC) return "the input pipeline is the bottleneck";
   return "";
 }
 
@@ -32,7 +33,7 @@ std::string_view WhatItMeans(const std::string& id) {
 /// of the step for what data_loading does not time. The CAVEAT when it exceeds more; empty when
 /// it does not, when a worker process loads or when A's share is unknown.
 std::optional<std::string> BeyondLoading(const PassResult& c, const RunDigest& a, double drift) {
-  if (c.spec.id != "C" || !c.vs_baseline || c.vs_baseline->lo <= 0 || !a.loader ||
+  if (c.spec.id != PassId::kC || !c.vs_baseline || c.vs_baseline->lo <= 0 || !a.loader ||
       a.loader->num_workers.value_or(-1) != 0 || !a.data_share) {
     return std::nullopt;
   }
@@ -54,7 +55,7 @@ std::vector<double> PooledBaseline(std::vector<PassResult>& passes, const PassRe
   std::vector<double> baseline = a.run->step_s;
   out.required_ratio = kThresholds.pass_recovery_min.value;
   for (auto& p : passes) {
-    if (p.spec.id != "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
+    if (p.spec.id != PassId::kA2 || !p.run || p.run->step_s.empty() || !p.failure.empty()) continue;
     p.vs_baseline =
         analysis::CompareRates(a.run->step_s, p.run->step_s, kThresholds.rate_change_min.value);
     if (!p.vs_baseline) continue;
@@ -71,37 +72,60 @@ std::vector<double> PooledBaseline(std::vector<PassResult>& passes, const PassRe
   return baseline;
 }
 
+/// Sets out.agrees (the recovering pass is the one pass A's verdict class predicts) and says so at
+/// the end of out.text.
+void CheckAgainstVerdict(diagnose::FindingClass verdict, PassesConclusion& out) {
+  const std::optional<PassId> expected = PassForClass(verdict);
+  out.agrees = expected == out.recovering;
+  out.text +=
+      out.agrees.value()
+          ? fmt::format("; matches the verdict's {}", out.verdict_class)
+          : fmt::format("; DISAGREES with the verdict's {} (which predicts {})", out.verdict_class,
+                        expected ? fmt::format("pass {} recovers", PassIdName(*expected))
+                                 : std::string("that no pass recovers"));
+}
+
 }  // namespace
 
 std::vector<PassSpec> StandardPasses(const std::string& scratch_dir, int synthetic_batches) {
   const std::string scratch = "STALLSCOPE_SCRATCH_DIR=" + scratch_dir;
   return {
-      {"A", "baseline", "nothing", {scratch}},
-      {"B",
+      {PassId::kA, "baseline", "nothing", {scratch}},
+      {PassId::kB,
        "side work off",
        "side work: torch.save calls are skipped, no-grad (eval/sampling) forwards are served "
        "from a cache of their first outputs",
        {scratch, "STALLSCOPE_SIDE_WORK_OFF=1"}},
-      {"C",
+      {PassId::kC,
        "synthetic data",
        fmt::format("the input pipeline: each DataLoader repeats copies of its first {} batches",
                    synthetic_batches),
        {scratch, fmt::format("STALLSCOPE_SYNTHETIC_DATA={}", synthetic_batches)}},
-      {"A2", "baseline again", "nothing: A once more, last, to see the machine's drift", {scratch}},
+      {PassId::kA2,
+       "baseline again",
+       "nothing: A once more, last, to see the machine's drift",
+       {scratch}},
   };
 }
 
-std::string PassForClass(diagnose::FindingClass c) {
+std::string_view PassIdName(PassId id) {
+  for (const auto& [p, name] : kPassIdNames) {
+    if (p == id) return name;
+  }
+  return "A";
+}
+
+std::optional<PassId> PassForClass(diagnose::FindingClass c) {
   switch (c) {
     case diagnose::FindingClass::kDataBoundCpu:
     case diagnose::FindingClass::kDataBoundIo:
     case diagnose::FindingClass::kEpochBoundaryStall:
     case diagnose::FindingClass::kPrefetchTooShallow:
-      return "C";
+      return PassId::kC;
     case diagnose::FindingClass::kPeriodicSideWork:
-      return "B";
+      return PassId::kB;
     default:
-      return "";
+      return std::nullopt;
   }
 }
 
@@ -109,7 +133,7 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
   PassesConclusion out;
   const PassResult* a = nullptr;
   for (const auto& p : passes) {
-    if (p.spec.id == "A") a = &p;
+    if (p.spec.id == PassId::kA) a = &p;
   }
   if (a == nullptr || !a->run || !a->run->rate || !a->failure.empty()) {
     out.text = "no conclusion: the baseline pass A gave no steps/s" +
@@ -120,7 +144,8 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
   const std::vector<double> baseline = PooledBaseline(passes, *a, out);
   const PassResult* best = nullptr;
   for (auto& p : passes) {
-    if (&p == a || p.spec.id == "A2" || !p.run || p.run->step_s.empty() || !p.failure.empty())
+    if (&p == a || p.spec.id == PassId::kA2 || !p.run || p.run->step_s.empty() ||
+        !p.failure.empty())
       continue;
     if (!p.run->experiment.present) {
       // The job's hooks never said they applied the control: the pass ran the job unchanged.
@@ -132,15 +157,16 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
     p.vs_baseline =
         analysis::CompareRates(baseline, p.run->step_s, kThresholds.rate_change_min.value);
     const rundir::ExperimentNote& e = p.run->experiment;
-    p.removed_nothing = (p.spec.id == "B" && e.saves_skipped + e.eval_forwards_cached == 0) ||
-                        (p.spec.id == "C" && e.synthetic_batches_served == 0);
+    p.removed_nothing =
+        (p.spec.id == PassId::kB && e.saves_skipped + e.eval_forwards_cached == 0) ||
+        (p.spec.id == PassId::kC && e.synthetic_batches_served == 0);
     const double r = p.vs_baseline ? p.vs_baseline->ratio : 1;
     if (p.removed_nothing && p.vs_baseline && p.vs_baseline->significant &&
         (r >= out.required_ratio || r <= 1 / out.required_ratio)) {
       out.caveats.push_back(fmt::format(
           "the machine's speed changed between passes: {} removed nothing in its run yet ran at "
           "{:.2f}× A's rate; rerun on a quiet machine (other work on the host shifts every pass)",
-          p.spec.id, r));
+          PassIdName(p.spec.id), r));
     }
     const double drift = out.required_ratio / kThresholds.pass_recovery_min.value;
     if (auto beyond =
@@ -153,17 +179,16 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
       best = &p;
   }
   if (a->run->principal) out.verdict_class = diagnose::FindingClassName(a->run->principal->cls);
-  std::string expected = a->run->principal ? PassForClass(a->run->principal->cls) : "";
   if (best != nullptr) {
     out.recovering = best->spec.id;
-    out.text = fmt::format("{} ({}) recovers {} → {}", best->spec.id, best->spec.name,
+    out.text = fmt::format("{} ({}) recovers {} → {}", PassIdName(best->spec.id), best->spec.name,
                            Times(*best->vs_baseline), WhatItMeans(best->spec.id));
   } else {
     std::string each;
     for (const auto& p : passes) {
-      if (&p == a || p.spec.id == "A2" || !p.vs_baseline) continue;
-      each +=
-          fmt::format("{}{} {:.2f}×", each.empty() ? "" : ", ", p.spec.id, p.vs_baseline->ratio);
+      if (&p == a || p.spec.id == PassId::kA2 || !p.vs_baseline) continue;
+      each += fmt::format("{}{} {:.2f}×", each.empty() ? "" : ", ", PassIdName(p.spec.id),
+                          p.vs_baseline->ratio);
     }
     out.text = fmt::format(
         "no pass recovers {:.0f}% or more{} → neither side work nor the input pipeline limits "
@@ -172,13 +197,7 @@ PassesConclusion ConcludePasses(std::vector<PassResult>& passes) {
         (out.required_ratio - 1) * 100, each.empty() ? "" : " (" + each + ")");
   }
   if (a->run->principal) {
-    out.agrees = expected == out.recovering;
-    out.text += out.agrees.value()
-                    ? fmt::format("; matches the verdict's {}", out.verdict_class)
-                    : fmt::format("; DISAGREES with the verdict's {} (which predicts {})",
-                                  out.verdict_class,
-                                  expected.empty() ? std::string("that no pass recovers")
-                                                   : "pass " + expected + " recovers");
+    CheckAgainstVerdict(a->run->principal->cls, out);
   } else {
     out.text += "; pass A has no verdict to check it against";
   }

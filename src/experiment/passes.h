@@ -1,7 +1,10 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analysis/step_rate.h"
@@ -9,12 +12,29 @@
 
 namespace stallscope::experiment {
 
+/// The passes, in the order they run.
+enum class PassId : uint8_t {
+  kA,   ///< "A": the baseline, the job as it is
+  kB,   ///< "B": side work off
+  kC,   ///< "C": synthetic data
+  kA2,  ///< "A2": the baseline again, last (how far the machine's speed drifted between passes)
+};
+/// Every pass with its name: passes.txt, passes.json's "id" and "recovering", the progress
+/// lines and the pass's run directory (`<dir>/A2/`). In enum order.
+inline constexpr std::pair<PassId, std::string_view> kPassIdNames[] = {
+    {PassId::kA, "A"},
+    {PassId::kB, "B"},
+    {PassId::kC, "C"},
+    {PassId::kA2, "A2"},
+};
+[[nodiscard]] std::string_view PassIdName(PassId id);
+
 /// One controlled pass of seed 000's method: the job with one suspect removed through the
 /// hooks' experiment controls (python/stallscope/_experiment.py).
 struct PassSpec {
-  std::string id;                ///< "A", "B", "C"
-  std::string name;              ///< "baseline", "side work off", "synthetic data"
-  std::string removes;           ///< what the pass takes away, for people
+  PassId id = PassId::kA;
+  std::string name;     ///< "baseline", "side work off", "synthetic data", "baseline again"
+  std::string removes;  ///< what the pass takes away, for people
   std::vector<std::string> env;  ///< NAME=VALUE controls for the job
 };
 
@@ -36,17 +56,17 @@ struct PassResult {
   bool removed_nothing = false;
 };
 
-/// Which pass a verdict class predicts recovers the loss: "C" for the input pipeline's classes,
-/// "B" for periodic side work, "" for the classes no pass removes (the model's own work, syncs,
+/// Which pass a verdict class predicts recovers the loss: C for the input pipeline's classes,
+/// B for periodic side work, empty for the classes no pass removes (the model's own work, syncs,
 /// threads, the GPU).
-[[nodiscard]] std::string PassForClass(diagnose::FindingClass c);
+[[nodiscard]] std::optional<PassId> PassForClass(diagnose::FindingClass c);
 
 /// The decision table's conclusion.
 struct PassesConclusion {
-  std::string recovering;      ///< "B", "C" or "" (none recovers pass_recovery_min)
-  std::string text;            ///< one sentence
-  std::optional<bool> agrees;  ///< with pass A's verdict; empty when A has no verdict
-  std::string verdict_class;   ///< pass A's principal class, "" when none
+  std::optional<PassId> recovering;  ///< B, C or empty (none recovers pass_recovery_min)
+  std::string text;                  ///< one sentence
+  std::optional<bool> agrees;        ///< with pass A's verdict; empty when A has no verdict
+  std::string verdict_class;         ///< pass A's principal class, "" when none
   /// The speed-up a pass must clear: pass_recovery_min × the drift between A and A2.
   double required_ratio = 1;
   /// What limits the conclusion, one sentence each (a pass that removed nothing yet ran at

@@ -89,12 +89,12 @@ std::string PassDid(const experiment::PassResult& p) {
   if (!p.run || !p.run->experiment.present) return "";
   const auto& e = p.run->experiment;
   std::string out;
-  if (p.spec.id == "B") {
+  if (p.spec.id == experiment::PassId::kB) {
     out = fmt::format(
         "{} torch.save call{} skipped, {} eval forward{} served from cache ({} run for real)",
         e.saves_skipped, e.saves_skipped == 1 ? "" : "s", e.eval_forwards_cached,
         e.eval_forwards_cached == 1 ? "" : "s", e.eval_forwards_run);
-  } else if (p.spec.id == "C") {
+  } else if (p.spec.id == experiment::PassId::kC) {
     out = fmt::format("{} batches served from {} cached", e.synthetic_batches_served,
                       e.synthetic_batches_cached);
     if (!e.synthetic_not_applied.empty()) out += "; not applied: " + e.synthetic_not_applied;
@@ -111,13 +111,14 @@ std::string RenderPassesText(const experiment::PassesReport& r) {
   out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", "PASS", "WHAT", "STEPS/S",
                      "95% INTERVAL", "VS BASELINE (95%)", "DATA", "VERDICT");
   for (const auto& p : r.passes) {
+    const std::string_view id = experiment::PassIdName(p.spec.id);
     if (!p.run || !p.run->rate || !p.failure.empty()) {
-      out += fmt::format("{:<4}  {:<16}  {}\n", p.spec.id, p.spec.name,
+      out += fmt::format("{:<4}  {:<16}  {}\n", id, p.spec.name,
                          EscapeControl(p.failure.empty() ? "no steps measured" : p.failure));
       continue;
     }
     std::string vs = "-";
-    if (p.spec.id != "A" && p.vs_baseline) {
+    if (p.spec.id != experiment::PassId::kA && p.vs_baseline) {
       vs = fmt::format("{:.2f}x ({:.2f}-{:.2f}){}", p.vs_baseline->ratio, p.vs_baseline->lo,
                        p.vs_baseline->hi,
                        p.removed_nothing             ? " nothing removed"
@@ -125,16 +126,16 @@ std::string RenderPassesText(const experiment::PassesReport& r) {
                                                      : "");
     }
     // The verdict of A only: B's and C's runs are not the job as it is.
-    out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", p.spec.id, p.spec.name,
+    out += fmt::format("{:<4}  {:<16}  {:>8}  {:<15}  {:<24}  {:>5}  {}\n", id, p.spec.name,
                        Rate(*p.run), Interval(*p.run), vs, Share(p.run->data_share),
-                       p.spec.id == "A" ? VerdictClass(*p.run) : "");
+                       p.spec.id == experiment::PassId::kA ? VerdictClass(*p.run) : "");
   }
   out += "VS BASELINE: against A and A2 pooled (A2: against A, the machine's drift)\n\n";
   for (const auto& p : r.passes) {
-    if (p.spec.id == "A") continue;
-    if (p.spec.id == "A2") continue;
+    if (p.spec.id == experiment::PassId::kA) continue;
+    if (p.spec.id == experiment::PassId::kA2) continue;
     std::string did = PassDid(p);
-    out += fmt::format("{} removes {}{}\n", p.spec.id, p.spec.removes,
+    out += fmt::format("{} removes {}{}\n", experiment::PassIdName(p.spec.id), p.spec.removes,
                        did.empty() ? "" : fmt::format("\n  (this run: {})", EscapeControl(did)));
   }
   if (!r.passes.empty() && r.passes.front().run &&
@@ -156,7 +157,7 @@ std::string RenderPassesText(const experiment::PassesReport& r) {
         "NEXT        the passes and the verdict disagree: compare the runs (stallscope compare "
         "A_DIR C_DIR) and read each report (stallscope diagnose DIR)\n";
   }
-  if (!r.conclusion.recovering.empty() && r.conclusion.recovering == "C") {
+  if (r.conclusion.recovering == experiment::PassId::kC) {
     out += "NEXT        stallscope sweep --set num_workers=... -- CMD finds the setting\n";
   }
   out +=
@@ -172,7 +173,7 @@ std::string RenderPassesJson(const experiment::PassesReport& r) {
   w.Key("passes").BeginArray();
   for (const auto& p : r.passes) {
     w.BeginObject()
-        .Field("id", p.spec.id)
+        .Field("id", experiment::PassIdName(p.spec.id))
         .Field("name", p.spec.name)
         .Field("removes", p.spec.removes)
         .Field("run_dir", p.run ? p.run->dir : std::string())
@@ -185,7 +186,9 @@ std::string RenderPassesJson(const experiment::PassesReport& r) {
   w.EndArray();
   w.Key("conclusion")
       .BeginObject()
-      .Field("recovering", r.conclusion.recovering)
+      .Field("recovering", r.conclusion.recovering
+                               ? experiment::PassIdName(*r.conclusion.recovering)
+                               : std::string_view())
       .Field("verdict_class", r.conclusion.verdict_class)
       .Field("required_ratio", r.conclusion.required_ratio, 3)
       .Field("agrees", r.conclusion.agrees)

@@ -296,10 +296,10 @@ void WriteVerdictJson(JsonWriter& w, const diagnose::Verdict& v) {
   w.Key("secondary").BeginArray();
   for (const auto& f : v.secondary) WriteFindingJson(w, f);
   w.EndArray().Key("compute_time");
-  if (v.compute_time.empty()) {
+  if (v.compute_time == diagnose::ComputeTime::kUnknown) {
     w.Null();
   } else {
-    w.String(v.compute_time);
+    w.String(diagnose::ComputeTimeName(v.compute_time));
   }
   w.Field("compute_time_note", v.compute_time_note).Key("caveats").BeginArray();
   for (const auto& c : v.caveats) w.String(c);

@@ -497,7 +497,7 @@ void WriteRank(JsonWriter& w, const TraceRankReport& k) {
   w.BeginObject()
       .Field("rank", k.rank)
       .Field("path", k.path)
-      .Field("rank_source", k.rank_source)
+      .Field("rank_source", trace::RankSourceName(k.rank_source))
       .Field("dialect", DialectName(k.dialect))
       .Field("world_size", k.world_size)
       .Field("backend", k.backend);
@@ -608,9 +608,10 @@ std::string RenderTraceText(const TraceReport& r, const TraceTextOptions& o) {
   for (const auto& k : r.ranks) {
     std::string body = StreamTable(k, o) + LaunchLines(k) + KernelLines(k, o) + SeriesLines(k);
     if (body.empty()) continue;
-    out += fmt::format(
-        "\nRank {}  ({}{})\n", k.rank, EscapeControl(k.path),
-        k.rank_source == "distributedInfo" ? "" : ", rank from " + EscapeControl(k.rank_source));
+    out += fmt::format("\nRank {}  ({}{})\n", k.rank, EscapeControl(k.path),
+                       k.rank_source == trace::RankSource::kDistributedInfo
+                           ? ""
+                           : fmt::format(", rank from {}", trace::RankSourceName(k.rank_source)));
     out += body;
   }
   out += CrossLines(r);

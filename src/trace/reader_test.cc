@@ -106,7 +106,7 @@ const Event* FindEvent(const RankTrace& t, const std::string& name, size_t nth =
 TEST(ReadTrace, KinetoFixture) {
   RankTrace t = MustRead(Fixture("reader_kineto.json"));
   EXPECT_EQ(t.rank, 2);
-  EXPECT_EQ(t.rank_source, "distributedInfo");
+  EXPECT_EQ(t.rank_source, RankSource::kDistributedInfo);
   EXPECT_EQ(t.world_size, 4);
   EXPECT_EQ(t.backend, "nccl");
   EXPECT_EQ(t.dialect, Dialect::kKineto);
@@ -212,7 +212,7 @@ TEST(ReadTrace, Dialect2021) {
   EXPECT_EQ(t.process_names.at(0), "GPU 0");
   // The "_N.json" file-name rule applies to this fixture's own name.
   EXPECT_EQ(t.rank, 2021);
-  EXPECT_EQ(t.rank_source, "file name");
+  EXPECT_EQ(t.rank_source, RankSource::kFileName);
 }
 
 TEST(ReadTrace, LegacyBareArray) {
@@ -239,7 +239,7 @@ TEST(ReadTrace, MetadataAfterTraceEvents) {
   EXPECT_EQ(t.events[1].dur_ns, 500);
   EXPECT_EQ(t.events[1].pid, 1);
   EXPECT_EQ(t.rank, 1);
-  EXPECT_EQ(t.rank_source, "distributedInfo");
+  EXPECT_EQ(t.rank_source, RankSource::kDistributedInfo);
   EXPECT_EQ(t.world_size, 2);
   ASSERT_EQ(t.devices.size(), 1u);
   EXPECT_EQ(t.devices[0].id, 1);
@@ -620,15 +620,15 @@ TEST(ReadTrace, RankFromFileNameThenOptionThenDefault) {
     std::string name;
     std::optional<int32_t> option;
     int32_t rank;
-    std::string source;
+    RankSource source;
   };
   const std::vector<Case> cases = {
-      {"rank-3.json", std::nullopt, 3, "file name"},
-      {"job_rank_12.json.gz", 7, 12, "file name"},
-      {"Rank5.pt.trace.json", std::nullopt, 5, "file name"},
-      {"worker_4.json", std::nullopt, 4, "file name"},
-      {"host_1234.1699.pt.trace.json", 9, 9, "--rank"},
-      {"trace.json", std::nullopt, 0, "default"},
+      {"rank-3.json", std::nullopt, 3, RankSource::kFileName},
+      {"job_rank_12.json.gz", 7, 12, RankSource::kFileName},
+      {"Rank5.pt.trace.json", std::nullopt, 5, RankSource::kFileName},
+      {"worker_4.json", std::nullopt, 4, RankSource::kFileName},
+      {"host_1234.1699.pt.trace.json", 9, 9, RankSource::kOption},
+      {"trace.json", std::nullopt, 0, RankSource::kDefault},
   };
   for (const Case& c : cases) {
     ReadOptions options;
@@ -743,7 +743,7 @@ TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
     EXPECT_FALSE(t.stats.truncated) << c.file;
     EXPECT_TRUE(t.warnings.empty()) << c.file;
     EXPECT_EQ(t.rank, c.rank) << c.file;
-    EXPECT_EQ(t.rank_source, "distributedInfo") << c.file;
+    EXPECT_EQ(t.rank_source, RankSource::kDistributedInfo) << c.file;
     EXPECT_EQ(t.dialect, Dialect::kKineto) << c.file;
   }
   RankTrace control = MustRead(root + "/trace_diff/control/control.json.gz");

@@ -32,7 +32,7 @@ Status ApplyDistributedInfo(od::parser& parser, std::string_view raw, RankTrace*
     if (key == "rank") {
       if (auto r = ReadOptInt(v)) {
         out->rank = static_cast<int32_t>(*r);
-        out->rank_source = "distributedInfo";
+        out->rank_source = RankSource::kDistributedInfo;
       }
     } else if (key == "world_size") {
       if (auto w = ReadOptInt(v)) out->world_size = static_cast<int32_t>(*w);
@@ -82,6 +82,13 @@ Status ApplyDeviceProperties(od::parser& parser, std::string_view raw, RankTrace
 }
 
 }  // namespace
+
+std::string_view RankSourceName(RankSource source) {
+  for (const auto& [s, name] : kRankSourceNames) {
+    if (s == source) return name;
+  }
+  return "default";
+}
 
 void ApplyTopLevelValues(od::parser& parser, const std::vector<TopLevelValue>& values,
                          RankTrace* out) {

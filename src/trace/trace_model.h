@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace stallscope::trace {
@@ -218,12 +219,28 @@ struct ReadStats {
   uint64_t buffer_bytes = 0;
 };
 
+/// Where a trace's rank came from, in the order ReadTrace tries them (the default last).
+enum class RankSource : uint8_t {
+  kDefault,          ///< "default": none said it; rank 0
+  kDistributedInfo,  ///< "distributedInfo": the trace's distributedInfo.rank
+  kFileName,         ///< "file name": "rank-3.json", "worker_4.json", ...
+  kOption,           ///< "--rank": the command line's
+};
+/// Every source with its name (trace.json "rank_source", the text report's "rank from ..."), in
+/// enum order.
+inline constexpr std::pair<RankSource, std::string_view> kRankSourceNames[] = {
+    {RankSource::kDefault, "default"},
+    {RankSource::kDistributedInfo, "distributedInfo"},
+    {RankSource::kFileName, "file name"},
+    {RankSource::kOption, "--rank"},
+};
+[[nodiscard]] std::string_view RankSourceName(RankSource source);
+
 /// One rank's trace, as read. Events are in file order (not sorted); analyses sort what they need.
 struct RankTrace {
   std::string path;
   int32_t rank = 0;
-  /// Where `rank` came from: "distributedInfo", "file name", "--rank", "default".
-  std::string rank_source = "default";
+  RankSource rank_source = RankSource::kDefault;  ///< where `rank` came from
   std::optional<int32_t> world_size;
   std::string backend;  ///< distributedInfo.backend ("nccl"), "" when absent
   Dialect dialect = Dialect::kKineto;

@@ -760,13 +760,13 @@ Result<RankTrace> ReadTrace(const std::string& path, const ReadOptions& options)
   TRY_STATUS(reader.ReadAll(*src));
   TRY_STATUS(Finish(reader, *src, options.max_element_bytes, &out));
   ApplyTopLevelValues(reader.parser(), reader.scanner().values(), &out);
-  if (out.rank_source != "distributedInfo") {
+  if (out.rank_source != RankSource::kDistributedInfo) {
     if (auto r = RankFromFileName(path)) {
       out.rank = *r;
-      out.rank_source = "file name";
+      out.rank_source = RankSource::kFileName;
     } else if (options.rank) {
       out.rank = *options.rank;
-      out.rank_source = "--rank";
+      out.rank_source = RankSource::kOption;
     }
   }
   MarkCudaGraphKernels(out);
