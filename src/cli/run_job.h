@@ -24,7 +24,7 @@ struct JobOutcome {
   rundir::RunStatus status = rundir::RunStatus::kRunning;
   /// SIGINT/SIGTERM/SIGHUP the monitor forwarded to the job (the third is a SIGKILL).
   int interrupts = 0;
-  bool dir_removed = false;  ///< the run directory was gone when the job ended: nothing to read
+  bool dir_removed = false;      ///< the run directory was gone when the job ended: nothing to read
   Status recorded = OkStatus();  ///< the recording's end: an error when it stopped early
 };
 

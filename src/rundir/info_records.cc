@@ -160,8 +160,7 @@ std::optional<TimedInfo> Timed(const phase::MetaItem& m, const json& j) {
   auto end = Opt<int64_t>(j, Key<K>("end_ns"));
   if (!begin || !end || *end < *begin) return std::nullopt;
   std::string what;
-  if constexpr (K == InfoKind::kCompile)
-    what = Opt<std::string>(j, Key<K>("frame")).value_or("");
+  if constexpr (K == InfoKind::kCompile) what = Opt<std::string>(j, Key<K>("frame")).value_or("");
   return TimedInfo{m.pid, m.rank, *begin, *end, std::move(what)};
 }
 
