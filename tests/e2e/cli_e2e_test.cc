@@ -215,10 +215,16 @@ TEST_F(E2e, RefusesToReplaceWhatTheUserOwnsWithoutForce) {
       << foreign.err;
   EXPECT_EQ(Slurp(dir_ / "run" / "notes.txt"), "mine");
 
-  // A job that removes its own run directory: one line saying so, the job's exit code.
+  // A job that removes its own run directory: one line saying so, the job's exit code. The job
+  // starts before stallscope has made all of its files there (run.json, then recording.jsonl, the
+  // last one until the job ends): a removal in the middle of those raced them ("rm: cannot remove
+  // ...: Directory not empty", the directory left and reported on; 1 run in 4 beside stress-ng).
+  // So the job removes the directory once recording.jsonl is there (or after 10 s).
   const std::string gone = (dir_ / "gone").string();
-  auto removed =
-      Run({"run", "--quiet", "--out", gone, "--", "sh", "-c", "rm -rf \"$0\"; exit 4", gone});
+  auto removed = Run({"run", "--quiet", "--out", gone, "--", "sh", "-c",
+                      "i=0; while [ ! -e \"$0/recording.jsonl\" ] && [ $i -lt 1000 ]; do "
+                      "sleep 0.01; i=$((i+1)); done; rm -rf \"$0\"; exit 4",
+                      gone});
   EXPECT_EQ(removed.exit_code, 4);
   EXPECT_NE(removed.err.find("stallscope run: " + gone +
                              " was removed while the job ran: no report (the job's exit code, 4, "

@@ -121,7 +121,16 @@ class ExperimentE2e : public ::testing::Test {
   std::vector<std::string> job_env_;  // added to the environment stallscope and the job get
 };
 
-TEST_F(ExperimentE2e, PassesNameTheInputPipelineOfADataBoundJob) {
+/// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS). `make test`
+/// keeps one `passes` (the data-bound job), `passes --ranks` through a launcher (main-rank side
+/// work), one `sweep` and the sweep's failing setting.
+class ExperimentJob : public ExperimentE2e {};
+
+/// The other situations' `passes` (label `job-extra`: `ctest -L job` runs them, `make test` does
+/// not). They cannot be recorded runs: `passes` concludes from runs it starts itself.
+class ExperimentExtraJob : public ExperimentE2e {};
+
+TEST_F(ExperimentJob, PassesNameTheInputPipelineOfADataBoundJob) {
   json r = Experiment("passes", {"--steps", "24"},
                       {"--situation", "data_cpu", "--transform-reps", "16", "--steps", "500"});
   const json& a = Pass(r, "A");
@@ -137,7 +146,7 @@ TEST_F(ExperimentE2e, PassesNameTheInputPipelineOfADataBoundJob) {
   EXPECT_TRUE(fs::exists(dir_ / "out" / "C" / "report.txt"));
 }
 
-TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
+TEST_F(ExperimentExtraJob, PassesNameThePeriodicSideWork) {
   json r = Experiment(
       "passes", {"--steps", "36"},
       {"--situation", "periodic", "--checkpoint-every", "6", "--checkpoint-extra-mb", "16",
@@ -159,7 +168,7 @@ TEST_F(ExperimentE2e, PassesNameThePeriodicSideWork) {
 // step faults them in again (slow in these VMs). With freed memory kept, the same step took
 // 63-86 ms (measured with 30 steps, three processes each). The passes then compare the model's
 // work, not the VM's page faults.
-TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
+TEST_F(ExperimentExtraJob, PassesRecoverNothingFromAComputeBoundJob) {
   job_env_ = {"MALLOC_MMAP_THRESHOLD_=4000000000", "MALLOC_TRIM_THRESHOLD_=4000000000",
               "MALLOC_TOP_PAD_=536870912"};
   json r = Experiment("passes", {"--steps", "20"},
@@ -176,7 +185,7 @@ TEST_F(ExperimentE2e, PassesRecoverNothingFromAComputeBoundJob) {
   }
 }
 
-TEST_F(ExperimentE2e, ASweepOfWorkersFindsTheSettingTheVerdictPredicted) {
+TEST_F(ExperimentJob, ASweepOfWorkersFindsTheSettingTheVerdictPredicted) {
   json r = Experiment("sweep", {"--set", "num_workers=0,1,2", "--steps", "24"},
                       {"--situation", "data_cpu", "--transform-reps", "16", "--steps", "500",
                        "--persistent-workers"});
@@ -208,7 +217,7 @@ TEST_F(ExperimentE2e, ASweepOfWorkersFindsTheSettingTheVerdictPredicted) {
       p["measured_steps_per_s"].get<double>() / p["predicted_steps_per_s"].get<double>() - 1, 1e-3);
 }
 
-TEST_F(ExperimentE2e, AFailingSettingIsRecordedAndTheSweepGoesOn) {
+TEST_F(ExperimentJob, AFailingSettingIsRecordedAndTheSweepGoesOn) {
   json r = Experiment("sweep",
                       {"--set", "crash=2,-1", "--arg", "--crash-at-step={crash}", "--steps", "6"},
                       {"--situation", "compute", "--steps", "500"});
@@ -224,13 +233,12 @@ TEST_F(ExperimentE2e, AFailingSettingIsRecordedAndTheSweepGoesOn) {
 }
 
 // Seed 000 §1 on the 2-rank gloo example: rank 0 alone samples every 10 steps while rank 1
-// waits for it in its next all-reduce.
-TEST_F(ExperimentE2e, RankPassesNameMainRankSideWork) {
-  // The ranks' loading sleeps (1 ms per sample, an object store) with a light transform: with the
-  // preset's CPU transform, beside stress-ng the two ranks took turns at the CPUs, rank 1 waited
-  // 25-28% of its ordinary steps, and "uneven at every step" (a straggler's sign) ruled out the
-  // main-rank conclusion (sawtooth_in_every_process in 2 of 5 runs). Only rank 0's side work
-  // needs CPU now.
+// waits for it in its next all-reduce. The ranks' loading sleeps (1 ms per sample, an object
+// store) with a light transform, as in the balanced DDP run: with the preset's CPU transform,
+// beside stress-ng the two ranks took turns at the CPUs, rank 1 waited 25-28% of its ordinary
+// steps (median), and "uneven at every step" (a straggler's sign) ruled out the main-rank
+// conclusion (sawtooth_in_every_process in 2 of 5 runs). Only rank 0's side work needs CPU now.
+TEST_F(ExperimentJob, RankPassesNameMainRankSideWork) {
   json r = RankPasses({"--situation", "ddp_main_rank", "--steps", "500", "--transform-reps", "1",
                        "--io-latency-ms", "1"});
   if (!r.contains("conclusion")) return;
@@ -255,7 +263,7 @@ TEST_F(ExperimentE2e, RankPassesNameMainRankSideWork) {
 // The straggler variant: rank 1 loads 4x slower; both runs are smooth, the 2-process steps
 // take several times as long, and the 2-process verdict names the straggler, or on a busy host
 // (CI beside stress-ng: 3 busy processes on 2 CPUs) the input pipeline that makes it one.
-TEST_F(ExperimentE2e, RankPassesOfAStragglerSeeTheProcessesCostEachOther) {
+TEST_F(ExperimentExtraJob, RankPassesOfAStragglerSeeTheProcessesCostEachOther) {
   json r = RankPasses({"--situation", "ddp_straggler", "--steps", "500"});
   if (!r.contains("conclusion")) return;
   EXPECT_EQ(r["conclusion"]["class"], "multi_process_overhead") << r.dump(1);
@@ -265,7 +273,7 @@ TEST_F(ExperimentE2e, RankPassesOfAStragglerSeeTheProcessesCostEachOther) {
   EXPECT_TRUE(verdict == "straggler" || verdict == "data_bound_cpu") << r.dump(1);
 }
 
-// Usage errors: no job runs, so no torch or Python package is needed.
+// Usage errors: no job runs, so no torch or Python package is needed (label `e2e`).
 class ExperimentUsage : public ExperimentE2e {
  protected:
   bool NeedsTorch() const override { return false; }

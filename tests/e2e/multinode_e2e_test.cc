@@ -14,12 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "http_get.h"  // FreeLoopbackPort
+#include "report_json.h"
 #include "subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace stallscope::testing::report_json;  // NOLINT(build/namespaces)
 namespace st = stallscope::testing;
 
 constexpr const char* kSystemPython = "/usr/bin/python3";
@@ -112,15 +114,6 @@ class MultinodeE2e : public ::testing::Test {
 
 fs::path MultinodeE2e::job_dir_;
 bool MultinodeE2e::failed_ = false;
-
-const json* Finding(const json& r, const std::string& cls) {
-  const auto& v = r["verdict"];
-  if (!v["principal"].is_null() && v["principal"]["class"] == cls) return &v["principal"];
-  for (const auto& f : v["secondary"]) {
-    if (f["class"] == cls) return &f;
-  }
-  return nullptr;
-}
 
 TEST_F(MultinodeE2e, MergedDiagnosisNamesTheStragglerNodeAndRank) {
   // Given node 1 first: the node rank comes from the ranks, not the argument order.

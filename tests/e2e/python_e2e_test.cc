@@ -1,8 +1,9 @@
 // End-to-end tests of `stallscope run` where users really train (issue 9): phases recorded from
 // every local CPython >= 3.8 (Debian's and pyenv's, found at run time), runs without phases
 // explained, jobs started through a shell script or `python -m`, and a real 2-rank
-// torch.distributed (gloo) job through examples/launch.py: the straggler named, a balanced job
-// not. Tests that need torch use Debian's /usr/bin/python3 and skip where it has none.
+// torch.distributed (gloo) job through examples/launch.py: the straggler named (a balanced job
+// not: recorded_run_test.cc). Tests that need torch use Debian's /usr/bin/python3 and skip where
+// it has none; they are the *Job suites (label `job`, serial), the rest label `e2e`.
 
 #include <unistd.h>
 
@@ -17,12 +18,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "report_json.h"
 #include "subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace stallscope::testing::report_json;  // NOLINT(build/namespaces)
 using stallscope::testing::Slurp;
 
 constexpr const char* kSystemPython = "/usr/bin/python3";
@@ -105,23 +108,9 @@ class PythonE2e : public ::testing::Test {
     return j;
   }
 
-  static const json* Phase(const json& report, const std::string& name, int rank = 0) {
-    for (const auto& p : report["phases"]) {
-      if (p["name"] == name && p["rank"] == rank) return &p;
-    }
-    return nullptr;
-  }
-
   static std::string NoPhases(const json& report) {
     const auto& lines = report["job"]["no_phases"];
     return lines.empty() ? std::string() : lines[0].get<std::string>();
-  }
-
-  static std::string Role(const json& report, const std::string& cmdline_part) {
-    for (const auto& p : report["processes"]) {
-      if (p["cmdline"].get<std::string>().find(cmdline_part) != std::string::npos) return p["role"];
-    }
-    return "(not seen)";
   }
 
   fs::path dir_;
@@ -225,7 +214,10 @@ TEST_F(PythonE2e, BrokenRecorderIsNamedWithItsReason) {
 // Launched through a shell script and with python -m (zero-code hooks, real torch)
 // ---------------------------------------------------------------------------------------------
 
-TEST_F(PythonE2e, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
+/// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
+class PythonJob : public PythonE2e {};
+
+TEST_F(PythonJob, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
   if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   const fs::path script = dir_ / "train.sh";
   std::ofstream(script) << "#!/bin/bash\nset -e\necho starting\n"
@@ -245,7 +237,7 @@ TEST_F(PythonE2e, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
   EXPECT_EQ(Role(r, "examples/train.py"), "main");
 }
 
-TEST_F(PythonE2e, PythonDashMJobIsHooked) {
+TEST_F(PythonJob, PythonDashMJobIsHooked) {
   if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   // `python -m train` with examples/ on the job's own PYTHONPATH: stallscope adds its package in
   // front and keeps the job's entries.
@@ -266,7 +258,8 @@ TEST_F(PythonE2e, PythonDashMJobIsHooked) {
 // A real 2-rank torch.distributed job (DDP, gloo on CPU) through examples/launch.py
 // ---------------------------------------------------------------------------------------------
 
-class DdpE2e : public PythonE2e {
+/// Real PyTorch jobs (label `job`).
+class DdpJob : public PythonE2e {
  protected:
   void SetUp() override {
     PythonE2e::SetUp();
@@ -302,45 +295,12 @@ class DdpE2e : public PythonE2e {
     EXPECT_NE(run.out.find("rank=1/2"), std::string::npos) << run.out;
     return Report();
   }
-
-  static double Share(const json& r, const std::string& phase, int rank) {
-    const json* p = Phase(r, phase, rank);
-    return p == nullptr ? -1 : (*p)["share"].get<double>();
-  }
-
-  static const json* Finding(const json& r, const std::string& cls) {
-    const auto& v = r["verdict"];
-    if (!v["principal"].is_null() && v["principal"]["class"] == cls) return &v["principal"];
-    for (const auto& f : v["secondary"]) {
-      if (f["class"] == cls) return &f;
-    }
-    return nullptr;
-  }
-
-  /// Both ranks' steps and phases; the launcher and the ranks named in the process table.
-  static void ExpectTwoRanks(const json& r) {
-    ASSERT_EQ(r["steps"]["ranks"].size(), 2u) << r["steps"].dump();
-    for (int rank = 0; rank < 2; ++rank) {
-      const json& k = r["steps"]["ranks"][rank];
-      EXPECT_EQ(k["count"].get<int>() + k["warmup_steps"].get<int>(), 30) << k.dump();
-      for (const char* name :
-           {"data_loading", "forward_pass", "backward_pass", "comm_wait", "optimizer_step"}) {
-        EXPECT_NE(Phase(r, name, rank), nullptr) << name << " rank " << rank;
-      }
-    }
-    EXPECT_EQ(Role(r, "examples/launch.py"), "launcher");
-    int ranks_seen = 0;
-    for (const auto& p : r["processes"]) {
-      ranks_seen += p["role"] == "rank 0" || p["role"] == "rank 1";
-    }
-    EXPECT_EQ(ranks_seen, 2) << r["processes"].dump();
-  }
 };
 
-TEST_F(DdpE2e, StragglerRankIsNamedWithTheWaitItCosts) {
+TEST_F(DdpJob, StragglerRankIsNamedWithTheWaitItCosts) {
   // A CPU transform of fixed cost (4 rounds per sample, ~1 ms); rank 1 does 4x as many.
   json r = TrainDdp("ddp_straggler", {"--transform-reps", "4"});
-  ExpectTwoRanks(r);
+  ExpectTwoRanks(r, 30);
   // Rank 1 loads 4x longer; rank 0 waits for it in all-reduce (comm_wait), rank 1 hardly waits.
   EXPECT_GT(Share(r, "data_loading", 1), Share(r, "data_loading", 0) + 0.2);
   EXPECT_GT(Share(r, "comm_wait", 0), Share(r, "comm_wait", 1) + 0.2);
@@ -354,7 +314,9 @@ TEST_F(DdpE2e, StragglerRankIsNamedWithTheWaitItCosts) {
   const json* found = Finding(r, "straggler");
   ASSERT_NE(found, nullptr) << r["verdict"].dump(2);
   const json& f = *found;
-  if (!busy) EXPECT_EQ(r["verdict"]["principal"]["class"], "straggler") << r["verdict"].dump(2);
+  if (!busy) {
+    EXPECT_EQ(r["verdict"]["principal"]["class"], "straggler") << r["verdict"].dump(2);
+  }
   const std::string reason = f["reason"];
   EXPECT_NE(reason.find("in all-reduce for rank 1; its data_loading takes +"), std::string::npos)
       << reason;
@@ -366,14 +328,7 @@ TEST_F(DdpE2e, StragglerRankIsNamedWithTheWaitItCosts) {
       << f.dump(2);
 }
 
-TEST_F(DdpE2e, BalancedRanksAreNoStraggler) {
-  // Loading sleeps (1 ms per sample, an object store) with a light transform: both ranks keep
-  // CPU to spare, so a busy machine (CI runs beside stress-ng) cannot make one of them slower.
-  json r = TrainDdp("ddp", {"--transform-reps", "1", "--io-latency-ms", "1"});
-  ExpectTwoRanks(r);
-  EXPECT_EQ(Finding(r, "straggler"), nullptr) << r["verdict"].dump(2);
-  EXPECT_LT(std::abs(Share(r, "comm_wait", 0) - Share(r, "comm_wait", 1)), 0.10)
-      << "neither rank waits much longer than the other";
-}
+// DdpE2e.BalancedRanksAreNoStraggler is held on a recorded run of the same job:
+// RecordedRun.BalancedRanksAreNoStraggler (recorded_run_test.cc).
 
 }  // namespace

@@ -296,9 +296,12 @@ TEST_F(TraceE2e, FolderOfRanksAndPerfettoExport) {
   EXPECT_GT(merged["traceEvents"].size(), 9000u);
 }
 
+/// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
+class TraceJob : public TraceE2e {};
+
 // A real torch.profiler trace of an example workload (examples/train.py --profile): CPU-only,
 // data-bound by construction (4 ms transform per sample, num_workers=0).
-TEST_F(TraceE2e, RealTorchProfilerTraceOfDataBoundWorkload) {
+TEST_F(TraceJob, RealTorchProfilerTraceOfDataBoundWorkload) {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   }

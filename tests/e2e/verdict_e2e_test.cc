@@ -19,12 +19,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "report_json.h"
 #include "subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace stallscope::testing::report_json;  // NOLINT(build/namespaces)
 
 using stallscope::testing::Slurp;
 
@@ -81,17 +83,7 @@ class VerdictE2e : public ::testing::Test {
     return j;
   }
 
-  static std::string Principal(const json& r) {
-    const auto& p = r["verdict"]["principal"];
-    return p.is_null() ? "none" : p["class"].get<std::string>();
-  }
-  static bool Has(const json& r, const std::string& cls) {
-    if (Principal(r) == cls) return true;
-    for (const auto& f : r["verdict"]["secondary"]) {
-      if (f["class"] == cls) return true;
-    }
-    return false;
-  }
+  static bool Has(const json& r, const std::string& cls) { return Finding(r, cls) != nullptr; }
 
   fs::path dir_;
 };
