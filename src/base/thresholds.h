@@ -326,6 +326,17 @@ struct ThresholdSet {
   Threshold sweep_recommend_within{
       "sweep_recommend_within", 0.97, "× the best steps/s",
       "issue 13: the sweep recommends the cheapest setting within 3% of the best"};
+  Threshold pass_untimed_margin{
+      "pass_untimed_margin", 0.05, "fraction of pass A's step",
+      "stallscope: what pass C may save beyond A's data_loading share (plus A→A2 drift) for the "
+      "loading that data_loading does not time; more is the synthetic batches' own effect"};
+  Threshold scaling_uneven_step_share{
+      "scaling_uneven_step_share", 0.25, "fraction of the median step",
+      "stallscope: a rank waits in comm_wait, or is slower in a phase than every other rank, by "
+      "this much of its ordinary (median) step: uneven at every step, not a main-rank conclusion"};
+  Threshold scaling_host_full_share{
+      "scaling_host_full_share", 0.90, "fraction of the allowed CPUs",
+      "stallscope: N processes using this much of the CPUs they may run on compete for the host"};
   // --- doctor: the machine before a job (doctor/host_checks.cc, doctor/gpu_checks.cc) -------
   Threshold shm_min_gib{"shm_min_gib", 1, "GiB of /dev/shm",
                         "PyTorch issues and README: DataLoader workers die of a container's "
@@ -371,7 +382,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 118> kThresholdTable{{
+inline constexpr std::array<Threshold, 121> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -477,6 +488,9 @@ inline constexpr std::array<Threshold, 118> kThresholdTable{{
     kThresholds.pass_recovery_min,
     kThresholds.rate_min_steps,
     kThresholds.sweep_recommend_within,
+    kThresholds.pass_untimed_margin,
+    kThresholds.scaling_uneven_step_share,
+    kThresholds.scaling_host_full_share,
     kThresholds.shm_min_gib,
     kThresholds.nofile_min,
     kThresholds.checkpoint_free_warn_gib,

@@ -29,16 +29,17 @@ std::string_view WhatItMeans(PassId id) {
 /// (the same few batches stay in the CPU caches; other values), not the input pipeline. Holds when
 /// A loaded its batches in the training process (num_workers=0: all of the loading is in
 /// data_loading, and no worker competes for the CPUs): the part of A's step that C saves (from its
-/// interval's low end) may exceed A's data_loading share by the machine's drift (A to A2) and 5%
-/// of the step for what data_loading does not time. The CAVEAT when it exceeds more; empty when
-/// it does not, when a worker process loads or when A's share is unknown.
+/// interval's low end) may exceed A's data_loading share by the machine's drift (A to A2) and
+/// pass_untimed_margin (5%) of the step for what data_loading does not time. The CAVEAT when it
+/// exceeds more; empty when it does not, when a worker process loads or when A's share is unknown.
 std::optional<std::string> BeyondLoading(const PassResult& c, const RunDigest& a, double drift) {
   if (c.spec.id != PassId::kC || !c.vs_baseline || c.vs_baseline->lo <= 0 || !a.loader ||
       a.loader->num_workers.value_or(-1) != 0 || !a.data_share) {
     return std::nullopt;
   }
   const double saved = 1 - 1 / c.vs_baseline->lo;
-  if (saved - *a.data_share <= 0.05 + (drift - 1)) return std::nullopt;
+  if (saved - *a.data_share <= kThresholds.pass_untimed_margin.value + (drift - 1))
+    return std::nullopt;
   return fmt::format(
       "C ran at {:.2f}× A's rate, but A spent {:.1f}% of its step loading data in the training "
       "process (num_workers=0): removing all of it explains at most {:.2f}×; the repeated "

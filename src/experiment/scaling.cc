@@ -99,10 +99,11 @@ double MedianPhase(const RankDigest& r, const std::string& phase) {
 }
 
 /// A rank slower than the others at its ordinary steps, not only at its slow ones: another rank
-/// waits a quarter of every step, or it spends that much longer in a phase than any other rank.
+/// waits scaling_uneven_step_share (a quarter) of every step, or it spends that much longer in a
+/// phase than any other rank.
 /// "rank 0 waits in comm_wait 48.2 ms of every 97.3 ms step: rank 1 is slower at every step".
 std::optional<std::string> EveryStepImbalance(const RunDigest& d) {
-  const double share = 0.25;
+  const double share = kThresholds.scaling_uneven_step_share.value;
   for (const auto& waiter : d.ranks) {
     const double wait = MedianPhase(waiter, std::string(kCommWait));
     if (waiter.median_step_s <= 0 || wait < share * waiter.median_step_s) continue;
@@ -282,7 +283,8 @@ void Explain(const ScalingRun& big, const RunDigest& a, const RunDigest& b,
           std::max(out.cost_fraction.value_or(0), explained.principal->cost_fraction);
   }
   if (b.job_cpus && b.allowed_cpus > 0 &&
-      *b.job_cpus >= 0.9 * static_cast<double>(b.allowed_cpus)) {
+      *b.job_cpus >=
+          kThresholds.scaling_host_full_share.value * static_cast<double>(b.allowed_cpus)) {
     out.evidence.push_back(
         fmt::format("the {} processes use {:.1f} of the {} CPUs allowed: they compete for the host",
                     big.processes, *b.job_cpus, b.allowed_cpus));
