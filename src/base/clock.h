@@ -14,6 +14,10 @@ namespace stallscope {
 /// a clock directly rather than through a Clock (NVML's per-tier cost, GPM windows).
 [[nodiscard]] int64_t ReadClockNs(clockid_t id);
 
+/// CLOCK_MONOTONIC in ns, for code that times itself without a Clock (the TUI's key polling,
+/// doctor's probes, GPM windows): the clock the phase ring and SystemClock use.
+[[nodiscard]] inline int64_t MonotonicNs() { return ReadClockNs(CLOCK_MONOTONIC); }
+
 /// A stop request one thread makes and another thread's sleep ends on at once (no polling, so an
 /// idle sampler wakes only when it has work). Thread-safe.
 class StopFlag {

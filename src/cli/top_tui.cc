@@ -16,18 +16,14 @@
 
 #include <fmt/format.h>
 
+#include "base/clock.h"
+
 namespace stallscope::cli {
 namespace {
 
 using report::TopAttr;
 
 constexpr int64_t kKeyPollNs = 250'000'000;  // how often a pending signal is noticed at most
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 /// Colour pairs, one per TopAttr that has a colour; 0 = the terminal's default.
 void SetUpColours() {

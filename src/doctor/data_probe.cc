@@ -36,8 +36,6 @@ constexpr size_t kSampleFiles = 4096;            // files kept from the scan (re
 constexpr size_t kRandomFiles = 64;              // files open at once for the random reads
 constexpr size_t kMaxLatencies = 1 << 20;        // per thread
 
-int64_t MonotonicNs() { return SystemClock().MonotonicNs(); }
-
 struct DataFile {
   std::string path;
   uint64_t size = 0;

@@ -62,8 +62,6 @@ sys.stdout.write("STALLSCOPE_DOCTOR_PROBE " + json.dumps(r) + "\n")
 sys.stdout.flush()
 )PY";
 
-int64_t MonotonicNs() { return SystemClock().MonotonicNs(); }
-
 /// Reads what is there from `fd` into `out` (up to the cap); false at EOF or error.
 bool Drain(int fd, std::string& out) {
   std::array<char, 16384> buf{};

@@ -13,8 +13,6 @@ namespace {
 
 namespace nv = nvml;
 
-int64_t MonotonicNs() { return ReadClockNs(CLOCK_MONOTONIC); }
-
 /// DCGM's profiling fields have a 100 ms floor; a shorter GPM window is not reported.
 constexpr int64_t kMinGpmWindowNs = 100'000'000;
 
