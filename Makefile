@@ -45,10 +45,13 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# An installable wheel of the Python package (py3-none-linux_<machine>: every CPython >= 3.8),
-# offline: python -m pip install --no-index $(BUILD)/dist/stallscope-*.whl
-wheel: build
-	$(PY) python/make_wheel.py --package $(BUILD)/python/stallscope --out $(BUILD)/dist --force
+# The platform wheel (docs/install.md): the bundle's binaries and libraries inside the Python
+# package, a `stallscope` command on the venv's PATH; py3-none-manylinux_2_<N>_<machine>, N the
+# glibc floor make_dist.sh measured. Offline: python -m pip install --no-index $(BUILD)/dist/*.whl
+# (The package-only wheel, for a job's own environment, is in the bundle's lib/stallscope/.)
+wheel: dist
+	$(PY) python/make_wheel.py --package $(BUILD)/python/stallscope \
+	  --bundle "$$(echo $(BUILD)/stage/stallscope-*)" --out $(BUILD)/dist --force
 
 # The relocatable bundle (README "Bundle"): this build's binaries (linked for it: the C++
 # runtime, fmt and zlib inside) and Python package, assembled by tools/make_dist.sh →
@@ -105,10 +108,13 @@ format-check: deps
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE '^(dist|job-extra)$$'
 
-# The bundle unpacked and run as on another machine (tests/e2e/dist_e2e_test.cc).
-test-dist: build dist
-	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$(abspath $(wildcard $(BUILD)/stallscope-*.tar.gz))" \
-	  ctest --output-on-failure -L dist
+# The bundle unpacked and run as on another machine (tests/e2e/dist_e2e_test.cc), and the
+# platform wheel installed into a fresh venv of every local interpreter
+# (python/tests/test_platform_wheel.py).
+test-dist: build wheel
+	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$$(echo $(abspath $(BUILD))/stallscope-*.tar.gz)" \
+	  STALLSCOPE_PLATFORM_WHEEL="$$(echo $(abspath $(BUILD))/dist/stallscope-*-manylinux_*.whl)" \
+	  ctest --output-on-failure -j $(JOBS) -L dist
 
 # Under the sanitizers: the C++ tiers and the fuzz harnesses. Not job (the sanitized build has no
 # Python package, so the PyTorch jobs would run without their hooks), python, py-matrix or dist.

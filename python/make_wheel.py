@@ -7,6 +7,17 @@ directory (what `make build` leaves in build/python/stallscope), offline, standa
 
     python -m pip install --no-index build/dist/stallscope-0.1.0-py3-none-linux_x86_64.whl
 
+With --bundle STAGE (`make wheel`: the staged bundle of tools/make_dist.sh), the platform wheel
+with everything: the bundle's bin/, lib/ and VERSION inside the package as stallscope/_bundle/
+(the bundle's own layout, so the binaries find their libraries and `run` its Python shim as in
+the bundle), and a `stallscope` script (python/scripts/stallscope) that execs
+stallscope/_bundle/bin/stallscope; `python -m stallscope` does the same. Its tag is
+py3-none-manylinux_2_<N>_<machine>, N the glibc floor the bundle's VERSION states (measured by
+make_dist.sh from the ELF files' symbol versions):
+
+    python3 python/make_wheel.py --package build/python/stallscope --bundle build/stage/NAME \
+      --out build/dist   # -> stallscope-0.1.0-py3-none-manylinux_2_34_x86_64.whl
+
 What goes in (and what does not):
 - every stallscope/*.py, and stallscope/libstallscope_rec.so: the recorder as a C library loaded
   with ctypes, so one wheel serves every CPython >= 3.8 ("py3-none"), but only on this platform
@@ -30,6 +41,7 @@ import hashlib
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +53,12 @@ LIBRARY = "libstallscope_rec.so"
 SUMMARY = "Phase markers and recorder for stallscope: why is this PyTorch training job slow"
 REQUIRES_PYTHON = ">=3.8"
 GENERATOR = "stallscope make_wheel.py"
+BUNDLE_SUMMARY = ("Why is this PyTorch training job slow: the stallscope command (binaries "
+                  "inside) and its in-job package")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "stallscope")
+# What of the bundle goes into the platform wheel: its binaries and libraries and VERSION; not
+# the package-only wheel in lib/stallscope/, the examples, the docs or the gpu-check Makefile.
+BUNDLE_PARTS = ("bin", "lib", "VERSION")
 
 # PEP 427 / zip: a fixed timestamp (the zip epoch) and fixed permissions make the file
 # reproducible; create_system 3 (Unix) makes the permission bits count when unpacked.
@@ -127,13 +145,61 @@ def collect(package_dir, scratch):
     return files, how
 
 
-def dist_info(version, tag):
+def glibc_floor(bundle_dir):
+    """The glibc minor version the bundle needs (its VERSION's "glibc >= 2.N")."""
+    path = os.path.join(bundle_dir, "VERSION")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise WheelError(f"{path}: cannot read the bundle's VERSION: {e.strerror or e} (run "
+                         "`make dist` first)")
+    match = re.search(r"glibc >= 2\.(\d+)", text)
+    if match is None:
+        raise WheelError(f"{path}: no \"glibc >= 2.N\" line (not a bundle of make_dist.sh?)")
+    return int(match.group(1))
+
+
+def collect_bundle(bundle_dir):
+    """[(archive name, bytes, mode)] of the bundle's parts under stallscope/_bundle/, sorted."""
+    files = []
+    for part in BUNDLE_PARTS:
+        top = os.path.join(bundle_dir, part)
+        if not os.path.exists(top):
+            raise WheelError(f"{top}: missing from the bundle (run `make dist` first)")
+        paths = [top] if os.path.isfile(top) else [
+            os.path.join(root, name) for root, _, names in os.walk(top) for name in names]
+        for path in paths:
+            rel = os.path.relpath(path, bundle_dir).replace(os.sep, "/")
+            if rel.startswith("lib/stallscope/") and rel.endswith(".whl"):
+                continue
+            if os.path.islink(path) or not os.path.isfile(path):
+                raise WheelError(f"{path}: not a plain file (a wheel holds no links)")
+            with open(path, "rb") as f:
+                data = f.read()
+            mode = _MODE_EXEC if os.access(path, os.X_OK) else _MODE_FILE
+            files.append((f"{NAME}/_bundle/{rel}", data, mode))
+    files.sort(key=lambda item: item[0])
+    return files
+
+
+def script_file(version):
+    """The `stallscope` script, as pip installs wheel scripts (#!python rewritten)."""
+    try:
+        with open(SCRIPT, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise WheelError(f"{SCRIPT}: cannot read: {e.strerror or e}")
+    return (f"{NAME}-{version}.data/scripts/stallscope", data, _MODE_EXEC)
+
+
+def dist_info(version, tag, summary=SUMMARY):
     """[(archive name, bytes)] of METADATA and WHEEL (RECORD is made from the rest)."""
     metadata = (
         "Metadata-Version: 2.1\n"
         f"Name: {NAME}\n"
         f"Version: {version}\n"
-        f"Summary: {SUMMARY}\n"
+        f"Summary: {summary}\n"
         f"Requires-Python: {REQUIRES_PYTHON}\n"
     )
     wheel = (
@@ -147,14 +213,22 @@ def dist_info(version, tag):
             (f"{info}/WHEEL", wheel.encode("utf-8"))]
 
 
-def build_wheel(package_dir):
-    """(file name, wheel bytes, how the library was stripped)."""
+def build_wheel(package_dir, bundle_dir=None):
+    """(file name, wheel bytes, how the library was stripped). With bundle_dir, the platform
+    wheel: the bundle inside the package and the `stallscope` script."""
     check_package(package_dir)
     version = read_version(package_dir)
     tag = f"py3-none-{platform_tag()}"
+    summary = SUMMARY
     with tempfile.TemporaryDirectory(prefix="stallscope-wheel-") as scratch:
         files, how = collect(package_dir, scratch)
-    files += [(name, data, _MODE_FILE) for name, data in dist_info(version, tag)]
+    if bundle_dir is not None:
+        machine = platform_tag()[len("linux_"):]
+        tag = f"py3-none-manylinux_2_{glibc_floor(bundle_dir)}_{machine}"
+        summary = BUNDLE_SUMMARY
+        files = sorted(files + collect_bundle(bundle_dir), key=lambda item: item[0])
+        files.append(script_file(version))
+    files += [(name, data, _MODE_FILE) for name, data in dist_info(version, tag, summary)]
     record_name = f"{NAME}-{version}.dist-info/RECORD"
     record = "".join(f"{name},{record_hash(data)},{len(data)}\n" for name, data, _ in files)
     record += f"{record_name},,\n"
@@ -209,12 +283,15 @@ def main(argv=None):
                "--out build/dist")
     parser.add_argument("--package", required=True,
                         help="the assembled package directory, e.g. build/python/stallscope")
+    parser.add_argument("--bundle", metavar="STAGE",
+                        help="a staged bundle (build/stage/stallscope-<version>-linux-<machine>, "
+                             "tools/make_dist.sh): make the platform wheel with its binaries")
     parser.add_argument("--out", required=True, help="directory the .whl is written to")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing wheel of the same name that differs")
     args = parser.parse_args(argv)
     try:
-        file_name, data, how = build_wheel(args.package)
+        file_name, data, how = build_wheel(args.package, args.bundle)
         path, what = write_wheel(args.out, file_name, data, args.force)
     except WheelError as e:
         print(f"make_wheel.py: error: {e}", file=sys.stderr)
