@@ -14,7 +14,7 @@
 #   lib/<soname>                   every library the binary needs beyond the system runtime
 #   lib/stallscope/python/         the Python package + sitecustomize.py (`run` finds it here)
 #   lib/stallscope/*.whl           the same package as a wheel, for `pip install`
-#   examples/  README.md  VERSION  Makefile (gpu-check only)
+#   examples/  README.md  docs/  VERSION  Makefile (gpu-check only)
 #
 # The tarball is reproducible for a given build: sorted entries, owner 0, mtime of the last
 # commit, gzip without a timestamp.
@@ -95,6 +95,10 @@ python3 python/make_wheel.py --package "$py/stallscope" --out "$stage/lib/stalls
 install -m 644 examples/*.py examples/README.md "$stage/examples/"
 install -m 755 examples/*.sh "$stage/examples/"
 install -m 644 README.md "$stage/"
+# The README links into docs/ (every command, the formats, what was measured): ship it beside.
+mkdir -p "$stage/docs/commands"
+install -m 644 docs/*.md "$stage/docs/"
+install -m 644 docs/commands/*.md "$stage/docs/commands/"
 [ -f LICENSE ] && install -m 644 LICENSE "$stage/"
 cat > "$stage/Makefile" <<'EOF'
 # The bundle's only target (README "GPU check"); the same as: bin/stallscope-gpu-check

@@ -1,6 +1,10 @@
 #include "cli/cli.h"
 
+#include <algorithm>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -84,8 +88,9 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
 /// `record --serve` and `run --serve`: only stallscope-full has them (the front binary leaves
 /// such lines to it, record_args.cc knows no --serve).
 void AddServeFlag(CLI::App* cmd, std::string& serve) {
-  cmd->add_option("--serve", serve,
-                  "Also serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9400; README-serve.md)");
+  cmd->add_option(
+      "--serve", serve,
+      "Also serve Prometheus metrics on ADDR (e.g. 127.0.0.1:9400; docs/commands/serve.md)");
 }
 
 CLI::App* AddServe(CLI::App& app, ServeOptions& o) {
@@ -97,16 +102,15 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& o) {
   serve->add_option("--duration", o.duration, "Stop after this long (default: until Ctrl-C)");
   serve->footer(
       "Examples:\n  stallscope serve\n  stallscope serve --listen 0.0.0.0:9400\n"
-      "GPU metrics use dcgm-exporter's names and labels; see README-serve.md.\n");
+      "GPU metrics use dcgm-exporter's names and labels; see docs/commands/serve.md.\n");
   AddSamplingFlags(serve, o.sampling);
   return serve;
 }
 
 CLI::App* AddTop(CLI::App& app, TopOptions& top) {
   auto* top_cmd = app.add_subcommand(
-      "top",
-      "Show GPUs and host now: full screen on a terminal (keys: q quit, p pause, s sort, "
-      "h help), else a refreshed text table");
+      "top", "Show GPUs and host now: full screen on a terminal, else a refreshed text table");
+  top_cmd->footer("On a terminal: q quit, p pause, s sort, h help.\n");
   top_cmd->add_flag("--once", top.once, "Print one snapshot and exit");
   top_cmd->add_flag("--json", top.json, "JSON output (numbers as numbers, units in key names)");
   top_cmd->add_flag(
@@ -224,7 +228,7 @@ CLI::App* AddCompare(CLI::App& app, CompareOptions& cmp) {
       "compare", "Two runs side by side: steps/s change with a 95% interval, phases, differences");
   compare->add_option("a", cmp.a, "Run directory A (the baseline)")->required();
   compare->add_option("b", cmp.b, "Run directory B (compared with A)")->required();
-  compare->add_flag("--json", cmp.json, "JSON output (README \"compare --json\")");
+  compare->add_flag("--json", cmp.json, "JSON output (docs/commands/compare.md)");
   compare->footer(
       "Example:\n  stallscope run --steps 60 --out runs/w0 -- python train.py --workers 0\n"
       "  stallscope run --steps 60 --out runs/w4 -- python train.py --workers 4\n"
@@ -241,7 +245,8 @@ CLI::App* AddTrace(CLI::App& app, TraceOptions& tr) {
       ->add_option("paths", tr.paths,
                    "Trace files (.json, .json.gz) or folders of them (one per rank)")
       ->required();
-  trace_cmd->add_flag("--json", tr.json, "JSON output (README \"trace --json\")");
+  trace_cmd->add_flag("--json", tr.json,
+                      "JSON output (docs/formats.md#trace---json-schema-version-1)");
   trace_cmd->add_option("--rank", tr.rank,
                         "Rank of a file whose rank neither distributedInfo nor its name gives");
   trace_cmd->add_option("--steps", tr.steps, "Only ProfilerStep numbers A to B (A:B, A:, :B)");
@@ -335,7 +340,8 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
                     CLI::Option** workers_opt) {
   auto* doctor_cmd =
       app.add_subcommand("doctor", "Check the machine and the job's environment before a long run");
-  doctor_cmd->add_flag("--json", doc.json, "JSON output (README \"doctor --json\")");
+  doctor_cmd->add_flag("--json", doc.json,
+                       "JSON output (docs/formats.md#doctor---json-schema-version-1)");
   *workers_opt =
       doctor_cmd
           ->add_option("--workers", doctor_workers,
@@ -382,6 +388,30 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
   return doctor_cmd;
 }
 
+/// `stallscope` alone and `stallscope --help`: what it is, where to start, and every command
+/// with its one line, as `git` and `py-spy` greet a user (issue 30).
+std::string Greeting(const CLI::App& app) {
+  std::string out = fmt::format(
+      "{}: why is my GPU training slow, and what do I change?\n\n"
+      "Start here: wrap the training command. stallscope runs it, times its phases and ends with\n"
+      "the verdict: the one bottleneck, what it costs, the fix.\n"
+      "  stallscope run -- python train.py\n"
+      "  stallscope run -- torchrun --nproc-per-node 8 train.py\n\n"
+      "Commands:\n",
+      ToolVersion());
+  size_t width = 0;
+  const std::vector<const CLI::App*> commands = app.get_subcommands({});
+  for (const CLI::App* c : commands) width = std::max(width, c->get_name().size());
+  for (const CLI::App* c : commands) {
+    out += fmt::format("  {:<{}}  {}\n", c->get_name(), width, c->get_description());
+  }
+  out +=
+      "\nOptions: -h, --help (this text), --version\n"
+      "`stallscope COMMAND --help` gives a command's options; docs/commands/ has a page for "
+      "each.\n";
+  return out;
+}
+
 }  // namespace
 
 int Run(int argc, char** argv) {
@@ -418,6 +448,12 @@ int Run(int argc, char** argv) {
   CLI::App* sweep_cmd = AddSweep(app, sweep);
   CLI::App* doctor_cmd = AddDoctor(app, doc, doctor_workers, &workers_opt);
 
+  // Nothing, or only --help: the greeting (a missing command is still a usage error, exit 2).
+  const std::string_view first = argc > 1 ? std::string_view(argv[1]) : std::string_view();
+  if (argc == 1 || (argc == 2 && (first == "--help" || first == "-h"))) {
+    fmt::print(stdout, "{}", Greeting(app));
+    return argc == 1 ? 2 : 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

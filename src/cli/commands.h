@@ -149,8 +149,8 @@ struct DiagnoseOptions {
   bool force = false;  ///< merge node runs that do not look like one job
 };
 /// `stallscope diagnose RUN_DIR` and `stallscope diagnose DIR1 DIR2 ...` (one job's nodes,
-/// README-nodes.md): 0 reported, 1 when a directory cannot be read or the runs are not one job,
-/// 2 without a directory.
+/// docs/commands/diagnose.md): 0 reported, 1 when a directory cannot be read or the runs are not
+/// one job, 2 without a directory.
 int RunDiagnose(const DiagnoseOptions& options);
 /// `diagnose DIR1 DIR2 ...`: the runs merged into one job (diagnose_nodes_cmd.cc).
 int RunDiagnoseNodes(const DiagnoseOptions& options);

@@ -1,5 +1,5 @@
 // `stallscope diagnose DIR1 DIR2 ...`: one job's nodes, each a run directory, merged into one job
-// report (README-nodes.md).
+// report (docs/commands/diagnose.md).
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
-// `stallscope serve`: GPUs + host as Prometheus metrics (README-serve.md); and StartServe, the
-// `--serve ADDR` of `run` and `record` (the same exporter, plus the job while it runs).
+// `stallscope serve`: GPUs + host as Prometheus metrics (docs/commands/serve.md); and StartServe,
+// the `--serve ADDR` of `run` and `record` (the same exporter, plus the job while it runs).
 
 #include <signal.h>
 

@@ -180,9 +180,8 @@ std::vector<std::string> ExplainWithoutNotes(const RunReport& r) {
                           "ran in it: pid {}: {}",
                           *flag, site ? "no site import" : "PYTHONPATH ignored", p.pid,
                           Elide(p.cmdline, kCmdlineBytes)),
-              "drop the flag, or `pip install` stallscope into that Python (README \"Install "
-              "the Python package\") and `import stallscope` in the job: it then records on its "
-              "own"};
+              "drop the flag, or `pip install` stallscope into that Python (docs/install.md) and "
+              "`import stallscope` in the job: it then records on its own"};
     }
     if (python == nullptr) python = &p;
   }

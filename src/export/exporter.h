@@ -69,8 +69,8 @@ struct Snapshot {
 
 /// Maps a snapshot to metric families: GPU metrics named and labelled as NVIDIA dcgm-exporter
 /// (default-counters.csv; GPM as its DCGM_FI_PROF_* profiling fields, ratios 0..1 and bytes/s),
-/// the rest `stallscope_*` (README-serve.md lists them all). Pure: the same snapshot gives the
-/// same families. Absent metrics are left out, never exported as 0.
+/// the rest `stallscope_*` (docs/commands/serve.md lists them all). Pure: the same snapshot gives
+/// the same families. Absent metrics are left out, never exported as 0.
 [[nodiscard]] std::vector<prometheus::MetricFamily> MapMetrics(const Snapshot& snapshot);
 
 /// Limits of the HTTP side (civetweb options): a slow or hostile client holds at most one

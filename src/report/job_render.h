@@ -14,7 +14,7 @@ namespace stallscope::report {
                                               const rundir::JobNodes& job);
 
 /// report.json of the merged run (every field as `diagnose DIR --json` writes it) plus "nodes"
-/// (README-nodes.md): stable key order, fixed float formats.
+/// (docs/formats.md): stable key order, fixed float formats.
 [[nodiscard]] std::string RenderJobReportJson(const diagnose::RunReport& report,
                                               const rundir::JobNodes& job);
 

@@ -1,4 +1,4 @@
-// The job report of `diagnose DIR1 DIR2 ...` (README-nodes.md) from hand-built data.
+// The job report of `diagnose DIR1 DIR2 ...` (docs/commands/diagnose.md) from hand-built data.
 
 #include "report/job_render.h"
 

@@ -11,11 +11,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -98,6 +100,31 @@ TEST_F(E2e, HelpForEveryCommand) {
     auto sub = Run({cmd, "--help"});
     EXPECT_EQ(sub.exit_code, 0) << cmd;
     EXPECT_NE(sub.out.find("Usage"), std::string::npos) << cmd << sub.out;
+  }
+}
+
+// `stallscope` alone and `stallscope --help` greet a user (issue 30): where to start, then every
+// command on one line with what it does; alone it is still a usage error (exit 2).
+TEST_F(E2e, NoCommandGreetsWithStartHereAndEveryCommandOnALine) {
+  auto alone = Run({});
+  auto help = Run({"--help"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(alone.out, help.out);
+  EXPECT_NE(help.out.find("Start here"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("\n  stallscope run -- python train.py\n"), std::string::npos)
+      << help.out;
+  for (const char* cmd : {"record", "serve", "top", "summary", "run", "diagnose", "compare",
+                          "report", "trace", "passes", "sweep", "doctor"}) {
+    // "  run       Run a training job, ...": the name, padding, and a description on its line.
+    const std::regex line(fmt::format("\n  {} +[A-Z][^\n]{{10,}}\n", cmd));
+    EXPECT_TRUE(std::regex_search(help.out, line)) << cmd << "\n" << help.out;
+  }
+  for (size_t start = 0; start < help.out.size();) {
+    size_t end = help.out.find('\n', start);
+    if (end == std::string::npos) end = help.out.size();
+    EXPECT_LE(end - start, 100u) << help.out.substr(start, end - start);
+    start = end + 1;
   }
 }
 

@@ -120,11 +120,12 @@ std::unique_ptr<TempDir> Dist::unpacked_;
 fs::path Dist::root_;
 
 TEST_F(Dist, HasTheDocumentedLayout) {
-  for (const char* rel : {"bin/stallscope", "bin/stallscope-gpu-check", "bin/stallscope-nvml-cost",
-                          "lib/libsimdjson.so.14", "lib/stallscope/python/sitecustomize.py",
-                          "lib/stallscope/python/stallscope/__init__.py",
-                          "lib/stallscope/python/stallscope/libstallscope_rec.so",
-                          "examples/train.py", "README.md", "VERSION", "Makefile"}) {
+  for (const char* rel :
+       {"bin/stallscope", "bin/stallscope-gpu-check", "bin/stallscope-nvml-cost",
+        "lib/libsimdjson.so.14", "lib/stallscope/python/sitecustomize.py",
+        "lib/stallscope/python/stallscope/__init__.py",
+        "lib/stallscope/python/stallscope/libstallscope_rec.so", "examples/train.py", "README.md",
+        "docs/commands/run.md", "VERSION", "Makefile"}) {
     EXPECT_TRUE(fs::exists(root_ / rel)) << rel;
   }
   bool wheel = false;
