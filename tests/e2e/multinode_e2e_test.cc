@@ -1,5 +1,5 @@
-// End-to-end test of `stallscope diagnose DIR1 DIR2 ...` (issue 15, README-nodes.md): two nodes of
-// one real torch.distributed job (gloo DDP, 2 ranks each, world size 4) simulated on this
+// End-to-end test of `stallscope diagnose DIR1 DIR2 ...` (issue 15, docs/commands/diagnose.md): two
+// nodes of one real torch.distributed job (gloo DDP, 2 ranks each, world size 4) simulated on this
 // machine: two `stallscope run --out nodeK -- examples/launch.py --nnodes 2 --node-rank K ...`
 // started together; rank 3 (on node 1) is the straggler. The merged diagnosis must name node 1
 // and rank 3. Skips when /usr/bin/python3 has no torch or the build has no Python package.
