@@ -12,11 +12,11 @@ file(WRITE "${OUT}.tmp"
 #include <string_view>
 namespace stallscope::embedded {
 namespace {
-const char kData[] = {
+const char ${NAME}Data[] = {
 ${bytes}0};
 }  // namespace
 extern const std::string_view ${NAME};
-const std::string_view ${NAME}(kData, ${size});
+const std::string_view ${NAME}(${NAME}Data, ${size});
 }  // namespace stallscope::embedded
 ")
 file(RENAME "${OUT}.tmp" "${OUT}")

@@ -201,7 +201,7 @@ double FundamentalIndex(const std::vector<double>& power, size_t peak, const Thr
 }
 
 /// Seconds of a step window.
-double StepSeconds(const StepRecord& s) { return NsToSeconds(s.end_ns - s.begin_ns); }
+double StepLengthS(const StepRecord& s) { return NsToSeconds(s.end_ns - s.begin_ns); }
 
 /// Per-step time of one phase (0 where the step lacks it).
 std::vector<double> PhaseSeries(const RankSteps& rank, const std::string& phase) {
@@ -235,7 +235,7 @@ std::map<std::string, std::vector<double>> AllPhaseSeries(const RankSteps& rank)
 double WallSeconds(const RankSteps& rank) {
   if (rank.duration_s > 0) return rank.duration_s;
   double sum = 0;
-  for (const StepRecord& s : rank.steps) sum += StepSeconds(s);
+  for (const StepRecord& s : rank.steps) sum += StepLengthS(s);
   return sum;
 }
 
@@ -346,7 +346,7 @@ std::map<std::string, double> ExtraOver(const RankSteps& rank, const std::vector
 void FindPeriodicPhasesOfRank(const RankSteps& rank, const ThresholdSet& t,
                               std::vector<PeriodicPhase>& out) {
   std::vector<double> step_s(rank.steps.size());
-  for (size_t i = 0; i < step_s.size(); ++i) step_s[i] = StepSeconds(rank.steps[i]);
+  for (size_t i = 0; i < step_s.size(); ++i) step_s[i] = StepLengthS(rank.steps[i]);
   const Outliers slow = FindOutliers(step_s, t);
   if (slow.indices.size() < 2) return;
   const auto series = AllPhaseSeries(rank);

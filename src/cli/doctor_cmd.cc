@@ -31,7 +31,7 @@ constexpr int64_t kPythonTimeoutNs = 20'000'000'000;
 constexpr int64_t kCodeCheckTimeoutNs = 120'000'000'000;
 
 /// A line on stderr while something slow runs, for people at a terminal only.
-void Progress(bool show, std::string_view what) {
+void DoctorProgress(bool show, std::string_view what) {
   if (show) fmt::print(stderr, "stallscope doctor: {}\n", EscapeControl(what));
 }
 
@@ -53,8 +53,8 @@ int RunDoctorCode(const DoctorOptions& o) {
                EscapeControl(*problem));
     return doctor::kCodeExitNotRun;
   }
-  Progress(!o.json && isatty(STDERR_FILENO) != 0,
-           fmt::format("{} parses {} (never runs it)", o.python, o.code));
+  DoctorProgress(!o.json && isatty(STDERR_FILENO) != 0,
+                 fmt::format("{} parses {} (never runs it)", o.python, o.code));
   const doctor::CodeReport r = doctor::CheckCode(o.python, o.code, kCodeCheckTimeoutNs);
   if (!r.ran && !o.json) {
     fmt::print(stderr, "{}", report::RenderCodeText(r));
@@ -98,14 +98,15 @@ int RunDoctor(const DoctorOptions& o) {
   f.env = doctor::EnvironmentMap(environ);
   f.workers = o.workers;
   if (!o.no_python) {
-    Progress(show, fmt::format("asking {} about torch and CUDA", o.python));
+    DoctorProgress(show, fmt::format("asking {} about torch and CUDA", o.python));
     f.python = doctor::ProbePython(o.python, kPythonTimeoutNs);
   }
   if (!o.data.empty()) {
     doctor::DataProbeOptions data;
     data.time_budget_ns = *data_time;
     data.threads = static_cast<uint32_t>(std::clamp<int64_t>(o.workers.value_or(4), 1, 16));
-    Progress(show, fmt::format("reading {} for up to {}", o.data, FormatDurationNs(*data_time)));
+    DoctorProgress(show,
+                   fmt::format("reading {} for up to {}", o.data, FormatDurationNs(*data_time)));
     f.data = doctor::ProbeData(o.data, data);
   }
   r.checks = doctor::RunChecks(f);

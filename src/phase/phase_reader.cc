@@ -23,7 +23,7 @@ namespace {
 constexpr uint64_t kMaxStuckPolls = 2;
 constexpr int64_t kStuckTimeoutNs = kNsPerSec;
 /// Largest capacity a reader accepts (the writer's own limit).
-constexpr uint32_t kMaxCapacity = 64u * 1024 * 1024;
+constexpr uint32_t kMaxReadCapacity = 64u * 1024 * 1024;
 
 Error OpenError(const std::string& path, std::string_view what) {
   const int err = errno;
@@ -93,7 +93,7 @@ Status ValidateHeader(const FixedHeader& header, const std::string& path) {
         ErrorCode::kParse, "phase ring {}: bad layout (slot {} B at {}, {} names of {} B)", path,
         header.slot_bytes, header.slots_offset, header.name_capacity, header.name_bytes);
   }
-  if (!std::has_single_bit(header.capacity) || header.capacity > kMaxCapacity) {
+  if (!std::has_single_bit(header.capacity) || header.capacity > kMaxReadCapacity) {
     return MakeError(ErrorCode::kParse, "phase ring {}: bad capacity {}", path, header.capacity);
   }
   return OkStatus();

@@ -155,7 +155,7 @@ void WriteHostJson(JsonWriter& w, const doctor::HostFacts& h) {
   w.EndObject();
 }
 
-void WritePythonJson(JsonWriter& w, const doctor::PythonFacts& p) {
+void WriteDoctorPythonJson(JsonWriter& w, const doctor::PythonFacts& p) {
   w.Key("python").BeginObject().Field("interpreter", p.interpreter).Field("ran", p.ran);
   w.Key("error");
   p.error.empty() ? w.Null() : w.String(p.error);
@@ -231,7 +231,7 @@ void WriteFactsJson(JsonWriter& w, const doctor::Facts& f) {
   for (const doctor::GpuFact& g : f.gpu.gpus) WriteGpuJson(w, g);
   w.EndArray();
   WriteHostJson(w, f.host);
-  WritePythonJson(w, f.python);
+  WriteDoctorPythonJson(w, f.python);
   WriteDataJson(w, f.data);
   w.Field("workers", f.workers);
   // Only what doctor judges: the rest of the environment may hold secrets.

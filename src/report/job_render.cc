@@ -22,7 +22,7 @@ std::string RanksText(const std::vector<int32_t>& ranks) {
 }
 
 /// "CV 45.1% (Poor)" or "-" (seed 002 classes).
-std::string BalanceText(const analysis::Balance& b) {
+std::string BalanceCell(const analysis::Balance& b) {
   if (!b.cv_pct || !b.quality) return "-";
   return fmt::format("CV {:.1f}% ({})", *b.cv_pct, BalanceClassName(*b.quality));
 }
@@ -103,8 +103,8 @@ std::string RenderJobReportText(const diagnose::RunReport& r, const rundir::JobN
       "Balance across nodes (seed 002: < {:.0f}% Excellent, < {:.0f}% Good, < {:.0f}% Fair): "
       "work per step {}; GPU utilization {}\n",
       kThresholds.balance_good_cv.value, kThresholds.balance_fair_cv.value,
-      kThresholds.balance_poor_cv.value, BalanceText(job.work_balance),
-      BalanceText(job.util_balance));
+      kThresholds.balance_poor_cv.value, BalanceCell(job.work_balance),
+      BalanceCell(job.util_balance));
   out += RenderPhaseTable(r.phases);
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", EscapeControl(w));
   out += NextLines(job);

@@ -18,7 +18,7 @@ constexpr double kShownS = 0.05;  // parts shorter than this are left out of the
 constexpr size_t kPartsShown = 4;
 
 /// "18.4 s", "420 ms", "3 ms".
-std::string Dur(double s) {
+std::string LifeDur(double s) {
   if (s >= 99.5) return fmt::format("{:.0f} s", s);
   if (s >= 0.995) return fmt::format("{:.1f} s", s);
   return fmt::format("{:.0f} ms", s * 1e3);
@@ -28,26 +28,26 @@ std::string PartText(const LifePart& p, bool excess) {
   const std::string phase = EscapeControl(p.phase);
   switch (p.kind) {
     case LifePartKind::kInterpreter:
-      return "Python start " + Dur(p.seconds);
+      return "Python start " + LifeDur(p.seconds);
     case LifePartKind::kImportTorch:
-      return "import torch " + Dur(p.seconds);
+      return "import torch " + LifeDur(p.seconds);
     case LifePartKind::kSetup:
-      return "the job's set-up " + Dur(p.seconds);
+      return "the job's set-up " + LifeDur(p.seconds);
     case LifePartKind::kCudaInit:
-      return "CUDA context " + Dur(p.seconds);
+      return "CUDA context " + LifeDur(p.seconds);
     case LifePartKind::kFirstBatch:
-      return "first batch " + Dur(p.seconds) +
+      return "first batch " + LifeDur(p.seconds) +
              (p.count > 0 ? fmt::format(": {} worker{} started", p.count, p.count == 1 ? "" : "s")
                           : std::string());
     case LifePartKind::kPhase:
-      return phase + (excess ? " +" : " ") + Dur(p.seconds);
+      return phase + (excess ? " +" : " ") + LifeDur(p.seconds);
     case LifePartKind::kCompile:
-      return fmt::format("torch.compile {} ({} frame{})", Dur(p.seconds), p.count,
+      return fmt::format("torch.compile {} ({} frame{})", LifeDur(p.seconds), p.count,
                          p.count == 1 ? "" : "s");
     case LifePartKind::kCudnnBenchmark:
       return "cudnn.benchmark on";
     case LifePartKind::kExit:
-      return "exit " + Dur(p.seconds);
+      return "exit " + LifeDur(p.seconds);
   }
   return "";
 }
@@ -89,13 +89,13 @@ void WriteParts(JsonWriter& w, const char* key, const std::vector<LifePart>& par
 
 std::string RenderLifeLine(const diagnose::RunLife& l) {
   if (!l.has_steps) return "";
-  std::string out = "start-up " + Dur(l.startup_s) + Parts(l.startup, false);
+  std::string out = "start-up " + LifeDur(l.startup_s) + Parts(l.startup, false);
   if (l.warmup_steps > 0) {
-    out += fmt::format(" · warm-up {} over {}{}", Dur(l.warmup_s), Steps(l.warmup_steps),
+    out += fmt::format(" · warm-up {} over {}{}", LifeDur(l.warmup_s), Steps(l.warmup_steps),
                        Parts(l.warmup, true));
   }
-  out += fmt::format(" · steady {} over {}", Dur(l.steady_s), Steps(l.steady_steps));
-  if (l.tail_s >= kShownS) out += " · tail " + Dur(l.tail_s) + Parts(l.tail, false);
+  out += fmt::format(" · steady {} over {}", LifeDur(l.steady_s), Steps(l.steady_steps));
+  if (l.tail_s >= kShownS) out += " · tail " + LifeDur(l.tail_s) + Parts(l.tail, false);
   return out;
 }
 
@@ -104,8 +104,8 @@ std::string RenderLifeHeadline(const diagnose::RunLife& l) {
   return fmt::format(
       "START-UP {} of this {} run ({:.0f}%) was start-up and warm-up; the verdict below is the "
       "steady state's ({} over {})\n",
-      Dur(l.startup_s + l.warmup_s), Dur(l.wall_s), l.StartupShare() * 100, Dur(l.steady_s),
-      Steps(l.steady_steps));
+      LifeDur(l.startup_s + l.warmup_s), LifeDur(l.wall_s), l.StartupShare() * 100,
+      LifeDur(l.steady_s), Steps(l.steady_steps));
 }
 
 void WriteLifeJson(JsonWriter& w, const diagnose::RunLife& l, int64_t start_ns) {

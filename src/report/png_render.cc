@@ -361,7 +361,7 @@ void BarLabels(cairo_t* cr, const Bars& bars, const analysis::RecordingSummary& 
   }
 }
 
-std::string BalanceText(const analysis::Balance& b) {
+std::string BalanceCaption(const analysis::Balance& b) {
   if (!b.cv_pct) return "CV n/a (needs 2+ GPUs with data)";
   return fmt::format("CV {:.1f}% ({})", *b.cv_pct,
                      b.quality ? BalanceClassName(*b.quality) : std::string_view("?"));
@@ -417,7 +417,7 @@ void DrawMemory(cairo_t* cr, const analysis::RecordingSummary& m) {
   SetColor(cr, kInk);
   Text(cr, 40, 36,
        fmt::format("Per-GPU memory: used vs total (sum of means {:.1f} {}; balance {})",
-                   m.total_memory_used_mib / u.div, u.name, BalanceText(m.memory_balance)),
+                   m.total_memory_used_mib / u.div, u.name, BalanceCaption(m.memory_balance)),
        kTitlePt - 2, Align::kLeft, true);
   Text(cr, 40, 60, "bar: mean used (whisker ±1 std, dashed: peak); pale outline: total",
        kLabelPt - 1, Align::kLeft);
@@ -433,7 +433,7 @@ void DrawMemory(cairo_t* cr, const analysis::RecordingSummary& m) {
 void DrawLoadBalance(cairo_t* cr, const analysis::RecordingSummary& m) {
   WhitePage(cr);
   SetColor(cr, kInk);
-  Text(cr, 40, 36, "Load balance: utilization " + BalanceText(m.util_balance), kTitlePt,
+  Text(cr, 40, 36, "Load balance: utilization " + BalanceCaption(m.util_balance), kTitlePt,
        Align::kLeft, true);
   Text(cr, 40, 60,
        "seed 002: CV = std / mean of the per-GPU means; classes Excellent, Good, Fair, Poor",

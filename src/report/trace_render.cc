@@ -51,7 +51,7 @@ constexpr std::array<StepCategory, trace::kStepCategoryCount> kCategories{
 // Text
 // ---------------------------------------------------------------------------------------------
 
-std::string Header(const TraceReport& r) {
+std::string TraceHeader(const TraceReport& r) {
   uint64_t bytes = 0, events = 0;
   size_t steps = 0;
   for (const auto& k : r.ranks) {
@@ -115,7 +115,7 @@ std::string BreakdownTable(const TraceReport& r, const TraceTextOptions& o) {
   return out + RuntimeNotes(r);
 }
 
-std::string GpuTable(const TraceReport& r) {
+std::string TraceGpuTable(const TraceReport& r) {
   bool any = std::any_of(r.ranks.begin(), r.ranks.end(),
                          [](const auto& k) { return k.gpu.temporal.span_ns > 0; });
   if (!any) return "\nGPU      no GPU events in the trace (CPU-only profile)\n";
@@ -597,14 +597,14 @@ void WriteCross(JsonWriter& w, const TraceReport& r) {
 }  // namespace
 
 std::string RenderTraceText(const TraceReport& r, const TraceTextOptions& o) {
-  std::string out = Header(r);
+  std::string out = TraceHeader(r);
   std::optional<double> rate;
   if (!r.phases.ranks.empty() && r.phases.ranks.front().per_second > 0) {
     rate = r.phases.ranks.front().per_second;
   }
   out += RenderVerdictText(r.verdict, rate);
   out += BreakdownTable(r, o);
-  out += GpuTable(r);
+  out += TraceGpuTable(r);
   for (const auto& k : r.ranks) {
     std::string body = StreamTable(k, o) + LaunchLines(k) + KernelLines(k, o) + SeriesLines(k);
     if (body.empty()) continue;

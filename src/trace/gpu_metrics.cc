@@ -15,7 +15,7 @@ namespace {
 
 // A [begin, end) span on a GPU row. HTA keeps negative spans (µs rounding can make end < begin)
 // and so do we in hta_compat; the merge below then reproduces HTA's arithmetic exactly.
-struct Interval {
+struct HtaSpan {
   int64_t begin = 0;
   int64_t end = 0;
 };
@@ -73,10 +73,10 @@ LaunchName ClassifyLaunch(std::string_view name, bool hta_compat, bool for_queue
 // Sorts `iv` by begin and merges it as HTA's `merge_kernel_intervals` does: a new group starts
 // when an interval begins strictly after the running maximum end of all earlier ones; a group
 // is [min begin, max end]. Writes the groups to `out` (cleared first).
-void MergeIntervals(std::vector<Interval>& iv, std::vector<Interval>& out) {
+void MergeIntervals(std::vector<HtaSpan>& iv, std::vector<HtaSpan>& out) {
   out.clear();
   ReserveHuge(out, iv.size());
-  auto before = [](const Interval& a, const Interval& b) {
+  auto before = [](const HtaSpan& a, const HtaSpan& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
   };
   // GPU rows come from the (ts, -dur)-sorted events, so the intervals usually are in this order
@@ -93,14 +93,14 @@ void MergeIntervals(std::vector<Interval>& iv, std::vector<Interval>& out) {
   }
 }
 
-int64_t TotalLength(const std::vector<Interval>& merged) {
+int64_t TotalLength(const std::vector<HtaSpan>& merged) {
   int64_t total = 0;
-  for (const Interval& m : merged) total += m.end - m.begin;
+  for (const HtaSpan& m : merged) total += m.end - m.begin;
   return total;
 }
 
 // |A ∩ B| for two merged (disjoint, sorted) interval lists.
-int64_t IntersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+int64_t IntersectionLength(const std::vector<HtaSpan>& a, const std::vector<HtaSpan>& b) {
   int64_t total = 0;
   size_t i = 0;
   size_t j = 0;
@@ -212,8 +212,8 @@ void CollectRows(Context& ctx) {
 }
 
 TemporalBreakdown Temporal(const std::vector<GpuRow>& rows, std::optional<int32_t> device,
-                           std::vector<Interval>& all, std::vector<Interval>& compute,
-                           std::vector<Interval>& merged) {
+                           std::vector<HtaSpan>& all, std::vector<HtaSpan>& compute,
+                           std::vector<HtaSpan>& merged) {
   all.clear();
   compute.clear();
   for (const GpuRow& r : rows) {
@@ -239,9 +239,9 @@ TemporalBreakdown Temporal(const std::vector<GpuRow>& rows, std::optional<int32_
 }
 
 void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
-  std::vector<Interval> all;
-  std::vector<Interval> compute;
-  std::vector<Interval> merged;
+  std::vector<HtaSpan> all;
+  std::vector<HtaSpan> compute;
+  std::vector<HtaSpan> merged;
   ReserveHuge(all, ctx.rows.size());
   ReserveHuge(compute, ctx.rows.size());
   ReserveHuge(merged, ctx.rows.size());
@@ -258,16 +258,16 @@ void ComputeTemporal(const Context& ctx, GpuMetrics& m) {
 }
 
 void ComputeOverlap(const Context& ctx, GpuMetrics& m) {
-  std::vector<Interval> comm;
-  std::vector<Interval> comp;
+  std::vector<HtaSpan> comm;
+  std::vector<HtaSpan> comp;
   ReserveHuge(comm, ctx.rows.size());
   ReserveHuge(comp, ctx.rows.size());
   for (const GpuRow& r : ctx.rows) {
     if (r.cls == KernelClass::kCommunication) comm.push_back({r.ts, r.end});
     if (r.cls == KernelClass::kCompute) comp.push_back({r.ts, r.end});
   }
-  std::vector<Interval> comm_merged;
-  std::vector<Interval> comp_merged;
+  std::vector<HtaSpan> comm_merged;
+  std::vector<HtaSpan> comp_merged;
   MergeIntervals(comm, comm_merged);
   MergeIntervals(comp, comp_merged);
   m.comm_ns = TotalLength(comm_merged);
