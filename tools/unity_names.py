@@ -7,10 +7,11 @@ overloads of each other: `Dur(double)` of one file and `Dur(Ns)` of another once
 helper has a name unique in its module.
 
     python3 tools/unity_names.py src        # exit 0: none; 1: every clash, one line each
+    python3 tools/unity_names.py --tests src
 
 It reads the code as clang-format leaves it: file-local declarations start at column 0 inside
 `namespace {` ... `}  // namespace`, or with `static` at column 0. Test sources (*_test.cc) are
-not unity-built and are skipped. Standard library only.
+checked apart, with --tests (the test binaries are unity-built too). Standard library only.
 """
 
 import argparse
@@ -64,10 +65,11 @@ def header_names(text):
     return names
 
 
-def clashes(src):
+def clashes(src, tests=False):
     """[(module, name, [(file, line), ...])] for names defined file-locally in 2+ files of a
-    module's library sources, or file-locally in one and declared by the module's headers (a
-    batch's other files then see the local one beside the header's: an overload)."""
+    module's library sources (with `tests`, of its test sources: a test binary is unity-built
+    too), or file-locally in one and declared by the module's headers (a batch's other files
+    then see the local one beside the header's: an overload)."""
     out = []
     for module in sorted(os.listdir(src)):
         folder = os.path.join(src, module)
@@ -82,7 +84,7 @@ def clashes(src):
                 with open(path, encoding="utf-8") as f:
                     for public, line in header_names(f.read()).items():
                         declared[public].append((path, line))
-            if not name.endswith(".cc") or name.endswith("_test.cc"):
+            if not name.endswith(".cc") or name.endswith("_test.cc") != tests:
                 continue
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -104,8 +106,10 @@ def clashes(src):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("src", help="the source tree, e.g. src")
+    parser.add_argument("--tests", action="store_true",
+                        help="check the test sources (*_test.cc) instead of the libraries'")
     args = parser.parse_args(argv)
-    found = clashes(args.src)
+    found = clashes(args.src, args.tests)
     for module, name, where in found:
         places = ", ".join(f"{path}:{line}" for path, line in where)
         print(f"{module}: `{name}` is file-local and defined or declared again ({places}): a "

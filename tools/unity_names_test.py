@@ -45,6 +45,12 @@ class UnityNamesTest(unittest.TestCase):
                                      "m/a_test.cc": test, "m/b_test.cc": test,
                                      "n/a.cc": test}), [])
 
+    def test_test_sources_apart(self):
+        test = "namespace {\nint Helper() { return 1; }\n}  // namespace\n"
+        root = self.tree({"m/a_test.cc": test, "m/b_test.cc": test, "m/c.cc": test})
+        self.assertEqual([n for _, n, _ in unity_names.clashes(root, tests=True)], ["Helper"])
+        self.assertEqual(unity_names.clashes(root), [])
+
     def test_indented_code_is_not_file_scope(self):
         a = "namespace {\nvoid F() {\n  int Local(int);\n}\n}  // namespace\n"
         b = "namespace {\nvoid G() {\n  int Local(int);\n}\n}  // namespace\n"

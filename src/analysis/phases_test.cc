@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "base/stats.h"
+#include "base/units.h"
 
 namespace stallscope::analysis {
 namespace {
 
 using phase::RecordKind;
 
-constexpr int64_t kMs = 1'000'000;
 /// A non-zero clock origin, so nothing relies on timestamps starting at 0.
-constexpr int64_t kT0 = 5'000'000 * kMs;
+constexpr int64_t kT0 = 5'000'000 * kNsPerMs;
 constexpr double kEps = 1e-9;
 
 /// Builds an EventLog in write order; times in ms from kT0.
@@ -57,7 +57,7 @@ class LogBuilder {
   /// A resolved CUDA-event span of `name`'s instance that began at begin_ms, written late.
   LogBuilder& Gpu(const std::string& name, double begin_ms, double gpu_ms) {
     return Add(RecordKind::kGpuSpan, Id(name), begin_ms,
-               static_cast<int64_t>(gpu_ms * static_cast<double>(kMs)));
+               static_cast<int64_t>(gpu_ms * static_cast<double>(kNsPerMs)));
   }
   phase::EventLog Build() const { return log_; }
 
@@ -72,7 +72,7 @@ class LogBuilder {
   }
   LogBuilder& Add(RecordKind kind, uint16_t id, double ms, int64_t arg) {
     phase::LoggedEvent e;
-    e.ts_ns = kT0 + static_cast<int64_t>(ms * static_cast<double>(kMs));
+    e.ts_ns = kT0 + static_cast<int64_t>(ms * static_cast<double>(kNsPerMs));
     e.arg = arg;
     e.pid = pid_;
     e.tid = tid_;
@@ -129,7 +129,7 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
   // The first batch is start-up (phases.h): step 1 begins at 10 ms, once it is in hand, and is
   // warm-up (it waited for no data); the steady state is steps 2 and 3.
   ASSERT_EQ(r.warmup.size(), 1u);
-  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 10 * kMs);
+  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 10 * kNsPerMs);
   EXPECT_EQ(r.count, 2);
   EXPECT_NEAR(r.duration_s, 0.2, kEps);
   EXPECT_NEAR(r.per_second, 10, 1e-6);
@@ -137,9 +137,9 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
   EXPECT_NEAR(r.variation_ratio, 0, 1e-6);
   EXPECT_FALSE(r.oscillating);
   EXPECT_EQ(r.life.first_event_ns, kT0);
-  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 10 * kMs);
-  EXPECT_EQ(r.life.steady_begin_ns, kT0 + 100 * kMs);
-  EXPECT_EQ(r.life.steady_end_ns, kT0 + 300 * kMs);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 10 * kNsPerMs);
+  EXPECT_EQ(r.life.steady_begin_ns, kT0 + 100 * kNsPerMs);
+  EXPECT_EQ(r.life.steady_end_ns, kT0 + 300 * kNsPerMs);
   EXPECT_EQ(r.life.startup_phase_s, (std::map<std::string, double>{{"data_loading", 0.01}}));
   EXPECT_TRUE(r.life.tail_phase_s.empty());
   EXPECT_EQ(Names(a), (std::vector<std::string>{"optimizer_step", "backward_pass", "forward_pass",
@@ -166,8 +166,8 @@ TEST(AnalyzePhases, SimpleLoopHasExactShares) {
   }
   ASSERT_EQ(r.steps.size(), 2u);
   EXPECT_EQ(r.steps[0].index, 2);
-  EXPECT_EQ(r.steps[0].begin_ns, kT0 + 100 * kMs);
-  EXPECT_EQ(r.steps[0].end_ns, kT0 + 200 * kMs);
+  EXPECT_EQ(r.steps[0].begin_ns, kT0 + 100 * kNsPerMs);
+  EXPECT_EQ(r.steps[0].end_ns, kT0 + 200 * kNsPerMs);
   EXPECT_NEAR(r.steps[0].phase_s.at("backward_pass"), 0.03, kEps);
   EXPECT_NEAR(r.steps[0].phase_s.at("other"), 0, kEps);
   EXPECT_EQ(r.steps[0].phase_s.size(), 5u);
@@ -367,11 +367,11 @@ TEST(AnalyzePhases, TheFirstBatchIsStartupAndStepOneBeginsAfterIt) {
   PhaseAnalysis a = AnalyzePhases(HookedLoop(20, 0, 0).Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   EXPECT_EQ(r.life.first_event_ns, kT0);
-  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 3500 * kMs);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 3500 * kNsPerMs);
   EXPECT_EQ(r.life.startup_phase_s, (std::map<std::string, double>{{"data_loading", 3.5}}));
   // Step 1 waited for no data: warm-up, and the 19 others are the steady state.
   ASSERT_EQ(r.warmup.size(), 1u);
-  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 3500 * kMs);
+  EXPECT_EQ(r.warmup[0].begin_ns, kT0 + 3500 * kNsPerMs);
   ASSERT_EQ(r.count, 19);
   EXPECT_EQ(r.steps.front().index, 2);
   EXPECT_NEAR(r.mean_step_s, 0.1, kEps);
@@ -410,7 +410,7 @@ TEST(AnalyzePhases, PhasesNestedInTheFirstBatchAreStartupToo) {
       .Step(700);
   const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
-  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 500 * kMs);
+  EXPECT_EQ(r.life.steps_begin_ns, kT0 + 500 * kNsPerMs);
   EXPECT_NEAR(r.life.startup_phase_s.at("decode"), 0.3, kEps);
 }
 
@@ -445,7 +445,7 @@ TEST(AnalyzePhases, WorkAfterTheLastStepIsTheTail) {
   const PhaseAnalysis a = AnalyzePhases(b.Build(), kThresholds);
   const RankSteps& r = a.ranks.at(0);
   EXPECT_EQ(r.life.tail_phase_s, (std::map<std::string, double>{{"checkpointing", 0.6}}));
-  EXPECT_EQ(r.life.last_event_ns, kT0 + 5100 * kMs);
+  EXPECT_EQ(r.life.last_event_ns, kT0 + 5100 * kNsPerMs);
 }
 
 struct PairingCase {

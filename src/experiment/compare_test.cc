@@ -20,7 +20,7 @@ std::vector<double> Steps(size_t n, double step_s, double jitter, uint32_t seed 
   return out;
 }
 
-RunDigest Digest(std::vector<double> step_s) {
+RunDigest CompareDigest(std::vector<double> step_s) {
   RunDigest d;
   d.dir = "runs/x";
   d.meta.command = {"/usr/bin/python3", "train.py", "--situation", "data_cpu"};
@@ -43,7 +43,7 @@ RunDigest Digest(std::vector<double> step_s) {
 }
 
 TEST(Compare, SameRunsAreNoSignificantChange) {
-  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest a = CompareDigest(Steps(30, 0.25, 0.02));
   CompareReport r = Compare(a, a);
   EXPECT_EQ(r.outcome, CompareOutcome::kNoChange);
   ASSERT_TRUE(r.change);
@@ -56,7 +56,8 @@ TEST(Compare, SameRunsAreNoSignificantChange) {
 }
 
 TEST(Compare, TwiceAsFastIsSignificant) {
-  CompareReport r = Compare(Digest(Steps(30, 0.25, 0.02)), Digest(Steps(30, 0.125, 0.01)));
+  CompareReport r =
+      Compare(CompareDigest(Steps(30, 0.25, 0.02)), CompareDigest(Steps(30, 0.125, 0.01)));
   EXPECT_EQ(r.outcome, CompareOutcome::kFaster);
   ASSERT_TRUE(r.change);
   EXPECT_NEAR(r.change->ratio, 2.0, 1e-9);
@@ -66,7 +67,8 @@ TEST(Compare, TwiceAsFastIsSignificant) {
 }
 
 TEST(Compare, SlowerSaysHowMuchSlower) {
-  CompareReport r = Compare(Digest(Steps(30, 0.125, 0.01)), Digest(Steps(30, 0.25, 0.02)));
+  CompareReport r =
+      Compare(CompareDigest(Steps(30, 0.125, 0.01)), CompareDigest(Steps(30, 0.25, 0.02)));
   EXPECT_EQ(r.outcome, CompareOutcome::kSlower);
   EXPECT_EQ(r.conclusion.rfind("B is 2.00× slower (B/A 0.50×, 95% interval ", 0), 0)
       << r.conclusion;
@@ -74,26 +76,28 @@ TEST(Compare, SlowerSaysHowMuchSlower) {
 
 TEST(Compare, NoisyRunsWithASmallChangeAreNotSignificant) {
   // 5% faster on average, but each step varies by ±40%: the interval spans 1.
-  CompareReport r = Compare(Digest(Steps(10, 0.25, 0.1, 1)), Digest(Steps(10, 0.238, 0.1, 2)));
+  CompareReport r =
+      Compare(CompareDigest(Steps(10, 0.25, 0.1, 1)), CompareDigest(Steps(10, 0.238, 0.1, 2)));
   EXPECT_EQ(r.outcome, CompareOutcome::kNoChange) << r.conclusion;
 }
 
 TEST(Compare, TooFewStepsGiveARatioWithoutVerdict) {
-  CompareReport r = Compare(Digest(Steps(2, 0.25, 0)), Digest(Steps(30, 0.125, 0.01)));
+  CompareReport r =
+      Compare(CompareDigest(Steps(2, 0.25, 0)), CompareDigest(Steps(30, 0.125, 0.01)));
   EXPECT_EQ(r.outcome, CompareOutcome::kTooFewSteps);
   EXPECT_EQ(r.conclusion.rfind("too few steps to say (A 2 steady steps, B 30;", 0), 0)
       << r.conclusion;
 }
 
 TEST(Compare, NoStepsNamesTheSide) {
-  CompareReport r = Compare(Digest({}), Digest(Steps(30, 0.125, 0.01)));
+  CompareReport r = Compare(CompareDigest({}), CompareDigest(Steps(30, 0.125, 0.01)));
   EXPECT_EQ(r.outcome, CompareOutcome::kNoSteps);
   EXPECT_FALSE(r.change);
   EXPECT_EQ(r.conclusion, "nothing to compare: no steps measured in A");
 }
 
 TEST(Compare, DifferencesInAFixedOrder) {
-  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest a = CompareDigest(Steps(30, 0.25, 0.02));
   RunDigest b = a;
   b.meta.command.push_back("--num-workers");
   b.meta.command.push_back("2");
@@ -124,8 +128,8 @@ TEST(Compare, DifferencesInAFixedOrder) {
 }
 
 TEST(Compare, PhasesAreTheUnionLargestFirst) {
-  RunDigest a = Digest(Steps(30, 0.25, 0.02));
-  RunDigest b = Digest(Steps(30, 0.125, 0.01));
+  RunDigest a = CompareDigest(Steps(30, 0.25, 0.02));
+  RunDigest b = CompareDigest(Steps(30, 0.125, 0.01));
   b.phases = {{"forward", 50, 0.4}, {"backward", 60, 0.48}, {"data_loading", 15, 0.12}};
   CompareReport r = Compare(a, b);
   ASSERT_EQ(r.phases.size(), 3u);
@@ -140,7 +144,7 @@ TEST(Compare, PhasesAreTheUnionLargestFirst) {
 }
 
 TEST(Compare, BusyHostIsNotedPerSide) {
-  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest a = CompareDigest(Steps(30, 0.25, 0.02));
   RunDigest b = a;
   b.busy_host = true;
   CompareReport r = Compare(a, b);
@@ -152,7 +156,7 @@ TEST(Compare, BusyHostIsNotedPerSide) {
 }
 
 TEST(Compare, OtherWorkOnTheHostIsADifferenceOnlyWhenItMovedByHalfACpu) {
-  RunDigest a = Digest(Steps(30, 0.25, 0.02));
+  RunDigest a = CompareDigest(Steps(30, 0.25, 0.02));
   RunDigest b = a;
   a.other_cpus = 0.1;
   b.other_cpus = 0.5;  // moved 0.4: noise
@@ -170,8 +174,8 @@ TEST(Compare, OtherWorkOnTheHostIsADifferenceOnlyWhenItMovedByHalfACpu) {
 TEST(Compare, AChangeBelowTheNoiseOfTwoRunsIsNoSignificantChangeAndSaysWhy) {
   // 1% faster with little noise: the interval excludes 1 but not rate_change_min (5%).
   for (uint32_t seed = 1; seed < 400; ++seed) {
-    CompareReport r =
-        Compare(Digest(Steps(40, 0.25, 0.01, seed)), Digest(Steps(40, 0.2475, 0.01, seed + 1000)));
+    CompareReport r = Compare(CompareDigest(Steps(40, 0.25, 0.01, seed)),
+                              CompareDigest(Steps(40, 0.2475, 0.01, seed + 1000)));
     if (!r.change || r.change->lo <= 1.0) continue;
     EXPECT_EQ(r.outcome, CompareOutcome::kNoChange);
     EXPECT_FALSE(r.change->significant);

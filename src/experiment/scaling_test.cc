@@ -9,7 +9,7 @@ namespace stallscope::experiment {
 namespace {
 
 /// A digest whose ranks step `step_s` each, with slow steps every 10th where `slow` says.
-RunDigest Digest(int ranks, double step_s, bool saw, int n = 60) {
+RunDigest ScalingDigest(int ranks, double step_s, bool saw, int n = 60) {
   RunDigest d;
   for (int i = 0; i < n; ++i) d.step_s.push_back(step_s * ((saw && i % 10 == 9) ? 12 : 1));
   d.rate = analysis::EstimateRate(d.step_s);
@@ -43,12 +43,12 @@ std::vector<ScalingRun> Runs(RunDigest one, RunDigest two) {
 }
 
 TEST(ConcludeScaling, RankZeroWorkingWhileTheOthersWaitIsMainRankSideWork) {
-  RunDigest two = Digest(2, 0.05, true);
+  RunDigest two = ScalingDigest(2, 0.05, true);
   two.periodic = {Periodic(0, "evaluation"), Periodic(1, "comm_wait")};
   two.ranks[0].phases.emplace_back("evaluation", 6, 3.0);
   two.ranks[0].median_phase_s = {{"forward_pass", 0.025}, {"comm_wait", 0.001}};
   two.ranks[1].median_phase_s = {{"forward_pass", 0.025}, {"comm_wait", 0.002}};
-  auto c = ConcludeScaling(Runs(Digest(1, 0.05, true), two));
+  auto c = ConcludeScaling(Runs(ScalingDigest(1, 0.05, true), two));
   EXPECT_EQ(c.cls, ScalingClass::kMainRankSideWork) << c.text;
   EXPECT_NE(c.text.find("rank 0 alone does evaluation every 10 steps"), std::string::npos)
       << c.text;
@@ -62,31 +62,31 @@ TEST(ConcludeScaling, RankZeroWorkingWhileTheOthersWaitIsMainRankSideWork) {
 }
 
 TEST(ConcludeScaling, EveryRankDoingTheSameWorkIsNotMainRankSideWork) {
-  RunDigest two = Digest(2, 0.05, true);
+  RunDigest two = ScalingDigest(2, 0.05, true);
   two.periodic = {Periodic(0, "checkpointing"), Periodic(1, "checkpointing")};
-  auto c = ConcludeScaling(Runs(Digest(1, 0.05, true), two));
+  auto c = ConcludeScaling(Runs(ScalingDigest(1, 0.05, true), two));
   EXPECT_EQ(c.cls, ScalingClass::kSawtoothInEveryProcess) << c.text;
   // Slow at other steps on the other rank: no waiting on rank 0's work.
-  RunDigest other = Digest(2, 0.05, true);
+  RunDigest other = ScalingDigest(2, 0.05, true);
   other.periodic = {Periodic(0, "evaluation"), Periodic(1, "comm_wait")};
   other.periodic[1].steps = {5, 15, 25, 35, 45, 55};
-  EXPECT_NE(ConcludeScaling(Runs(Digest(1, 0.05, false), other)).cls,
+  EXPECT_NE(ConcludeScaling(Runs(ScalingDigest(1, 0.05, false), other)).cls,
             ScalingClass::kMainRankSideWork);
   // A rank slow in its loading twice, the other waiting then: noise, not side work (1% of the
   // run, irregular).
-  RunDigest rare = Digest(2, 0.05, false);
+  RunDigest rare = ScalingDigest(2, 0.05, false);
   rare.periodic = {Periodic(1, "data_loading"), Periodic(0, "comm_wait")};
   rare.periodic[0].every_steps = 0;
   rare.periodic[0].occurrences = 2;
   rare.periodic[0].share_of_wall = 0.01;
   rare.periodic[0].steps = {10, 20};
-  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.05, false), rare)).cls, ScalingClass::kScales);
+  EXPECT_EQ(ConcludeScaling(Runs(ScalingDigest(1, 0.05, false), rare)).cls, ScalingClass::kScales);
 }
 
 // From a CI run of the 2-rank straggler example beside a CPU hog: rank 1 loads slowly at every
 // step, and its noise made 4 of its steps slow "every 2 steps", rank 0 waiting at the same ones.
 TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
-  RunDigest two = Digest(2, 0.097, false, 48);
+  RunDigest two = ScalingDigest(2, 0.097, false, 48);
   two.periodic = {Periodic(1, "data_loading"), Periodic(0, "comm_wait")};
   for (auto& p : two.periodic) {
     p.every_steps = 2;
@@ -97,7 +97,7 @@ TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
   }
   two.ranks[0].median_phase_s = {{"comm_wait", 0.048}, {"data_loading", 0.003}};
   two.ranks[1].median_phase_s = {{"comm_wait", 0.001}, {"data_loading", 0.065}};
-  ScalingConclusion c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
+  ScalingConclusion c = ConcludeScaling(Runs(ScalingDigest(1, 0.046, false, 48), two));
   EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   bool uneven = false;
   for (const auto& e : c.evidence) uneven |= e.find("rank 0 waits in comm_wait 48") == 0;
@@ -105,42 +105,42 @@ TEST(ConcludeScaling, AStragglersNoiseIsNotMainRankSideWork) {
   // A straggler verdict says so in its own evidence: the line is not repeated.
   two.principal = diagnose::Finding{};
   two.principal->cls = diagnose::FindingClass::kStraggler;
-  c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
+  c = ConcludeScaling(Runs(ScalingDigest(1, 0.046, false, 48), two));
   EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   for (const auto& e : c.evidence)
     EXPECT_EQ(e.find("rank 0 waits in comm_wait"), std::string::npos);
   two.principal.reset();
   // Without the waiting rank's comm_wait phase, rank 1's longer loading at every step says it.
   two.ranks[0].median_phase_s.erase("comm_wait");
-  c = ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two));
+  c = ConcludeScaling(Runs(ScalingDigest(1, 0.046, false, 48), two));
   EXPECT_EQ(c.cls, ScalingClass::kMultiProcessOverhead) << c.text;
   uneven = false;
   for (const auto& e : c.evidence) uneven |= e.find("rank 1 spends 65") == 0;
   EXPECT_TRUE(uneven) << ::testing::PrintToString(c.evidence);
   // The same slow steps with even ranks at the others are side work.
   two.ranks[1].median_phase_s["data_loading"] = 0.004;
-  EXPECT_EQ(ConcludeScaling(Runs(Digest(1, 0.046, false, 48), two)).cls,
+  EXPECT_EQ(ConcludeScaling(Runs(ScalingDigest(1, 0.046, false, 48), two)).cls,
             ScalingClass::kMainRankSideWork);
 }
 
 TEST(ConcludeScaling, SmoothAloneSawTogetherIsCrossRankSync) {
-  auto c = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.05, true)));
+  auto c = ConcludeScaling(Runs(ScalingDigest(1, 0.05, false), ScalingDigest(2, 0.05, true)));
   EXPECT_EQ(c.cls, ScalingClass::kCrossRankSync) << c.text;
   EXPECT_NE(c.text.find("variation 0.10 → 1.80"), std::string::npos) << c.text;
 }
 
 TEST(ConcludeScaling, SmoothButSlowerIsOverheadAndSameSpeedScales) {
-  auto slow = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.08, false)));
+  auto slow = ConcludeScaling(Runs(ScalingDigest(1, 0.05, false), ScalingDigest(2, 0.08, false)));
   EXPECT_EQ(slow.cls, ScalingClass::kMultiProcessOverhead) << slow.text;
   EXPECT_NE(slow.text.find("1.60× as long"), std::string::npos) << slow.text;
   ASSERT_TRUE(slow.change);
   EXPECT_TRUE(slow.change->significant);
-  auto same = ConcludeScaling(Runs(Digest(1, 0.05, false), Digest(2, 0.051, false)));
+  auto same = ConcludeScaling(Runs(ScalingDigest(1, 0.05, false), ScalingDigest(2, 0.051, false)));
   EXPECT_EQ(same.cls, ScalingClass::kScales) << same.text;
 }
 
 TEST(ConcludeScaling, ARunWithoutStepsGivesNoConclusion) {
-  auto runs = Runs(Digest(1, 0.05, false), Digest(2, 0.05, false));
+  auto runs = Runs(ScalingDigest(1, 0.05, false), ScalingDigest(2, 0.05, false));
   runs[1].run.reset();
   runs[1].failure = "failed: exit 1";
   auto c = ConcludeScaling(runs);

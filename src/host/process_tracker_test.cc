@@ -33,9 +33,9 @@ using testing::FixtureFs;
 using testing::TempDir;
 using testing::WriteFile;
 
-constexpr int64_t kT0 = 10 * kNsPerSec;
+constexpr int64_t kTrackerT0 = 10 * kNsPerSec;
 
-ProcFs NodeA() {
+ProcFs TrackerNodeA() {
   ProcFs fs;
   fs.proc_root = DataPath("proc/node_a").string();
   return fs;
@@ -45,8 +45,8 @@ uint64_t PageBytes() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 double ClockTicks() { return static_cast<double>(sysconf(_SC_CLK_TCK)); }
 
 /// A /proc/PID/stat line with the fields the tracker reads.
-std::string StatLine(int pid, std::string_view comm, char state, int ppid, int utime, int stime,
-                     int start) {
+std::string TrackerStatLine(int pid, std::string_view comm, char state, int ppid, int utime,
+                            int stime, int start) {
   return std::to_string(pid) + " (" + std::string(comm) + ") " + state + " " +
          std::to_string(ppid) + " 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
          std::to_string(stime) + " 0 0 20 0 1 0 " + std::to_string(start) + " 1000 10 0 0\n";
@@ -97,7 +97,7 @@ TEST(ProcessTracker, NodeATreeTable) {
       // Zombie: empty cmdline, no io, no task list. 250 (no stat: vanished) is skipped.
       {300, 200, "sh", "", 'Z', 1, 0, std::nullopt, std::nullopt, 2, 0, 0, 0},
   };
-  ProcessTracker tracker(NodeA(), 100);
+  ProcessTracker tracker(TrackerNodeA(), 100);
   // Stale entries from an earlier, bigger tree must be overwritten field by field.
   std::vector<ProcessSample> out(7);
   for (auto& p : out) {
@@ -106,7 +106,7 @@ TEST(ProcessTracker, NodeATreeTable) {
     p.cmdline = "stale";
     p.threads_running = 9;
   }
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   ASSERT_EQ(out.size(), std::size(want));
   for (size_t i = 0; i < out.size(); ++i) {
     const ProcessSample& p = out[i];
@@ -145,16 +145,16 @@ TEST(ProcessTracker, RootsTable) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.root);
-    ProcessTracker tracker(NodeA(), c.root);
+    ProcessTracker tracker(TrackerNodeA(), c.root);
     std::vector<ProcessSample> out;
-    tracker.Sample(kT0, out);
+    tracker.Sample(kTrackerT0, out);
     std::vector<int32_t> pids;
     for (const auto& p : out) pids.push_back(p.pid);
     EXPECT_EQ(pids, c.want_pids);
   }
-  ProcessTracker kthreads(NodeA(), 2);
+  ProcessTracker kthreads(TrackerNodeA(), 2);
   std::vector<ProcessSample> out;
-  kthreads.Sample(kT0, out);
+  kthreads.Sample(kTrackerT0, out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[1].comm, "kworker/0:1-events");
   EXPECT_EQ(out[1].cmdline, "");
@@ -167,14 +167,14 @@ TEST(ProcessTracker, CpuPercentAndChurnBetweenSamples) {
   const fs::path proc = tmp.path() / "proc";
   ProcessTracker tracker(FixtureFs(tmp.path()), 100);
   std::vector<ProcessSample> out;
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   ASSERT_EQ(out.size(), 4u);
 
   // 2 s later: 100 used 150 ticks, 200 used 200 ticks; 201 exited; 202 was started.
   CopyFixture("proc/node_a_next", proc);
   fs::remove_all(proc / "201");
-  WriteFile(proc / "202" / "stat", StatLine(202, "new worker", 'S', 100, 5, 5, 9000));
-  tracker.Sample(kT0 + 2 * kNsPerSec, out);
+  WriteFile(proc / "202" / "stat", TrackerStatLine(202, "new worker", 'S', 100, 5, 5, 9000));
+  tracker.Sample(kTrackerT0 + 2 * kNsPerSec, out);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].pid, 100);
   EXPECT_EQ(out[1].pid, 200);
@@ -189,15 +189,15 @@ TEST(ProcessTracker, CpuPercentAndChurnBetweenSamples) {
   EXPECT_EQ(out[3].cpu_pct, 0.0);                // zombie: no ticks
 
   // pid 300 reused by a new process (other start time): no delta against the old one.
-  WriteFile(proc / "300" / "stat", StatLine(300, "sh", 'S', 200, 50, 50, 7777));
-  tracker.Sample(kT0 + 4 * kNsPerSec, out);
+  WriteFile(proc / "300" / "stat", TrackerStatLine(300, "sh", 'S', 200, 50, 50, 7777));
+  tracker.Sample(kTrackerT0 + 4 * kNsPerSec, out);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].cpu_pct, 0.0);
   EXPECT_FALSE(out[3].cpu_pct);
 
   // The root exits: the tree is empty, no error.
   fs::remove_all(proc / "100");
-  tracker.Sample(kT0 + 6 * kNsPerSec, out);
+  tracker.Sample(kTrackerT0 + 6 * kNsPerSec, out);
   EXPECT_TRUE(out.empty());
 }
 
@@ -207,7 +207,7 @@ TEST(ProcessTracker, MalformedStatIsCountedAndSkipped) {
   WriteFile(tmp.path() / "proc" / "600" / "stat", "600 (oops) S 100 1 2\n");  // truncated
   ProcessTracker tracker(FixtureFs(tmp.path()), 100);
   std::vector<ProcessSample> out;
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   EXPECT_EQ(out.size(), 4u);
   EXPECT_EQ(tracker.malformed_records(), 1u);
 }
@@ -217,7 +217,7 @@ TEST(ProcessTracker, MissingProcRootGivesEmptyTree) {
   fs.proc_root = "/nonexistent/stallscope/proc";
   ProcessTracker tracker(fs, 1);
   std::vector<ProcessSample> out(3);
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   EXPECT_TRUE(out.empty());
 }
 
@@ -236,10 +236,10 @@ TEST(ProcessTracker, DiscoveryWithoutChildrenFilesTable) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(static_cast<int>(c.mode));
-    ProcessTracker tracker(NodeA(), 100, c.mode);
+    ProcessTracker tracker(TrackerNodeA(), 100, c.mode);
     EXPECT_EQ(tracker.last_discovery(), TreeDiscovery::kAuto);  // nothing sampled yet
     std::vector<ProcessSample> out;
-    tracker.Sample(kT0, out);
+    tracker.Sample(kTrackerT0, out);
     EXPECT_EQ(tracker.last_discovery(), c.want_used);
     EXPECT_EQ(Pids(out), c.want_pids);
     EXPECT_EQ(tracker.malformed_records(), 0u);
@@ -259,18 +259,18 @@ TEST(ProcessTracker, ChildrenFilesOnFixture) {
   // 201 listed again (re-parented during a walk) and a token that is not a pid.
   WriteFile(proc / "200/task/200/children", "300 201 x ");
   WriteFile(proc / "300/task/300/children", "100 ");  // a loop to the root: hand-made only
-  WriteFile(proc / "700/stat", StatLine(700, "stray", 'S', 100, 1, 1, 8000));
+  WriteFile(proc / "700/stat", TrackerStatLine(700, "stray", 'S', 100, 1, 1, 8000));
 
   ProcessTracker walk(FixtureFs(tmp.path()), 100);
   std::vector<ProcessSample> walked;
-  walk.Sample(kT0, walked);
+  walk.Sample(kTrackerT0, walked);
   EXPECT_EQ(walk.last_discovery(), TreeDiscovery::kChildrenFiles);
   EXPECT_EQ(Pids(walked), (std::vector<int32_t>{100, 200, 201, 300}));
   EXPECT_EQ(walk.malformed_records(), 1u);  // "x"
 
   ProcessTracker scan(FixtureFs(tmp.path()), 100, TreeDiscovery::kFullScan);
   std::vector<ProcessSample> scanned;
-  scan.Sample(kT0, scanned);
+  scan.Sample(kTrackerT0, scanned);
   EXPECT_EQ(Pids(scanned), (std::vector<int32_t>{100, 200, 201, 300, 700}));
   for (size_t i = 0; i < walked.size(); ++i) ExpectSameProcess(walked[i], scanned[i]);
 }
@@ -284,7 +284,7 @@ TEST(ProcessTracker, StaticFieldsCacheTable) {
   CopyFixture("proc/node_a", proc);
   ProcessTracker tracker(FixtureFs(tmp.path()), 100);
   std::vector<ProcessSample> out;
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
   ASSERT_EQ(out[1].cmdline, "worker -n 3");
   ASSERT_FALSE(out[2].read_bytes);  // 201 has no io file
@@ -292,7 +292,7 @@ TEST(ProcessTracker, StaticFieldsCacheTable) {
 
   struct Step {
     const char* what;
-    int64_t at_s;              // since kT0
+    int64_t at_s;              // since kTrackerT0
     std::string stat_200;      // the new /proc/200/stat; empty: unchanged
     std::string cmdline_200;   // the new /proc/200/cmdline
     std::string want_cmdline;  // of 200
@@ -301,10 +301,10 @@ TEST(ProcessTracker, StaticFieldsCacheTable) {
   };
   const Step steps[] = {
       {"argv rewritten, same process: cached", 1, "", "worker -n 4", "worker -n 3", true, false},
-      {"pid reused: same comm, other start time", 2, StatLine(200, "a) (b", 'R', 100, 1, 1, 6500),
-       "fresh", "fresh", false, false},
-      {"exec: comm changed, same start time", 3, StatLine(200, "b", 'R', 100, 2, 2, 6500), "exec",
-       "exec", true, false},
+      {"pid reused: same comm, other start time", 2,
+       TrackerStatLine(200, "a) (b", 'R', 100, 1, 1, 6500), "fresh", "fresh", false, false},
+      {"exec: comm changed, same start time", 3, TrackerStatLine(200, "b", 'R', 100, 2, 2, 6500),
+       "exec", "exec", true, false},
       {"argv rewritten again: cached", 9, "", "renamed", "exec", true, false},
       {"10 s after the last read: read again", 13, "", "renamed", "renamed", true, true},
   };
@@ -312,7 +312,7 @@ TEST(ProcessTracker, StaticFieldsCacheTable) {
     SCOPED_TRACE(step.what);
     if (!step.stat_200.empty()) WriteFile(proc / "200" / "stat", step.stat_200);
     WriteFile(proc / "200" / "cmdline", step.cmdline_200);
-    tracker.Sample(kT0 + step.at_s * kNsPerSec, out);
+    tracker.Sample(kTrackerT0 + step.at_s * kNsPerSec, out);
     ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
     EXPECT_EQ(out[1].cmdline, step.want_cmdline);
     EXPECT_EQ(out[1].cpu_pct.has_value(), step.want_cpu);
@@ -339,14 +339,14 @@ TEST(ProcessTracker, SlowCountersRefreshTable) {
   };
   ProcessTracker tracker(FixtureFs(tmp.path()), 100);
   std::vector<ProcessSample> out;
-  tracker.Sample(kT0, out);
+  tracker.Sample(kTrackerT0, out);
   ASSERT_EQ(Pids(out), (std::vector<int32_t>{100, 200, 201, 300}));
   ASSERT_EQ(out[0].voluntary_ctxt_switches, 1500u);
   ASSERT_EQ(out[0].read_bytes, 524288000u);
 
   struct Step {
     const char* what;
-    int64_t at_ms;             // since kT0
+    int64_t at_ms;             // since kTrackerT0
     int write_100, write_202;  // new counters (n, n+1, n+2, n+3) of 100 and 202; 0: unchanged
     uint64_t want_100;         // voluntary switches of 100; the other three follow
     std::optional<uint64_t> want_202;
@@ -363,10 +363,10 @@ TEST(ProcessTracker, SlowCountersRefreshTable) {
     SCOPED_TRACE(step.what);
     if (step.write_100 != 0) counters(100, step.write_100);
     if (step.write_202 != 0) {
-      WriteFile(proc / "202" / "stat", StatLine(202, "new", 'S', 100, 1, 1, 9000));
+      WriteFile(proc / "202" / "stat", TrackerStatLine(202, "new", 'S', 100, 1, 1, 9000));
       counters(202, step.write_202);
     }
-    tracker.Sample(kT0 + step.at_ms * 1'000'000, out);
+    tracker.Sample(kTrackerT0 + step.at_ms * 1'000'000, out);
     const ProcessSample& p = out[0];
     EXPECT_EQ(p.voluntary_ctxt_switches, step.want_100);
     if (step.want_100 != 1500) {
@@ -393,7 +393,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
   static_assert(ProcessTracker::kRediscoverNs == 500'000'000);
   struct Step {
     const char* what;
-    int64_t at_ms;  // since kT0
+    int64_t at_ms;  // since kTrackerT0
     void (*change)(const fs::path& proc, bool children_files);
     std::vector<int32_t> want_pids;
   };
@@ -407,7 +407,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
       {"new child 202: not yet seen",
        200,
        [](const fs::path& proc, bool on) {
-         WriteFile(proc / "202" / "stat", StatLine(202, "new", 'S', 100, 1, 1, 9000));
+         WriteFile(proc / "202" / "stat", TrackerStatLine(202, "new", 'S', 100, 1, 1, 9000));
          children(proc, on, 100, "200 202 ");
        },
        {100, 200, 201, 300}},
@@ -423,7 +423,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
       {"300 re-parented to init: gone at once",
        600,
        [](const fs::path& proc, bool on) {
-         WriteFile(proc / "300" / "stat", StatLine(300, "sh", 'S', 1, 1, 1, 7000));
+         WriteFile(proc / "300" / "stat", TrackerStatLine(300, "sh", 'S', 1, 1, 1, 7000));
          children(proc, on, 200, "");
        },
        {100, 200, 202}},
@@ -431,7 +431,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
       {"pid 202 reused outside the tree: gone at once",
        800,
        [](const fs::path& proc, bool on) {
-         WriteFile(proc / "202" / "stat", StatLine(202, "other", 'S', 1, 1, 1, 9500));
+         WriteFile(proc / "202" / "stat", TrackerStatLine(202, "other", 'S', 1, 1, 1, 9500));
          children(proc, on, 100, "200 ");
        },
        {100, 200}},
@@ -439,7 +439,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
       {"new child 203 of 200: not yet seen",
        1000,
        [](const fs::path& proc, bool on) {
-         WriteFile(proc / "203" / "stat", StatLine(203, "late", 'S', 200, 1, 1, 9600));
+         WriteFile(proc / "203" / "stat", TrackerStatLine(203, "late", 'S', 200, 1, 1, 9600));
          children(proc, on, 200, "203 ");
        },
        {100, 200}},
@@ -461,7 +461,7 @@ TEST(ProcessTracker, KnownTreeBetweenDiscoveriesTable) {
     for (const Step& step : steps) {
       SCOPED_TRACE(step.what);
       if (step.change != nullptr) step.change(proc, children_files);
-      tracker.Sample(kT0 + step.at_ms * 1'000'000, out);
+      tracker.Sample(kTrackerT0 + step.at_ms * 1'000'000, out);
       EXPECT_EQ(Pids(out), step.want_pids);
       EXPECT_EQ(tracker.last_discovery(),
                 children_files ? TreeDiscovery::kChildrenFiles : TreeDiscovery::kFullScan);

@@ -139,7 +139,7 @@ class FakeProcTree {
   std::vector<int32_t> live_;
 };
 
-sample::RecordingHeader Header(const gpu::GpuBackend& gpus) {
+sample::RecordingHeader MemHeader(const gpu::GpuBackend& gpus) {
   sample::RecordingHeader h;
   h.tool_version = "stallscope test";
   h.interval_ns = kNsPerSec;
@@ -172,7 +172,7 @@ TEST(SessionMemory, DayOfSamplingEightGpusStaysFlat) {
   SessionOptions options;
   options.max_samples = samples;
   options.on_write_error = OnWriteError::kContinue;  // as `run`
-  Session session(**gpus, host::testing::FixtureFs(dir.path()), clock, Header(**gpus),
+  Session session(**gpus, host::testing::FixtureFs(dir.path()), clock, MemHeader(**gpus),
                   std::move(options));
   ASSERT_TRUE(session.FollowPid(getpid()).ok());
   // The recording's lines are the product, but on disk: /dev/null takes them all the same.
@@ -232,7 +232,7 @@ TEST(SessionMemory, HundredThousandStepsStayBounded) {
   fs::create_directories(phases);
   gpu::FakeGpuBackend gpus({});
   FakeClock clock;
-  Session session(gpus, host::ProcFs{}, clock, Header(gpus), SessionOptions{});
+  Session session(gpus, host::ProcFs{}, clock, MemHeader(gpus), SessionOptions{});
   ASSERT_TRUE(session.WatchPhases(dir.path().string()).ok());
 
   phase::PhaseWriter writer({.phases_dir = phases});

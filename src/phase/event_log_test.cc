@@ -142,7 +142,7 @@ std::string WarningWith(const EventLog& log, std::string_view text) {
   return "";
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
+void WriteLogFile(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
@@ -160,9 +160,9 @@ TEST_F(ReadEventLogTest, DamagedNamesFileNamesComeFromTheRings) {
   };
   const std::vector<Case> cases = {
       {"missing", [&] { std::filesystem::remove(names); }, "missing"},
-      {"empty", [&] { WriteFile(names, ""); }, "empty"},
+      {"empty", [&] { WriteLogFile(names, ""); }, "empty"},
       {"garbage",
-       [&] { WriteFile(names, "\x93\xff garbage\n{\"type\":\"name\",\"pid\":\"x\"}\n"); },
+       [&] { WriteLogFile(names, "\x93\xff garbage\n{\"type\":\"name\",\"pid\":\"x\"}\n"); },
        "no valid line in 2 lines"},
       {"fifo",
        [&] {
@@ -218,8 +218,9 @@ TEST_F(ReadEventLogTest, DamagedEventsBinFallsBackToTheRings) {
     const char* reason;
   };
   const std::vector<Case> cases = {
-      {"random bytes", [&] { WriteFile(bin, random); }, "not a stallscope event log"},
-      {"another record size", [&] { WriteFile(bin, other_size); }, "record size 40 (expected 32)"},
+      {"random bytes", [&] { WriteLogFile(bin, random); }, "not a stallscope event log"},
+      {"another record size", [&] { WriteLogFile(bin, other_size); },
+       "record size 40 (expected 32)"},
       {"fifo", [&] { ASSERT_EQ(mkfifo(bin.c_str(), 0644), 0); }, "not a regular file (a FIFO)"},
       {"directory", [&] { std::filesystem::create_directory(bin); },
        "not a regular file (a directory)"},

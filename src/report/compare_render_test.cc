@@ -23,7 +23,7 @@ std::vector<double> Steps(size_t n, double step_s) {
   return out;
 }
 
-experiment::RunDigest Digest(const std::string& dir, double step_s, int64_t workers) {
+experiment::RunDigest CompareDigest(const std::string& dir, double step_s, int64_t workers) {
   experiment::RunDigest d;
   d.dir = dir;
   d.meta.name = "train";
@@ -65,7 +65,7 @@ experiment::RunDigest Digest(const std::string& dir, double step_s, int64_t work
 }
 
 TEST(CompareRender, WorkersGolden) {
-  auto r = experiment::Compare(Digest("runs/w0", 0.2, 0), Digest("runs/w2", 0.07, 2));
+  auto r = experiment::Compare(CompareDigest("runs/w0", 0.2, 0), CompareDigest("runs/w2", 0.07, 2));
   ASSERT_EQ(r.outcome, experiment::CompareOutcome::kFaster);
   testing::ExpectGolden("compare_workers.txt", RenderCompareText(r));
   testing::ExpectGolden("compare_workers.json", RenderCompareJson(r));
@@ -75,15 +75,15 @@ TEST(CompareRender, WorkersGolden) {
 }
 
 TEST(CompareRender, SameGolden) {
-  auto a = Digest("runs/a", 0.2, 0);
+  auto a = CompareDigest("runs/a", 0.2, 0);
   auto r = experiment::Compare(a, a);
   ASSERT_EQ(r.outcome, experiment::CompareOutcome::kNoChange);
   testing::ExpectGolden("compare_same.txt", RenderCompareText(r));
 }
 
 TEST(CompareRender, JobStringsAreEscaped) {
-  auto a = Digest(testing::kHostileName, 0.2, 0);
-  auto b = Digest("runs/b", 0.2, 0);
+  auto a = CompareDigest(testing::kHostileName, 0.2, 0);
+  auto b = CompareDigest("runs/b", 0.2, 0);
   a.meta.name = testing::kHostileName;
   a.meta.command.push_back(testing::kHostileName);
   a.meta.env["NCCL_DEBUG"] = testing::kHostileName;
@@ -101,7 +101,7 @@ TEST(CompareRender, JobStringsAreEscaped) {
 }
 
 TEST(CompareRender, BusyHostIsSaidUnderTheResult) {
-  auto a = Digest("runs/a", 0.2, 0);
+  auto a = CompareDigest("runs/a", 0.2, 0);
   auto b = a;
   b.caveats.push_back(std::string(diagnose::kBusyHostCaveat) + " other processes used 1.0");
   b.busy_host = true;
@@ -115,10 +115,10 @@ TEST(CompareRender, BusyHostIsSaidUnderTheResult) {
 }
 
 TEST(CompareRender, NoStepsSaysSoAndWritesNulls) {
-  auto a = Digest("runs/a", 0.2, 0);
+  auto a = CompareDigest("runs/a", 0.2, 0);
   a.step_s.clear();
   a.rate.reset();
-  auto r = experiment::Compare(a, Digest("runs/b", 0.2, 0));
+  auto r = experiment::Compare(a, CompareDigest("runs/b", 0.2, 0));
   EXPECT_NE(RenderCompareText(r).find("RESULT   nothing to compare: no steps measured in A\n"),
             std::string::npos);
   auto j = nlohmann::json::parse(RenderCompareJson(r));

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kFixture = fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu";
+const fs::path kDataCpuRun = fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu";
 
 bool AnyWarningHas(const RunData& d, const std::string& text) {
   for (const auto& w : d.warnings) {
@@ -23,9 +23,9 @@ bool AnyWarningHas(const RunData& d, const std::string& text) {
 }
 
 TEST(LoadRun, ARecordedRunHasItsMetaSamplesEventsAndInterpreters) {
-  auto d = LoadRun(kFixture.string() + "/");
+  auto d = LoadRun(kDataCpuRun.string() + "/");
   ASSERT_TRUE(d.ok()) << d.error().message;
-  EXPECT_EQ(d->paths.dir, kFixture.string());  // trailing '/' dropped
+  EXPECT_EQ(d->paths.dir, kDataCpuRun.string());  // trailing '/' dropped
   EXPECT_FALSE(d->meta.command.empty());
   EXPECT_FALSE(d->recording.samples.empty());
   EXPECT_FALSE(d->events.events.empty());
@@ -48,7 +48,7 @@ TEST(LoadRun, MissingRecordingAndEventsAreWarningsNotFailures) {
   testing::TempDir dir("bare_run");
   const fs::path run = dir.path() / "run";
   fs::create_directories(run);
-  fs::copy_file(kFixture / "run.json", run / "run.json");
+  fs::copy_file(kDataCpuRun / "run.json", run / "run.json");
   auto d = LoadRun(run.string());
   ASSERT_TRUE(d.ok()) << d.error().message;
   EXPECT_TRUE(d->recording.samples.empty());
@@ -59,7 +59,7 @@ TEST(LoadRun, MissingRecordingAndEventsAreWarningsNotFailures) {
 TEST(LoadRun, MalformedPythonNotesAreCountedInTheWarnings) {
   testing::TempDir dir("bad_notes");
   const fs::path run = dir.path() / "run";
-  fs::copy(kFixture, run, fs::copy_options::recursive);
+  fs::copy(kDataCpuRun, run, fs::copy_options::recursive);
   std::ofstream(run / kPythonNotesFile, std::ios::app) << "{not json\n";
   auto d = LoadRun(run.string());
   ASSERT_TRUE(d.ok()) << d.error().message;

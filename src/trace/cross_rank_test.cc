@@ -120,14 +120,14 @@ TEST(AnalyzeCrossRank, OneRankOrNothingShared) {
 // ---------------------------------------------------------------- real traces (skipped if absent)
 
 // The HTA reference traces (tests/support/hta_traces.h).
-std::optional<std::string> HtaDir() {
+std::optional<std::string> CrossRankHtaDir() {
   std::string dir = testing::HtaTracesDir().string();
   if (!std::filesystem::exists(dir + "/trace_filter/sampled_rank-0.json.gz")) return std::nullopt;
   return dir;
 }
 
 TEST(HtaTraces, TraceFilterCrossRank) {
-  auto dir = HtaDir();
+  auto dir = CrossRankHtaDir();
   if (!dir) GTEST_SKIP() << "shared/traces/hta not present";
   std::vector<CrossRankInput> inputs;
   for (const char* f : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {

@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/units.h"
+
 namespace stallscope::trace {
 namespace {
-
-constexpr int64_t kUs = 1000;
 
 // Builds a RankTrace from hand-written events (times in µs unless a _ns helper is used).
 class TraceBuilder {
@@ -28,14 +28,14 @@ class TraceBuilder {
   }
   TraceBuilder& Kernel(int64_t ts_us, int64_t dur_us, int64_t stream, int64_t correlation,
                        std::string_view name = "gemm") {
-    return Gpu(EventKind::kKernel, name, ts_us * kUs, dur_us * kUs, stream, correlation);
+    return Gpu(EventKind::kKernel, name, ts_us * kNsPerUs, dur_us * kNsPerUs, stream, correlation);
   }
   TraceBuilder& Cpu(EventKind kind, std::string_view name, int64_t ts_us, int64_t dur_us,
                     int64_t correlation = -1) {
     Event e;
     e.kind = kind;
-    e.ts_ns = ts_us * kUs;
-    e.set_dur_ns(dur_us * kUs);
+    e.ts_ns = ts_us * kNsPerUs;
+    e.set_dur_ns(dur_us * kNsPerUs);
     e.tid = 1;
     e.pid = 100;
     e.correlation = correlation;
@@ -91,10 +91,10 @@ TEST(GpuMetricsTest, OverlappingStreamsUnion) {
   TraceBuilder b;
   b.Kernel(0, 10, 7, 1).Kernel(5, 15, 8, 2).Kernel(30, 10, 7, 3);
   GpuMetrics m = b.Compute();
-  EXPECT_EQ(m.temporal.span_ns, 40 * kUs);
-  EXPECT_EQ(m.temporal.busy_ns, 30 * kUs);  // [0,20] ∪ [30,40]
-  EXPECT_EQ(m.temporal.idle_ns, 10 * kUs);
-  EXPECT_EQ(m.temporal.compute_ns, 30 * kUs);
+  EXPECT_EQ(m.temporal.span_ns, 40 * kNsPerUs);
+  EXPECT_EQ(m.temporal.busy_ns, 30 * kNsPerUs);  // [0,20] ∪ [30,40]
+  EXPECT_EQ(m.temporal.idle_ns, 10 * kNsPerUs);
+  EXPECT_EQ(m.temporal.compute_ns, 30 * kNsPerUs);
   EXPECT_EQ(m.temporal.non_compute_ns, 0);
   EXPECT_DOUBLE_EQ(*m.temporal.idle_pct, 25.0);
   EXPECT_TRUE(m.per_device.empty());
@@ -104,9 +104,9 @@ TEST(GpuMetricsTest, ZeroLengthEventsExtendSpanButAddNoBusyTime) {
   TraceBuilder b;
   b.Kernel(0, 10, 7, 1).Kernel(50, 0, 7, 2).Kernel(5, 0, 7, 3);
   GpuMetrics m = b.Compute();
-  EXPECT_EQ(m.temporal.span_ns, 50 * kUs);
-  EXPECT_EQ(m.temporal.busy_ns, 10 * kUs);
-  EXPECT_EQ(m.temporal.idle_ns, 40 * kUs);
+  EXPECT_EQ(m.temporal.span_ns, 50 * kNsPerUs);
+  EXPECT_EQ(m.temporal.busy_ns, 10 * kNsPerUs);
+  EXPECT_EQ(m.temporal.idle_ns, 40 * kNsPerUs);
 }
 
 TEST(GpuMetricsTest, EmptyTraceHasNoPercentages) {
@@ -133,7 +133,7 @@ TEST(GpuMetricsTest, UnsortedInputGivesSameResult) {
   ASSERT_EQ(b.idle.size(), 1u);
   EXPECT_EQ(a.idle[0].other_ns, b.idle[0].other_ns);
   EXPECT_EQ(a.launch.launch_delay_median_ns, b.launch.launch_delay_median_ns);
-  EXPECT_EQ(b.temporal.span_ns, 21 * kUs);
+  EXPECT_EQ(b.temporal.span_ns, 21 * kNsPerUs);
 }
 
 TEST(GpuMetricsTest, MissingCorrelationIsNeverHostWait) {
@@ -145,7 +145,7 @@ TEST(GpuMetricsTest, MissingCorrelationIsNeverHostWait) {
   EXPECT_EQ(m.gpu_events_without_launch, 2u);
   ASSERT_EQ(m.idle.size(), 1u);
   EXPECT_EQ(m.idle[0].host_wait_ns, 0);
-  EXPECT_EQ(m.idle[0].other_ns, (89 + 90) * kUs);
+  EXPECT_EQ(m.idle[0].other_ns, (89 + 90) * kNsPerUs);
   EXPECT_EQ(m.launch.launches, 1u);
 }
 
@@ -155,15 +155,15 @@ TEST(GpuMetricsTest, IdleGapClassesAndThirtyMicrosecondThreshold) {
   // Launched before 10 (not host wait); gap exactly 30 µs → not < threshold → other.
   b.Launch(2, 1, 2).Kernel(40, 10, 7, 2);  // ends at 50
   // Gap 29.999 µs → kernel wait.
-  b.Launch(3, 1, 3).Gpu(EventKind::kKernel, "gemm", 50 * kUs + 29'999, 1, 7, 3);
+  b.Launch(3, 1, 3).Gpu(EventKind::kKernel, "gemm", 50 * kNsPerUs + 29'999, 1, 7, 3);
   // Launched at 100, after the previous end (≈80): host wait, gap 120 − 79.999... = 40.001 µs.
   b.Launch(100, 5, 4).Kernel(120, 10, 7, 4);
   GpuMetrics m = b.Compute();
   ASSERT_EQ(m.idle.size(), 1u);
   const StreamIdle& s = m.idle[0];
-  EXPECT_EQ(s.other_ns, 30 * kUs);
+  EXPECT_EQ(s.other_ns, 30 * kNsPerUs);
   EXPECT_EQ(s.kernel_wait_ns, 29'999);
-  EXPECT_EQ(s.host_wait_ns, 120 * kUs - (50 * kUs + 30'000));
+  EXPECT_EQ(s.host_wait_ns, 120 * kNsPerUs - (50 * kNsPerUs + 30'000));
   EXPECT_EQ(s.gaps, 3u);
   EXPECT_NEAR(*s.other_share + *s.kernel_wait_share + *s.host_wait_share, 1.0, 1e-12);
 }
@@ -172,19 +172,20 @@ TEST(GpuMetricsTest, CommComputeOverlap) {
   TraceBuilder b;
   b.Kernel(0, 100, 20, 1, "ncclKernel_AllReduce").Kernel(200, 100, 20, 2, "ncclDevKernel_Send");
   b.Kernel(50, 100, 7, 3, "gemm");
-  b.Gpu(EventKind::kMemcpy, "Memcpy HtoD", 250 * kUs, 50 * kUs, 7, 4);  // memory: not compute
+  b.Gpu(EventKind::kMemcpy, "Memcpy HtoD", 250 * kNsPerUs, 50 * kNsPerUs, 7,
+        4);  // memory: not compute
   GpuMetrics m = b.Compute();
-  EXPECT_EQ(m.comm_ns, 200 * kUs);
-  EXPECT_EQ(m.comm_overlap_ns, 50 * kUs);
+  EXPECT_EQ(m.comm_ns, 200 * kNsPerUs);
+  EXPECT_EQ(m.comm_overlap_ns, 50 * kNsPerUs);
   EXPECT_DOUBLE_EQ(*m.comm_comp_overlap_pct, 25.0);
-  EXPECT_EQ(m.temporal.compute_ns, 100 * kUs);
-  EXPECT_EQ(m.temporal.non_compute_ns, 300 * kUs - 100 * kUs - m.temporal.idle_ns);
+  EXPECT_EQ(m.temporal.compute_ns, 100 * kNsPerUs);
+  EXPECT_EQ(m.temporal.non_compute_ns, 300 * kNsPerUs - 100 * kNsPerUs - m.temporal.idle_ns);
 }
 
 TEST(GpuMetricsTest, CudaSyncIsBusyOnlyInHtaMode) {
   auto build = [](TraceBuilder& b) {
     b.Kernel(0, 10, 7, 1);
-    b.Gpu(EventKind::kCudaSync, "Stream Sync", 10 * kUs, 20 * kUs, 7, 2);
+    b.Gpu(EventKind::kCudaSync, "Stream Sync", 10 * kNsPerUs, 20 * kNsPerUs, 7, 2);
     b.Launch(0, 1, 1).Launch(1, 1, 2, "cudaStreamSynchronize");
   };
   TraceBuilder clean;
@@ -193,22 +194,22 @@ TEST(GpuMetricsTest, CudaSyncIsBusyOnlyInHtaMode) {
   build(hta);
   GpuMetrics c = clean.Compute(false);
   GpuMetrics h = hta.Compute(true);
-  EXPECT_EQ(c.temporal.span_ns, 10 * kUs);
-  EXPECT_EQ(h.temporal.span_ns, 30 * kUs);
+  EXPECT_EQ(c.temporal.span_ns, 10 * kNsPerUs);
+  EXPECT_EQ(h.temporal.span_ns, 30 * kNsPerUs);
   EXPECT_EQ(h.temporal.idle_ns, 0);
-  EXPECT_EQ(h.temporal.compute_ns, 10 * kUs);  // sync is HTA type OTHER: non-compute
-  EXPECT_EQ(h.temporal.non_compute_ns, 20 * kUs);
+  EXPECT_EQ(h.temporal.compute_ns, 10 * kNsPerUs);  // sync is HTA type OTHER: non-compute
+  EXPECT_EQ(h.temporal.non_compute_ns, 20 * kNsPerUs);
 }
 
 TEST(GpuMetricsTest, SeveralDevicesGetTheirOwnBreakdown) {
   TraceBuilder b;
-  b.Gpu(EventKind::kKernel, "gemm", 0, 10 * kUs, 7, 1, /*device=*/0);
-  b.Gpu(EventKind::kKernel, "gemm", 20 * kUs, 10 * kUs, 7, 2, /*device=*/1);
+  b.Gpu(EventKind::kKernel, "gemm", 0, 10 * kNsPerUs, 7, 1, /*device=*/0);
+  b.Gpu(EventKind::kKernel, "gemm", 20 * kNsPerUs, 10 * kNsPerUs, 7, 2, /*device=*/1);
   GpuMetrics m = b.Compute();
-  EXPECT_EQ(m.temporal.span_ns, 30 * kUs);
+  EXPECT_EQ(m.temporal.span_ns, 30 * kNsPerUs);
   ASSERT_EQ(m.per_device.size(), 2u);
   EXPECT_EQ(m.per_device[0].device, 0);
-  EXPECT_EQ(m.per_device[0].span_ns, 10 * kUs);
+  EXPECT_EQ(m.per_device[0].span_ns, 10 * kNsPerUs);
   EXPECT_EQ(m.per_device[1].idle_ns, 0);
   EXPECT_EQ(m.idle.size(), 2u);  // (device 0, stream 7) and (device 1, stream 7)
 }
@@ -221,7 +222,7 @@ TEST(GpuMetricsTest, HtaDropsKernelsLaunchedInTheLastStep) {
   b.Launch(120, 2, 2).Kernel(170, 10, 7, 2);  // launched in step 2: dropped
   GpuMetrics m = b.Compute(true);
   EXPECT_EQ(m.gpu_events, 1u);
-  EXPECT_EQ(m.temporal.span_ns, 10 * kUs);
+  EXPECT_EQ(m.temporal.span_ns, 10 * kNsPerUs);
   EXPECT_EQ(m.launch.launches, 1u);
 }
 
@@ -238,7 +239,7 @@ TEST(GpuMetricsTest, LaunchStatisticsBothModes) {
   EXPECT_EQ(c.launch.long_runtime_calls, 1u);
   EXPECT_EQ(c.launch.kernels_shorter_than_launch, 1u);
   // Clean delays (once per call): 20, 190, 320 µs → median 190, two > 100 µs.
-  EXPECT_EQ(c.launch.launch_delay_median_ns, 190 * kUs);
+  EXPECT_EQ(c.launch.launch_delay_median_ns, 190 * kNsPerUs);
   EXPECT_EQ(c.launch.long_launch_delays, 2u);
   ASSERT_EQ(c.launch.queues.size(), 1u);
   // Steps: +1@0 +1@10 −1@25 +1@80 +1@80 −1@300 −1@405 −1@415 → depths 1 2 1 2 3 2 1 0.
@@ -258,8 +259,8 @@ TEST(GpuMetricsTest, LaunchStatisticsHtaMode) {
   EXPECT_EQ(h.launch.launches, 2u);
   EXPECT_EQ(h.launch.graph_launches, 0u);
   // HTA: delay = GPU start − call end: 10 and 130 µs → median 70 µs; p99 = 10 + 0.99 × 120.
-  EXPECT_EQ(h.launch.launch_delay_median_ns, 70 * kUs);
-  EXPECT_EQ(h.launch.launch_delay_p99_ns, 10 * kUs + 118'800);
+  EXPECT_EQ(h.launch.launch_delay_median_ns, 70 * kNsPerUs);
+  EXPECT_EQ(h.launch.launch_delay_p99_ns, 10 * kNsPerUs + 118'800);
   EXPECT_EQ(h.launch.long_launch_delays, 1u);
   ASSERT_EQ(h.launch.queues.size(), 1u);
   // +1@0 +1@10 −1@20 −1@200 → 1 2 1 0.
@@ -280,7 +281,7 @@ TEST(GpuMetricsTest, FullQueueBlocksTheHost) {
   // Full = depth ≥ 180 before the launch: launches 180..199 (20 of them); the 10 long ones
   // exceed the median call (2 µs) by 100 µs each.
   EXPECT_EQ(m.launch.blocked_launches, 20u);
-  EXPECT_EQ(m.launch.blocked_on_full_queue_ns, 10 * 100 * kUs);
+  EXPECT_EQ(m.launch.blocked_on_full_queue_ns, 10 * 100 * kNsPerUs);
 }
 
 }  // namespace

@@ -21,11 +21,10 @@ namespace {
 
 using testing::Add;
 using testing::Ev;
-
-constexpr auto kK = EventKind::kKernel;
-constexpr auto kRt = EventKind::kRuntime;
-constexpr auto kOp = EventKind::kCpuOp;
-constexpr auto kAnn = EventKind::kUserAnnotation;
+using testing::kAnn;
+using testing::kK;
+using testing::kOp;
+using testing::kRt;
 
 // ---------------------------------------------------------------- names
 
@@ -316,7 +315,7 @@ TEST(KernelsFixture, CommTraceThroughReader) {
 // ---------------------------------------------------------------- real traces (skipped if absent)
 
 // The HTA reference traces (tests/support/hta_traces.h).
-std::optional<std::string> HtaDir() {
+std::optional<std::string> KernelsHtaDir() {
   std::string dir = testing::HtaTracesDir().string();
   if (!std::filesystem::exists(dir + "/trace_diff/control/control.json.gz")) return std::nullopt;
   return dir;
@@ -352,7 +351,7 @@ void PrintReport(const KernelReport& r) {
 }
 
 TEST(HtaTraces, ControlKernelsMemcpyCollectives) {
-  auto dir = HtaDir();
+  auto dir = KernelsHtaDir();
   if (!dir) GTEST_SKIP() << "shared/traces/hta not present";
   auto trace = ReadTrace(*dir + "/trace_diff/control/control.json.gz");
   ASSERT_TRUE(trace.ok()) << trace.error().message;

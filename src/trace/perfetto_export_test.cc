@@ -27,10 +27,9 @@ namespace stallscope::trace {
 namespace {
 
 using testing::Add;
-
-constexpr auto kK = EventKind::kKernel;
-constexpr auto kRt = EventKind::kRuntime;
-constexpr auto kOp = EventKind::kCpuOp;
+using testing::kK;
+using testing::kOp;
+using testing::kRt;
 
 TEST(LaneAssigner, NestedStaysPartialOverlapMoves) {
   struct In {
@@ -225,14 +224,14 @@ TEST(PerfettoExport, UnwritablePathFailsNamingIt) {
 // ---------------------------------------------------------------- real traces (skipped if absent)
 
 // The HTA reference traces (tests/support/hta_traces.h).
-std::optional<std::string> HtaDir() {
+std::optional<std::string> PerfettoHtaDir() {
   std::string dir = testing::HtaTracesDir().string();
   if (!std::filesystem::exists(dir + "/trace_filter/sampled_rank-0.json.gz")) return std::nullopt;
   return dir;
 }
 
 TEST(HtaTraces, TraceFilterExport) {
-  auto dir = HtaDir();
+  auto dir = PerfettoHtaDir();
   if (!dir) GTEST_SKIP() << "shared/traces/hta not present";
   std::vector<RankTrace> traces;
   for (const char* f : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {

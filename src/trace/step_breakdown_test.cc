@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/units.h"
 #include "trace/host_attribution.h"
 #include "trace/timeline.h"
 #include "trace/trace_model.h"
@@ -544,58 +545,56 @@ TEST(HostAttributionTest, SyncsCountOutermostAndNeedARuntimeCall) {
 
 // ------------------------------------------------------------------------------ real files
 
-std::string Fixture(const char* name) {
+std::string BreakdownFixture(const char* name) {
   return std::string(STALLSCOPE_SOURCE_DIR) + "/tests/data/traces/" + name;
 }
-
-constexpr int64_t kUs = 1000;
 
 // Hand-written Kineto trace (µs): the sync / DataLoader / collective cases end to end through
 // the reader. Numbers worked out by hand from the fixture's events (intervals in µs).
 TEST(StepBreakdownFileTest, KinetoGpuFixture) {
-  auto read = ReadTrace(Fixture("steps_kineto_gpu.json"));
+  auto read = ReadTrace(BreakdownFixture("steps_kineto_gpu.json"));
   ASSERT_TRUE(read.ok()) << read.error().message;
   RankTrace t = std::move(read).value();
   Timeline tl = Prepare(t);
   StepBreakdown b = ComputeStepBreakdown(t, tl);
   ASSERT_EQ(b.steps.size(), 2u);
   const CategoryNs& s1 = b.steps[0].times;
-  EXPECT_EQ(s1.Get(C::kKernel), 165 * kUs);      // [10,100) + [325,400)
-  EXPECT_EQ(s1.Get(C::kRuntime), 220 * kUs);     // [0,5) [100,300) [310,320) [990,995)
-  EXPECT_EQ(s1.Get(C::kDataLoader), 400 * kUs);  // [450,850)
-  EXPECT_EQ(s1.Get(C::kCpuExec), 5 * kUs);       // aten::add [320,325)
-  EXPECT_EQ(s1.Get(C::kOther), 210 * kUs);
+  EXPECT_EQ(s1.Get(C::kKernel), 165 * kNsPerUs);      // [10,100) + [325,400)
+  EXPECT_EQ(s1.Get(C::kRuntime), 220 * kNsPerUs);     // [0,5) [100,300) [310,320) [990,995)
+  EXPECT_EQ(s1.Get(C::kDataLoader), 400 * kNsPerUs);  // [450,850)
+  EXPECT_EQ(s1.Get(C::kCpuExec), 5 * kNsPerUs);       // aten::add [320,325)
+  EXPECT_EQ(s1.Get(C::kOther), 210 * kNsPerUs);
   const CategoryNs& s2 = b.steps[1].times;
-  EXPECT_EQ(s2.Get(C::kMemcpy), 100 * kUs);
-  EXPECT_EQ(s2.Get(C::kCommunication), 210 * kUs);  // nccl kernel [1100,1300) + op [1300,1310)
-  EXPECT_EQ(s2.Get(C::kRuntime), 0);                // its launch hides under the copy
-  EXPECT_EQ(s2.Get(C::kOther), 190 * kUs);
-  EXPECT_EQ(Sum(b.total), 1500 * kUs);
+  EXPECT_EQ(s2.Get(C::kMemcpy), 100 * kNsPerUs);
+  EXPECT_EQ(s2.Get(C::kCommunication), 210 * kNsPerUs);  // nccl kernel [1100,1300) + op [1300,1310)
+  EXPECT_EQ(s2.Get(C::kRuntime), 0);                     // its launch hides under the copy
+  EXPECT_EQ(s2.Get(C::kOther), 190 * kNsPerUs);
+  EXPECT_EQ(Sum(b.total), 1500 * kNsPerUs);
 
   HostAttribution h = AttributeGpuIdle(t, tl);
   ASSERT_EQ(h.devices.size(), 1u);
   const IdleCauseNs& idle = h.devices[0].idle;
   EXPECT_EQ(h.devices[0].gaps, 4);
-  EXPECT_EQ(idle.idle_ns, 1035 * kUs);
-  EXPECT_EQ(idle.Get(I::kSync), 200 * kUs);
-  EXPECT_EQ(idle.Get(I::kDataLoader), 400 * kUs);
+  EXPECT_EQ(idle.idle_ns, 1035 * kNsPerUs);
+  EXPECT_EQ(idle.Get(I::kSync), 200 * kNsPerUs);
+  EXPECT_EQ(idle.Get(I::kDataLoader), 400 * kNsPerUs);
   EXPECT_EQ(idle.Get(I::kDependency), 0);
-  EXPECT_EQ(idle.Get(I::kLaunchOverhead), 20 * kUs);
-  EXPECT_EQ(idle.Get(I::kCpuOther), 15 * kUs);
-  EXPECT_EQ(idle.Get(I::kUnattributed), 400 * kUs);
+  EXPECT_EQ(idle.Get(I::kLaunchOverhead), 20 * kNsPerUs);
+  EXPECT_EQ(idle.Get(I::kCpuOther), 15 * kNsPerUs);
+  EXPECT_EQ(idle.Get(I::kUnattributed), 400 * kNsPerUs);
   EXPECT_EQ(h.syncs.count, 1);
-  EXPECT_EQ(h.syncs.ns, 250 * kUs);
+  EXPECT_EQ(h.syncs.ns, 250 * kNsPerUs);
   StepSeries series = BuildStepSeries(b, h);
   EXPECT_EQ(series.step_number, (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(series.gpu_idle_ns, (std::vector<int64_t>{835 * kUs, 200 * kUs}));
-  EXPECT_EQ(series.dataloader_ns, (std::vector<int64_t>{400 * kUs, 0}));
-  EXPECT_EQ(series.sync_ns, (std::vector<int64_t>{250 * kUs, 0}));
+  EXPECT_EQ(series.gpu_idle_ns, (std::vector<int64_t>{835 * kNsPerUs, 200 * kNsPerUs}));
+  EXPECT_EQ(series.dataloader_ns, (std::vector<int64_t>{400 * kNsPerUs, 0}));
+  EXPECT_EQ(series.sync_ns, (std::vector<int64_t>{250 * kNsPerUs, 0}));
 }
 
 // Real CPU-only trace from Debian's torch 1.13 (legacy bare array, make_steps_torch113_cpu.py).
 // Expected numbers: an independent Python union over the same file (µs × 1000).
 TEST(StepBreakdownFileTest, Torch113CpuOnly) {
-  auto read = ReadTrace(Fixture("steps_torch113_cpu.json"));
+  auto read = ReadTrace(BreakdownFixture("steps_torch113_cpu.json"));
   ASSERT_TRUE(read.ok()) << read.error().message;
   RankTrace t = std::move(read).value();
   Timeline tl = Prepare(t);
@@ -609,10 +608,10 @@ TEST(StepBreakdownFileTest, Torch113CpuOnly) {
   for (size_t i = 0; i < std::size(want); ++i) {
     const CategoryNs& s = b.steps[i].times;
     EXPECT_EQ(b.steps[i].step_number, want[i].number);
-    EXPECT_EQ(s.wall_ns, want[i].wall_us * kUs);
-    EXPECT_EQ(s.Get(C::kDataLoader), want[i].dataloader_us * kUs);
-    EXPECT_EQ(s.Get(C::kCpuExec), want[i].cpu_exec_us * kUs);
-    EXPECT_EQ(s.Get(C::kOther), want[i].other_us * kUs);
+    EXPECT_EQ(s.wall_ns, want[i].wall_us * kNsPerUs);
+    EXPECT_EQ(s.Get(C::kDataLoader), want[i].dataloader_us * kNsPerUs);
+    EXPECT_EQ(s.Get(C::kCpuExec), want[i].cpu_exec_us * kNsPerUs);
+    EXPECT_EQ(s.Get(C::kOther), want[i].other_us * kNsPerUs);
     EXPECT_EQ(Sum(s), s.wall_ns);
   }
   HostAttribution h = AttributeGpuIdle(t, tl);

@@ -16,11 +16,11 @@ namespace {
 
 using testing::Add;
 using testing::Ev;
+using testing::kAnn;
+using testing::kK;
+using testing::kOp;
+using testing::kRt;
 
-constexpr auto kK = EventKind::kKernel;
-constexpr auto kRt = EventKind::kRuntime;
-constexpr auto kOp = EventKind::kCpuOp;
-constexpr auto kAnn = EventKind::kUserAnnotation;
 constexpr auto kGpuAnn = EventKind::kGpuUserAnnotation;
 
 RankTrace TraceOf(const std::vector<Ev>& events) {
@@ -201,7 +201,7 @@ std::vector<Ev> ThreeSteps() {
   };
 }
 
-std::vector<std::string> Names(const RankTrace& t, EventKind kind) {
+std::vector<std::string> TimelineNames(const RankTrace& t, EventKind kind) {
   std::vector<std::string> out;
   for (const Event& e : t.events) {
     if (e.kind == kind) out.push_back(t.NameOf(e));
@@ -231,7 +231,7 @@ TEST(PrepareTimeline, StepScopeTable) {
     EXPECT_EQ(Numbers(tl.steps), c.want_steps) << c.what;
     EXPECT_EQ(tl.window_begin_ns, c.want_begin_ns) << c.what;
     EXPECT_EQ(tl.window_end_ns, c.want_end_ns) << c.what;
-    EXPECT_EQ(Names(t, kOp), c.want_ops) << c.what;
+    EXPECT_EQ(TimelineNames(t, kOp), c.want_ops) << c.what;
     EXPECT_FALSE(tl.last_step_dropped) << c.what;
   }
 }
@@ -279,10 +279,10 @@ TEST(PrepareTimeline, HtaDropsLastStepByLaunch) {
   EXPECT_EQ(Numbers(tl.steps), (std::vector<int64_t>{1}));
   EXPECT_EQ(tl.window_begin_ns, 1'000'000);
   EXPECT_EQ(tl.window_end_ns, 2'000'000);
-  EXPECT_EQ(Names(t, kK), (std::vector<std::string>{"kernel_early"}));
-  EXPECT_EQ(Names(t, kRt), (std::vector<std::string>{"launch_early"}));
-  EXPECT_EQ(Names(t, kGpuAnn), (std::vector<std::string>{"gpu_ann_early"}));
-  EXPECT_EQ(Names(t, kAnn), (std::vector<std::string>{"ProfilerStep#1"}));
+  EXPECT_EQ(TimelineNames(t, kK), (std::vector<std::string>{"kernel_early"}));
+  EXPECT_EQ(TimelineNames(t, kRt), (std::vector<std::string>{"launch_early"}));
+  EXPECT_EQ(TimelineNames(t, kGpuAnn), (std::vector<std::string>{"gpu_ann_early"}));
+  EXPECT_EQ(TimelineNames(t, kAnn), (std::vector<std::string>{"ProfilerStep#1"}));
 }
 
 TEST(PrepareTimeline, HtaNarrowedByStepsClipsToTheWindow) {
@@ -293,7 +293,7 @@ TEST(PrepareTimeline, HtaNarrowedByStepsClipsToTheWindow) {
   Timeline tl = PrepareTimeline(t, options);
   EXPECT_TRUE(tl.last_step_dropped);
   // kernel_early (2500..2800 µs) lies outside [1000, 2000] µs once --steps narrows the range.
-  EXPECT_TRUE(Names(t, kK).empty());
+  EXPECT_TRUE(TimelineNames(t, kK).empty());
 }
 
 TEST(PrepareTimeline, HtaKeepsASingleStep) {

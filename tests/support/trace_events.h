@@ -10,6 +10,12 @@
 
 namespace stallscope::testing {
 
+/// Short names for the event kinds, so a test table fits a line.
+inline constexpr auto kK = trace::EventKind::kKernel;
+inline constexpr auto kRt = trace::EventKind::kRuntime;
+inline constexpr auto kOp = trace::EventKind::kCpuOp;
+inline constexpr auto kAnn = trace::EventKind::kUserAnnotation;
+
 /// One complete event as a test table writes it.
 struct Ev {
   trace::EventKind kind;
