@@ -12,9 +12,7 @@ local interpreter, label `dist`); without it every test is skipped:
     STALLSCOPE_PLATFORM_WHEEL=build/dist/stallscope-0.1.0-py3-none-manylinux_2_34_x86_64.whl \\
       python3 -m unittest -v test_platform_wheel                           (cwd: python/tests)
 """
-import base64
 import csv
-import hashlib
 import importlib.util
 import io
 import json
@@ -22,11 +20,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import unittest
 import zipfile
+
+from _venv import clean_env, make_venv, pip_install, record_hash, require_venv_support
 
 WHEEL = os.environ.get("STALLSCOPE_PLATFORM_WHEEL") or None
 SOURCE_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -46,19 +45,6 @@ PHASE_JOB = textwrap.dedent(
         stallscope.step()
     """)
 PHASE_JOB_STEPS = 20
-
-
-def clean_env(**extra):
-    """This environment without what would point Python or pip elsewhere or switch stallscope
-    on, so the venv is all the test sees."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "PIP_", "STALLSCOPE_", "VIRTUAL_ENV"))}
-    env.update(extra)
-    return env
-
-
-def record_hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 @unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
@@ -134,9 +120,7 @@ class PlatformWheelInstallTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        for module in ("venv", "ensurepip"):
-            if importlib.util.find_spec(module) is None:
-                raise unittest.SkipTest(f"{sys.executable} has no {module} module")
+        require_venv_support()
         cls.dir = tempfile.mkdtemp(prefix="stallscope-platform-wheel-")
         try:
             cls._install()
@@ -153,13 +137,9 @@ class PlatformWheelInstallTest(unittest.TestCase):
         os.makedirs(cls.home)
         # Debian's python3 has torch as a system package: the venv sees it, as a user's venv
         # sees a torch they installed.
-        argv = [sys.executable, "-m", "venv", cls.venv]
-        if HAS_TORCH:
-            argv.append("--system-site-packages")
-        cls.call(argv, timeout=180)
+        make_venv(cls.venv, cls.home, system_site_packages=HAS_TORCH)
         cls.before = cls.tree()
-        cls.call([cls.python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-cache-dir",
-                  "--disable-pip-version-check", WHEEL], timeout=180)
+        pip_install(cls.python, WHEEL, cls.home)
 
     @classmethod
     def tearDownClass(cls):

@@ -11,10 +11,7 @@ with STALLSCOPE_BIN set to the stallscope binary; without it the `run` cases are
 The wheel is built from the package this interpreter imports (build/python/stallscope).
 """
 
-import base64
 import csv
-import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -27,6 +24,7 @@ import unittest
 import zipfile
 
 import stallscope
+from _venv import clean_env, make_venv, pip_install, record_hash, require_venv_support
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(stallscope.__file__))
 MAKE_WHEEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "make_wheel.py")
@@ -102,19 +100,6 @@ def built_wheel(out_dir):
     if len(wheels) != 1:
         raise AssertionError(f"expected one wheel in {out_dir}, found {wheels}")
     return os.path.join(out_dir, wheels[0])
-
-
-def clean_env(**extra):
-    """This environment without anything that would point Python or pip elsewhere (PYTHON*,
-    PIP_*, VIRTUAL_ENV) or switch stallscope on (STALLSCOPE_*)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "PIP_", "STALLSCOPE_", "VIRTUAL_ENV"))}
-    env.update(extra)
-    return env
-
-
-def record_hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 class WheelBuildTest(unittest.TestCase):
@@ -236,10 +221,7 @@ class InstalledWheelTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        for module in ("venv", "ensurepip"):
-            if importlib.util.find_spec(module) is None:
-                raise unittest.SkipTest(f"{sys.executable} has no {module} module, so `-m venv` "
-                                        "cannot make a venv with pip (Debian: python3-venv)")
+        require_venv_support()
         cls.dir = tempfile.mkdtemp(prefix="stallscope-venv-test-")
         try:
             cls._install()
@@ -251,24 +233,10 @@ class InstalledWheelTest(unittest.TestCase):
     def _install(cls):
         cls.wheel = built_wheel(os.path.join(cls.dir, "dist"))
         cls.venv = os.path.join(cls.dir, "venv")
-        cls.python = os.path.join(cls.venv, "bin", "python")
         home = os.path.join(cls.dir, "home")
         os.makedirs(home)
-        env = clean_env(HOME=home)
-        proc = subprocess.run([sys.executable, "-m", "venv", cls.venv], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=180, check=False)
-        if proc.returncode != 0:
-            why = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-            raise unittest.SkipTest(f"`{sys.executable} -m venv` failed: {why}")
-        proc = subprocess.run(
-            [cls.python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-cache-dir",
-             "--disable-pip-version-check", cls.wheel],
-            env=clean_env(HOME=home, PIP_NO_INPUT="1", PIP_ROOT_USER_ACTION="ignore"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-            timeout=180, check=False)
-        if proc.returncode != 0:
-            raise AssertionError(f"pip install exit {proc.returncode}:\n{proc.stdout}")
+        cls.python = make_venv(cls.venv, home)
+        pip_install(cls.python, cls.wheel, home)
         cls.job = os.path.join(cls.dir, "job.py")
         with open(cls.job, "w") as f:
             f.write(JOB)

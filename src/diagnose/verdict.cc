@@ -5,16 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "base/name_table.h"
 #include "diagnose/rule_util.h"
 
 namespace stallscope::diagnose {
 
-std::string_view ComputeTimeName(ComputeTime t) {
-  for (const auto& [c, name] : kComputeTimeNames) {
-    if (c == t) return name;
-  }
-  return "";
-}
+std::string_view ComputeTimeName(ComputeTime t) { return NameIn(kComputeTimeNames, t); }
 
 std::string_view FindingClassName(FindingClass c) {
   switch (c) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/name_table.h"
 #include "diagnose/thresholds.h"
 
 namespace stallscope::experiment {
@@ -109,12 +110,7 @@ std::vector<PassSpec> StandardPasses(const std::string& scratch_dir, int synthet
   };
 }
 
-std::string_view PassIdName(PassId id) {
-  for (const auto& [p, name] : kPassIdNames) {
-    if (p == id) return name;
-  }
-  return "A";
-}
+std::string_view PassIdName(PassId id) { return NameIn(kPassIdNames, id); }
 
 std::optional<PassId> PassForClass(diagnose::FindingClass c) {
   switch (c) {

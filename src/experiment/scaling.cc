@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/name_table.h"
 #include "base/thresholds.h"
 #include "base/units.h"
 #include "base/vocabulary.h"
@@ -293,12 +294,7 @@ void Explain(const ScalingRun& big, const RunDigest& a, const RunDigest& b,
 
 }  // namespace
 
-std::string_view ScalingClassName(ScalingClass cls) {
-  for (const auto& [c, name] : kScalingClassNames) {
-    if (c == cls) return name;
-  }
-  return "none";
-}
+std::string_view ScalingClassName(ScalingClass cls) { return NameIn(kScalingClassNames, cls); }
 
 bool Sawtooth(const RunDigest& d) {
   return !d.ranks.empty() && d.ranks.front().variation_ratio > kThresholds.oscillation_ratio.value;

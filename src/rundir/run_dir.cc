@@ -20,6 +20,7 @@
 #include "base/file_read.h"
 #include "base/json_fields.h"
 #include "base/json_writer.h"
+#include "base/name_table.h"
 #include "base/units.h"
 
 namespace stallscope::rundir {
@@ -230,18 +231,10 @@ Status WriteRunMeta(const RunPaths& paths, const RunMeta& m) {
   return WriteFileAtomic(paths.run_json(), out);
 }
 
-std::string_view RunStatusName(RunStatus status) {
-  for (const auto& [s, name] : kRunStatusNames) {
-    if (s == status) return name;
-  }
-  return "running";
-}
+std::string_view RunStatusName(RunStatus status) { return NameIn(kRunStatusNames, status); }
 
 std::optional<RunStatus> ParseRunStatus(std::string_view name) {
-  for (const auto& [s, n] : kRunStatusNames) {
-    if (n == name) return s;
-  }
-  return std::nullopt;
+  return ValueNamed(kRunStatusNames, name);
 }
 
 Result<RunMeta> ReadRunMeta(const RunPaths& paths) {

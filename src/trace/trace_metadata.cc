@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/name_table.h"
 #include "base/units.h"
 #include "trace/json_values.h"
 
@@ -83,12 +84,7 @@ Status ApplyDeviceProperties(od::parser& parser, std::string_view raw, RankTrace
 
 }  // namespace
 
-std::string_view RankSourceName(RankSource source) {
-  for (const auto& [s, name] : kRankSourceNames) {
-    if (s == source) return name;
-  }
-  return "default";
-}
+std::string_view RankSourceName(RankSource source) { return NameIn(kRankSourceNames, source); }
 
 void ApplyTopLevelValues(od::parser& parser, const std::vector<TopLevelValue>& values,
                          RankTrace* out) {
