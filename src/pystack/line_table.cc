@@ -1,30 +1,38 @@
 #include "pystack/line_table.h"
 
+#include <climits>
+
 namespace stallscope::pystack {
 namespace {
 
+// Lines are summed in 64 bits and a table whose running line leaves int's range is corrupt (a
+// hostile table could overflow an int: fuzz crash 2ea227c8, UBSan in LineFromLocations).
+bool InIntRange(int64_t line) { return line >= INT_MIN && line <= INT_MAX; }
+
 // 3.8-3.9: (byte offset increment, signed line increment) pairs.
-std::optional<int> LineFromLnotab(std::string_view table, int line, uint64_t byte_offset) {
+std::optional<int> LineFromLnotab(std::string_view table, int64_t line, uint64_t byte_offset) {
   uint64_t address = 0;
   for (size_t i = 0; i + 1 < table.size(); i += 2) {
     address += static_cast<uint8_t>(table[i]);
     if (address > byte_offset) break;
     line += static_cast<int8_t>(table[i + 1]);
+    if (!InIntRange(line)) return std::nullopt;
   }
-  return line;
+  return static_cast<int>(line);
 }
 
 // 3.10: (byte length of a range, signed line delta) pairs; delta -128 means "no line".
-std::optional<int> LineFrom310(std::string_view table, int line, uint64_t byte_offset) {
+std::optional<int> LineFrom310(std::string_view table, int64_t line, uint64_t byte_offset) {
   uint64_t end = 0;
   for (size_t i = 0; i + 1 < table.size(); i += 2) {
     uint64_t start = end;
     end += static_cast<uint8_t>(table[i]);
     auto delta = static_cast<int8_t>(table[i + 1]);
     if (delta != -128) line += delta;
+    if (!InIntRange(line)) return std::nullopt;
     if (byte_offset >= start && byte_offset < end) {
       if (delta == -128) return std::nullopt;
-      return line;
+      return static_cast<int>(line);
     }
   }
   return std::nullopt;
@@ -65,7 +73,7 @@ class Cursor {
 };
 
 // 3.11+: entries start with a byte 1CCCCLLL: code C, length L+1 code units.
-std::optional<int> LineFromLocations(std::string_view table, int line, uint64_t code_unit) {
+std::optional<int> LineFromLocations(std::string_view table, int64_t line, uint64_t code_unit) {
   Cursor cursor(table);
   uint64_t address = 0;
   while (!cursor.done()) {
@@ -77,12 +85,12 @@ std::optional<int> LineFromLocations(std::string_view table, int line, uint64_t 
     if (code == 15) {
       has_line = false;
     } else if (code == 14) {
-      line += static_cast<int>(cursor.Svarint());
+      line += cursor.Svarint();
       cursor.Varint();  // end line
       cursor.Varint();  // column
       cursor.Varint();  // end column
     } else if (code == 13) {
-      line += static_cast<int>(cursor.Svarint());
+      line += cursor.Svarint();
     } else if (code >= 10) {
       line += code - 10;
       cursor.Byte();
@@ -90,10 +98,10 @@ std::optional<int> LineFromLocations(std::string_view table, int line, uint64_t 
     } else {
       cursor.Byte();
     }
-    if (!cursor.ok()) return std::nullopt;
+    if (!cursor.ok() || !InIntRange(line)) return std::nullopt;
     if (code_unit < address + length) {
       if (!has_line) return std::nullopt;
-      return line;
+      return static_cast<int>(line);
     }
     address += length;
   }

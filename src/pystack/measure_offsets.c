@@ -33,6 +33,9 @@ int main(void) {
   P("tstate.thread_id", offsetof(PyThreadState, thread_id));
 #if PY_VERSION_HEX >= 0x030B0000
   P("tstate.native_thread_id", offsetof(PyThreadState, native_thread_id));
+  P("tstate.datastack_chunk", offsetof(PyThreadState, datastack_chunk));
+  P("tstate.datastack_top", offsetof(PyThreadState, datastack_top));
+  P("chunk.data", offsetof(_PyStackChunk, data));
 #endif
 #if PY_VERSION_HEX < 0x030B0000
   P("tstate.frame", offsetof(PyThreadState, frame));
@@ -49,6 +52,9 @@ int main(void) {
 #endif
   P("code.filename", offsetof(PyCodeObject, co_filename));
   P("code.name", offsetof(PyCodeObject, co_name));
+#if PY_VERSION_HEX >= 0x030B0000
+  P("code.qualname", offsetof(PyCodeObject, co_qualname));
+#endif
   P("code.firstlineno", offsetof(PyCodeObject, co_firstlineno));
 #if PY_VERSION_HEX < 0x030A0000
   P("code.lnotab", offsetof(PyCodeObject, co_lnotab));
@@ -75,6 +81,9 @@ int main(void) {
   P("dbg.fr.owner", offsetof(_Py_DebugOffsets, interpreter_frame.owner));
   P("dbg.co.filename", offsetof(_Py_DebugOffsets, code_object.filename));
   P("dbg.co.name", offsetof(_Py_DebugOffsets, code_object.name));
+  P("dbg.co.qualname", offsetof(_Py_DebugOffsets, code_object.qualname));
+  P("dbg.ts.datastack_chunk", offsetof(_Py_DebugOffsets, thread_state.datastack_chunk));
+  P("dbg.pyobject.ob_type", offsetof(_Py_DebugOffsets, pyobject.ob_type));
   P("dbg.co.linetable", offsetof(_Py_DebugOffsets, code_object.linetable));
   P("dbg.co.firstlineno", offsetof(_Py_DebugOffsets, code_object.firstlineno));
   P("dbg.co.code_adaptive", offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
