@@ -61,7 +61,7 @@ dist: deps $(BUILD)/build.ninja
 	tools/make_dist.sh $(BUILD)
 
 # The ASan+UBSan build uses clang 14 where it is installed (`make deps` installs it): then it also
-# has the libFuzzer harnesses (tests/fuzz), run 30 s each by test-asan. ASAN_CC= ASAN_CXX= gives
+# has the libFuzzer harnesses (tests/fuzz), run 10 s each by test-asan. ASAN_CC= ASAN_CXX= gives
 # the default compiler (no harnesses). An existing $(BUILD_ASAN) keeps its compiler: remove it.
 # It links with lld where clang has it (ld.lld-14): ASan binaries link 5x faster than with ld.bfd
 # (report_test 8.6 → 1.7 s of CPU; the ~60 links of the build 90 s → ~20 s).
@@ -138,7 +138,7 @@ fuzz: build-asan
 	@test -f $(BUILD_ASAN)/tests/fuzz/CTestTestfile.cmake || \
 	  { echo "fuzz: $(BUILD_ASAN) is not a clang build; rm -rf $(BUILD_ASAN) and install clang-14"; exit 1; }
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target fuzz_harnesses
-	@for h in trace recording run_dir run_analysis proc nvml_scenario; do \
+	@for h in trace recording run_dir run_analysis proc nvml_scenario pystack; do \
 	  log=$(BUILD_ASAN)/tests/fuzz/$$h.log; \
 	  tests/fuzz/run_fuzz.sh $(BUILD_ASAN)/tests/fuzz/$${h}_fuzz $(BUILD_ASAN)/tests/fuzz/corpus/$$h \
 	    -runs=$(FUZZ_RUNS) >$$log 2>&1 || { tail -60 $$log; echo "fuzz: $$h failed (log: $$log)"; exit 1; }; \

@@ -94,7 +94,7 @@ for name in $NAMES; do
     periodic)
       record periodic -- -i 200ms -- "$TRAIN" --situation periodic --steps 50 \
         --checkpoint-every 10 --sample-every 8 --sample-iters 10 --checkpoint-extra-mb 16 ;;
-    logging) record logging -- -i 200ms -- "$TRAIN" --situation logging --steps 10 ;;
+    logging) record logging -- -i 200ms -- "$TRAIN" --situation logging --steps 60 ;;
     oversub) record oversub -- -i 200ms -- "$TRAIN" --situation oversub --steps 20 ;;
     ddp)
       # Loading sleeps (1 ms per sample) with a light transform: neither rank short of CPU.

@@ -32,19 +32,23 @@ SOURCE_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__fil
                                            os.pardir, os.pardir))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
-#: A job that marks its phases (no torch): 20 steps of data_loading and forward_pass.
+#: A job that marks its phases (no torch): 20 steps of data_loading (in load(), line 5) and
+#: forward_pass.
 PHASE_JOB = textwrap.dedent(
     """
     import time, stallscope
     print("package", stallscope.__file__, flush=True)
+    def load():
+        time.sleep(0.03)
     for _ in range(20):
         with stallscope.phase("data_loading"):
-            time.sleep(0.004)
+            load()
         with stallscope.phase("forward_pass"):
             time.sleep(0.002)
         stallscope.step()
     """)
 PHASE_JOB_STEPS = 20
+PHASE_JOB_LOAD_LINE = 5
 
 
 @unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
@@ -207,6 +211,18 @@ class PlatformWheelInstallTest(unittest.TestCase):
                          PHASE_JOB_STEPS)
         self.assertIn("data_loading", {p["name"] for p in report["phases"]})
         self.assertEqual(report["python"][0]["backend"], "native", report["python"][0])
+        # The Python stacks of this interpreter, sampled from outside (src/pystack): during
+        # data_loading the main thread was in load(), at its sleep.
+        stacks = report["stacks"]
+        self.assertIsNotNone(stacks, "no stacks.jsonl")
+        self.assertEqual(stacks["unreadable"], [])
+        loading = [g for g in stacks["phases"] if g["name"] == "data_loading"]
+        self.assertTrue(loading, stacks)
+        top = loading[0]["lines"][0]
+        self.assertEqual((top["where"], top["function"], top["text"]),
+                         ("phase_job.py:%d" % PHASE_JOB_LOAD_LINE, "load", "time.sleep(0.03)"),
+                         loading[0])
+        self.assertGreater(top["share"], 0.8, loading[0])
 
     @unittest.skipUnless(HAS_TORCH, "this interpreter has no torch")
     def test_run_of_a_torch_job(self):

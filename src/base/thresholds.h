@@ -337,6 +337,15 @@ struct ThresholdSet {
   Threshold scaling_host_full_share{
       "scaling_host_full_share", 0.90, "fraction of the allowed CPUs",
       "stallscope: N processes using this much of the CPUs they may run on compete for the host"};
+  // --- Python stacks: which lines the verdict names (diagnose/stack_attribution.cc) ----------
+  Threshold stack_min_samples{
+      "stack_min_samples", 20, "samples in the phase",
+      "stallscope: fewer stack samples of a phase than this name no line (at 50 Hz, 0.4 s of "
+      "it): one line's share would move by 5 points or more with a single sample"};
+  Threshold stack_line_min_share{
+      "stack_line_min_share", 0.10, "fraction of the phase's samples",
+      "stallscope: a line the main thread was at in fewer of a phase's samples is not named in the "
+      "evidence (report.json and the HTML report list every line)"};
   // --- doctor: the machine before a job (doctor/host_checks.cc, doctor/gpu_checks.cc) -------
   Threshold shm_min_gib{"shm_min_gib", 1, "GiB of /dev/shm",
                         "PyTorch issues and README: DataLoader workers die of a container's "
@@ -382,7 +391,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 121> kThresholdTable{{
+inline constexpr std::array<Threshold, 123> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -491,6 +500,8 @@ inline constexpr std::array<Threshold, 121> kThresholdTable{{
     kThresholds.pass_untimed_margin,
     kThresholds.scaling_uneven_step_share,
     kThresholds.scaling_host_full_share,
+    kThresholds.stack_min_samples,
+    kThresholds.stack_line_min_share,
     kThresholds.shm_min_gib,
     kThresholds.nofile_min,
     kThresholds.checkpoint_free_warn_gib,

@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <algorithm>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -174,6 +175,13 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
                     "Show the full-screen `top` (GPUs, host, the job's processes, steps/s, phase "
                     "shares, the live suspicion) while the job runs; its output goes to job.log "
                     "in the run directory; the report follows when the screen closes");
+  run_cmd
+      ->add_option("--stacks", run.stacks_hz,
+                   "Sample the Python stack of each rank's main thread HZ times a second "
+                   "(DataLoader workers at a fifth of it), without stopping the job")
+      ->default_val(50)
+      ->check(CLI::Range(1, 1000));
+  run_cmd->add_flag("--no-stacks", run.no_stacks, "Do not sample Python stacks");
   run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
@@ -388,6 +396,34 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& doc, int64_t& doctor_workers,
   return doctor_cmd;
 }
 
+/// `dump`'s subcommand and its options (on the heap: CLI11 keeps their addresses).
+struct DumpCommand {
+  CLI::App* cmd = nullptr;
+  std::unique_ptr<DumpOptions> options = std::make_unique<DumpOptions>();
+};
+
+DumpCommand AddDump(CLI::App& app) {
+  DumpCommand out;
+  DumpOptions& dump = *out.options;
+  auto* cmd = app.add_subcommand(
+      "dump", "The Python stacks of a process and its children now, without stopping them");
+  cmd->add_option("pid", dump.pid, "The process (its descendants too)")
+      ->required()
+      ->check(AtLeast(1));
+  cmd->add_flag("--no-children", dump.no_children, "Only PID, not its descendants");
+  cmd->add_flag("--all", dump.all, "Also list the descendants that are not Python processes");
+  cmd->add_flag("--json", dump.json, "JSON output (docs/formats.md#dump---json-schema-version-1)");
+  cmd->footer(
+      "Every thread's stack, innermost frame first, with the source line where the file is\n"
+      "readable. Read from outside with process_vm_readv (CPython 3.8-3.13): nothing is stopped\n"
+      "or attached. Needs the right to read the process: the same user (kernel.yama.ptrace_scope\n"
+      "0; at 1 only a descendant) or CAP_SYS_PTRACE; `stallscope doctor` says which applies.\n"
+      "Exit status: 0 when a stack was read, 1 when none was, 2 on bad flags.\n"
+      "Examples:\n  stallscope dump 4242\n  sudo stallscope dump --json 4242 > stacks.json\n");
+  out.cmd = cmd;
+  return out;
+}
+
 /// `stallscope` alone and `stallscope --help`: what it is, where to start, and every command
 /// with its one line, as `git` and `py-spy` greet a user (issue 30).
 std::string Greeting(const CLI::App& app) {
@@ -447,6 +483,7 @@ int Run(int argc, char** argv) {
   CLI::App* passes_cmd = AddPasses(app, passes);
   CLI::App* sweep_cmd = AddSweep(app, sweep);
   CLI::App* doctor_cmd = AddDoctor(app, doc, doctor_workers, &workers_opt);
+  const DumpCommand dump = AddDump(app);
 
   // Nothing, or only --help: the greeting (a missing command is still a usage error, exit 2).
   const std::string_view first = argc > 1 ? std::string_view(argv[1]) : std::string_view();
@@ -491,7 +528,7 @@ int Run(int argc, char** argv) {
   if (trace_cmd->parsed()) return RunTrace(tr);
   if (passes_cmd->parsed()) return RunPasses(passes);
   if (sweep_cmd->parsed()) return RunSweep(sweep);
-  return 2;
+  return dump.cmd->parsed() ? RunDump(*dump.options) : 2;
 }
 
 std::optional<RecordOptions> ParseRecordWithCli11(int argc, const char* const* argv) {

@@ -106,6 +106,9 @@ struct RunOptions {
   /// --tui: the full-screen top while the job runs (its output goes to job.log), then the report.
   bool tui = false;
   std::string serve;  ///< --serve ADDR: Prometheus metrics while the job runs ("" = none)
+  /// --stacks HZ: the Python stacks of each rank's main thread (stacks.jsonl; workers at HZ/5).
+  int stacks_hz = 50;
+  bool no_stacks = false;  ///< --no-stacks
   std::vector<std::string> command;
 };
 /// `stallscope run`: returns the job's exit code (128+N when killed by signal N).
@@ -209,5 +212,16 @@ struct DoctorOptions {
 /// `stallscope doctor`: 0 when no check FAILs, 1 when one does, 2 on bad flags. With --code: 0
 /// when no finding is a warn, 1 when one is, 2 when PATH is missing or the check cannot run.
 int RunDoctor(const DoctorOptions& options);
+
+struct DumpOptions {
+  int32_t pid = 0;
+  bool no_children = false;  ///< only PID, not its descendants
+  bool all = false;          ///< also list the descendants that are not Python processes
+  bool json = false;
+};
+/// `stallscope dump PID`: the Python stacks of PID and its descendants, read without stopping
+/// them (src/pystack). 0 when at least one stack was read, 1 when none was (no such process, not
+/// Python, not readable: one line each), 2 on bad flags.
+int RunDump(const DumpOptions& options);
 
 }  // namespace stallscope::cli

@@ -26,6 +26,7 @@
 #include "report/render.h"
 #include "report/top_screen.h"
 #include "rundir/run_follower.h"
+#include "stacks/stack_sampler.h"
 
 namespace stallscope::cli {
 namespace {
@@ -377,6 +378,30 @@ std::optional<int> RefuseRun(const RunOptions& o, const std::string& name,
   return std::nullopt;
 }
 
+/// --stacks: the Python stacks of the processes whose phase rings the session reads (every
+/// process the hooks run in), into stacks.jsonl. Null (said once) when the file cannot be made:
+/// the job goes on without stacks.
+std::unique_ptr<stacks::StackSampler> StartStacks(const RunOptions& o,
+                                                  const rundir::RunPaths& paths,
+                                                  monitor::Session& session) {
+  stacks::StackSamplerOptions options;
+  options.main_hz = o.stacks_hz;
+  options.worker_hz = std::max(1, o.stacks_hz / 5);
+  auto sampler = stacks::StackSampler::Start(
+      paths.dir + "/" + std::string(stacks::kStacksFile), options, [&session] {
+        std::vector<stacks::StackTarget> targets;
+        for (const phase::RingInfo& r : session.LiveRings())
+          targets.push_back({r.pid, r.rank, r.forked_from != 0, r.forked_from});
+        return targets;
+      });
+  if (!sampler.ok()) {
+    fmt::print(stderr, "[stallscope] warning: {}; no Python stacks for this run\n",
+               EscapeControl(sampler.error().message));
+    return nullptr;
+  }
+  return std::move(sampler).value();
+}
+
 /// The job started under a session: run.json written, sampling on. Fails (said on stderr) with
 /// stallscope's exit code.
 struct StartedJob {
@@ -384,6 +409,7 @@ struct StartedJob {
   rundir::RunMeta meta;
   std::unique_ptr<monitor::Session> session;
   std::shared_ptr<void> serving;
+  std::unique_ptr<stacks::StackSampler> stacks;  ///< --stacks (null with --no-stacks)
   double monitor_cpu_before = 0;
   double job_cpu_before = 0;
 };
@@ -437,6 +463,7 @@ std::variant<StartedJob, int> StartJob(const RunOptions& o, const std::string& n
                EscapeControl(st.error().message));
   }
   session.StartSampling();
+  if (!o.no_stacks) s.stacks = StartStacks(o, paths, session);
   return s;
 }
 
@@ -479,6 +506,11 @@ JobOutcome RunJob(const RunOptions& o) {
   out.exit_code = o.tui ? SuperviseJobTui(sup, paths->dir, *interval) : SuperviseJob(sup);
   out.interrupts = sup.interrupts;
   job.serving.reset();  // the exporter reads the session: stop it first
+  if (job.stacks) {
+    if (auto st = job.stacks->Stop(); !st.ok() && !out.dir_removed)
+      fmt::print(stderr, "[stallscope] warning: {}\n", EscapeControl(st.error().message));
+    job.stacks.reset();
+  }
   out.recorded = job.session->Finish(out.exit_code);  // stops sampling
   rundir::RunMeta& meta = job.meta;
   meta.end_mono_ns = job.session->end_mono_ns();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/thresholds.h"
+#include "diagnose/stack_attribution.h"
 #include "diagnose/verdict.h"
 
 namespace stallscope::diagnose {
@@ -12,6 +13,8 @@ RunAnalysis AnalyzeRun(const rundir::RunData& data) {
   a.report = BuildRunReport(data);
   a.facts = BuildRunFacts(data, a.report);
   a.report.verdict = Diagnose(a.facts);
+  a.report.stacks = AttributeStacks(data, a.report);
+  AddStackEvidence(a.report.verdict, a.report.stacks);
   if (const std::string& damage = data.events.events_bin_damage; !damage.empty()) {
     // Issue 27 B10: the phases then come from the rings alone, which keep each process's last
     // records only; with no ring left there are none, and "no phases" is no finding.

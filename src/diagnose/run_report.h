@@ -12,6 +12,7 @@
 #include "base/vocabulary.h"
 #include "diagnose/findings.h"
 #include "diagnose/life.h"
+#include "diagnose/stack_attribution.h"
 #include "diagnose/trace_facts.h"
 #include "phase/event_log.h"
 #include "rundir/info_records.h"
@@ -102,6 +103,7 @@ struct RunReport {
   /// When no phase was recorded: the cause that applies (first line) and what supports it.
   std::vector<std::string> no_phases;
   RunOverhead overhead;
+  StackReport stacks;  ///< where the Python was (stacks.jsonl); filled by AnalyzeRun
   std::vector<std::string> warnings;
   Verdict verdict;  ///< filled by Diagnose() (verdict.h); empty from BuildRunReport alone
 };

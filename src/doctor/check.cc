@@ -6,6 +6,7 @@
 #include "doctor/gpu_checks.h"
 #include "doctor/host_checks.h"
 #include "doctor/python_checks.h"
+#include "doctor/stacks_check.h"
 
 namespace stallscope::doctor {
 
@@ -64,6 +65,7 @@ std::vector<Check> RunChecks(const Facts& facts) {
   };
   append(GpuChecks(facts));
   append(HostChecks(facts));
+  append(StackChecks(facts));
   append(StorageChecks(facts));
   append(PythonChecks(facts));
   append(EnvChecks(facts));

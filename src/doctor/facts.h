@@ -60,6 +60,23 @@ struct SpaceFacts {
   std::string fs_type;                  ///< "ext4", "overlay", "tmpfs", "nfs", ... or "0x..."
 };
 
+/// Whether this process may read another's memory with process_vm_readv, as `stallscope run`
+/// (its job's Python stacks) and `stallscope dump` do (stacks_check.h).
+struct StackReadFacts {
+  /// kernel.yama.ptrace_scope (<proc>/sys/kernel/yama/ptrace_scope), 0-3; empty: no Yama
+  /// (classic rules: the same user may read a process) or unreadable.
+  std::optional<int32_t> ptrace_scope;
+  std::optional<bool> cap_sys_ptrace;  ///< CapEff bit 19 of <proc>/self/status; empty: unknown
+  /// `Seccomp:` of <proc>/self/status: 0 none, 1 strict, 2 a filter (a container's profile);
+  /// empty: the kernel does not say.
+  std::optional<int32_t> seccomp;
+  std::string kernel_release;  ///< uname -r ("6.1.0-18-amd64"); "" when unknown
+  /// The probe: a forked child blocks on a pipe while this process reads one word of it.
+  bool probed = false;
+  int32_t probe_errno = 0;  ///< 0: the word read back right; else process_vm_readv's errno
+  std::string probe_error;  ///< why the probe could not run (fork or pipe failed); "" if it ran
+};
+
 struct HostFacts {
   uint32_t online_cpus = 0;                 ///< CPUs in /proc/stat
   std::vector<uint32_t> allowed_cpus;       ///< the affinity mask (Cpus_allowed_list), ascending
@@ -72,6 +89,8 @@ struct HostFacts {
   std::optional<uint64_t> nofile_soft;  ///< RLIMIT_NOFILE; empty = unlimited
   std::optional<uint64_t> nofile_hard;
   SpaceFacts checkpoint;  ///< where checkpoints go (--checkpoint-dir)
+  /// Gathered by GatherHost; empty in facts built by hand (no host.python_stacks check then).
+  std::optional<StackReadFacts> python_stacks;
 };
 
 /// What the job's Python says about itself and torch (python_probe.h).

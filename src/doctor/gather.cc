@@ -14,6 +14,7 @@
 
 #include "base/units.h"
 #include "doctor/space.h"
+#include "doctor/stacks_check.h"
 #include "host/file_reader.h"
 #include "host/proc_parse.h"
 
@@ -181,6 +182,7 @@ HostFacts GatherHost(const host::ProcFs& fs, const std::string& checkpoint_dir) 
     if (limit.rlim_max != RLIM_INFINITY) out.nofile_hard = limit.rlim_max;
   }
   out.checkpoint = ExamineSpace(checkpoint_dir);
+  out.python_stacks = GatherStackRead(fs);
   return out;
 }
 

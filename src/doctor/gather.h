@@ -25,7 +25,8 @@ namespace stallscope::doctor {
 
 /// Host facts: CPUs (/proc/stat, <proc>/self/status Cpus_allowed_list, cgroup cpu.max), memory,
 /// NUMA nodes (<sys>/devices/system/node), /dev/shm (fs.shm_path), RLIMIT_NOFILE of this process
-/// (the job inherits it), and the space at `checkpoint_dir`.
+/// (the job inherits it), the space at `checkpoint_dir`, and whether Python stacks can be read
+/// (GatherStackRead of stacks_check.h: forks one short-lived child).
 [[nodiscard]] HostFacts GatherHost(const host::ProcFs& fs, const std::string& checkpoint_dir);
 
 /// The sysfs name of an NVML PCI bus id: "00000000:17:00.0" → "0000:17:00.0" (domain of 4 hex

@@ -86,6 +86,11 @@ std::vector<std::string> Session::DrainPhases(phase::DrainMode mode) {
         live_.Forget(ring.info().pid);
       });
   for (const auto& e : result.new_errors) warnings.push_back(e.message);
+  {
+    std::lock_guard lock(mu_);
+    live_rings_.clear();
+    for (const auto& ring : watcher_->rings()) live_rings_.push_back(ring->info());
+  }
   // The event log is the report's input: a failed flush is said once, and draining goes on
   // (the live statistics and the job do not depend on it).
   if (auto st = events_->Flush(); !st.ok() && !events_failed_) {
@@ -93,6 +98,11 @@ std::vector<std::string> Session::DrainPhases(phase::DrainMode mode) {
     warnings.push_back(st.error().message);
   }
   return warnings;
+}
+
+std::vector<phase::RingInfo> Session::LiveRings() const {
+  std::lock_guard lock(mu_);
+  return live_rings_;
 }
 
 void Session::EnsureSampler() {

@@ -89,6 +89,10 @@ class Session {
   /// ended) and flushes the event log. Returns warnings for people, one line each.
   std::vector<std::string> DrainPhases(phase::DrainMode mode);
 
+  /// The phase rings open at the last DrainPhases: one per live process of the job that runs the
+  /// hooks (pid, rank, forked_from: a DataLoader worker names its parent). Thread-safe.
+  [[nodiscard]] std::vector<phase::RingInfo> LiveRings() const;
+
   /// Starts the sampling thread.
   void StartSampling();
   /// Takes one sample on the calling thread (sessions without a sampling thread: `top`).
@@ -161,6 +165,7 @@ class Session {
   std::optional<Error> write_error_;
   int64_t samples_written_ = 0;
   analysis::LiveStats live_;
+  std::vector<phase::RingInfo> live_rings_;
 };
 
 }  // namespace stallscope::monitor

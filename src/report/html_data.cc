@@ -12,6 +12,7 @@
 #include "base/vocabulary.h"
 #include "report/life_render.h"
 #include "report/run_render.h"
+#include "report/stacks_render.h"
 #include "rundir/run_dir.h"
 #include "trace/kernels.h"
 
@@ -291,6 +292,7 @@ std::string RunPageData(const rundir::RunData& data, const diagnose::RunReport& 
   WriteGpus(w, report.machine);
   WriteProcessesJson(w, report.processes);
   WriteLoadersJson(w, report.loaders);
+  WriteStacksJson(w, report.stacks);
   w.Key("kernels").BeginArray().EndArray().Key("idle").BeginArray().EndArray();
   w.FieldArray("warnings", report.warnings).EndObject();
   return ForScriptElement(std::move(out));

@@ -35,6 +35,8 @@ namespace stallscope::report {
 ///   balance         {util_cv_pct, util_class, memory_cv_pct, memory_class}
 ///   processes       report.json's "processes" (run_render.h WriteProcessesJson)
 ///   dataloaders     report.json's "dataloaders" (WriteLoadersJson)
+///   stacks          report.json's "stacks" (stacks_render.h WriteStacksJson; runs only, else
+///                   absent)
 ///   kernels         [{rank, name, count, total_ms, mean_us, share}] (traces: top 20 per rank)
 ///   idle            [{rank, device, window_ms, busy_ms, causes: {name: ms}}] (traces)
 ///   warnings        [string]

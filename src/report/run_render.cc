@@ -12,6 +12,7 @@
 #include "base/units.h"
 #include "report/life_render.h"
 #include "report/render.h"
+#include "report/stacks_render.h"
 
 namespace stallscope::report {
 
@@ -386,6 +387,10 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
     out += '\n';
     out += PythonLines(r.python);
   }
+  if (r.stacks.present) {
+    out += '\n';
+    out += RenderStacksText(r.stacks);
+  }
   out += ProcessTable(r.processes);
   out += MachineLines(r);
   out += OverheadLine(r.overhead);
@@ -563,6 +568,7 @@ void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
       .Field("records", r.overhead.records)
       .Field("records_per_step", r.overhead.records_per_step, 2)
       .EndObject();
+  WriteStacksJson(w, r.stacks);
   WriteSeriesJson(w, r);
   w.FieldArray("warnings", r.warnings);
 }

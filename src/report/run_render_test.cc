@@ -84,7 +84,8 @@ TEST(RunRender, ControlCharactersFromTheJobAreEscaped) {
   EXPECT_EQ(text.find("pwned\x07"), std::string::npos) << text;
   // The COMMAND column is cut on the escaped text, so the CPU% column stays where it was.
   const std::string row =
-      "   8317  main               " + Elide(std::string(testing::kHostileEscaped), 26) + "  100.2";
+      fmt::format("{:>7}  main               {} {:>6.1f}", r.processes[0].pid,
+                  Elide(std::string(testing::kHostileEscaped), 26), r.processes[0].cpu_mean_pct);
   EXPECT_NE(text.find(row), std::string::npos) << text;
   EXPECT_EQ(testing::RawControlBytes(RenderRunReportJson(r)), "");
 }

@@ -84,6 +84,8 @@ Result<RunData> LoadRun(const std::string& dir) {
     d.warnings.push_back(
         OverlongLinesWarning(d.paths.dir + "/" + kPythonNotesFile, d.python.overlong_lines));
   }
+  d.stacks = stacks::ReadStackLog(d.paths.dir);
+  for (const auto& w : d.stacks.warnings) d.warnings.push_back(w);
   return d;
 }
 

@@ -12,6 +12,7 @@
 #include "rundir/python_notes.h"
 #include "rundir/run_dir.h"
 #include "sample/recording.h"
+#include "stacks/stack_log.h"
 
 namespace stallscope::rundir {
 
@@ -21,8 +22,9 @@ struct RunData {
   RunMeta meta;
   sample::Recording recording;  ///< empty (no samples) when recording.jsonl is missing
   phase::EventLog events;
-  InfoRecords info;    ///< the info records of events.bin, decoded (DecodeInfoRecords)
-  PythonNotes python;  ///< the job's Python interpreters (python.jsonl); empty for old runs
+  InfoRecords info;         ///< the info records of events.bin, decoded (DecodeInfoRecords)
+  PythonNotes python;       ///< the job's Python interpreters (python.jsonl); empty for old runs
+  stacks::StackLog stacks;  ///< the Python stacks sampled (stacks.jsonl); empty without
   std::vector<std::string> warnings;
   /// Phase records that cannot be this run's (an unknown process, a time outside the run):
   /// skipped; a sign of a corrupt events.bin, and no verdict is confident then.

@@ -19,8 +19,9 @@ inline constexpr int kRunSchemaVersion = 1;
 /// Python notes, the rings' folder): what `run --force` may replace in a previous run's --out.
 /// RunE2e.DataBoundWithoutWorkersShowsDataLoading checks a real run writes nothing else.
 inline constexpr const char* kRunDirEntries[] = {
-    "run.json",   "recording.jsonl",    "report.txt",   "report.json", "phases",
-    "events.bin", "events.names.jsonl", "python.jsonl", "job.log",     "report.html"};
+    "run.json", "recording.jsonl", "report.txt",         "report.json",
+    "phases",   "events.bin",      "events.names.jsonl", "python.jsonl",
+    "job.log",  "report.html",     "stacks.jsonl"};
 
 /// The files of a run directory.
 struct RunPaths {

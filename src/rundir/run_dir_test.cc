@@ -28,7 +28,7 @@ using nlohmann::json;
 
 const fs::path kFixture = fs::path(STALLSCOPE_SOURCE_DIR) / "tests/data/runs/data_cpu";
 
-enum class Kind { kInt32, kInt64, kString, kBool, kDouble, kStrings, kStatus };
+enum class Kind { kInt32, kInt64, kString, kBool, kDouble, kStrings, kStatus, kObject };
 
 struct FieldSpec {
   const char* key;
@@ -45,7 +45,7 @@ constexpr FieldSpec kFields[] = {
     {"end_mono_ns", Kind::kInt64, true},     {"exit_code", Kind::kInt32, true},
     {"status", Kind::kStatus, false},        {"auto_hooks", Kind::kBool, false},
     {"interval_ns", Kind::kInt64, false},    {"monitor_cpu_s", Kind::kDouble, true},
-    {"job_cpu_s", Kind::kDouble, true},
+    {"job_cpu_s", Kind::kDouble, true},      {"env", Kind::kObject, true},
 };
 
 std::vector<json> Mutations() {
@@ -78,6 +78,8 @@ bool Accepts(Kind kind, const json& v) {
       return v.is_boolean();
     case Kind::kDouble:
       return v.is_number();
+    case Kind::kObject:  // env: its non-string values are skipped
+      return v.is_object();
     case Kind::kStrings:
       if (!v.is_array()) return false;
       for (const auto& a : v) {
@@ -150,7 +152,7 @@ TEST(RunMetaFields, NullOfAFieldStillRunningIsAbsent) {
   ASSERT_TRUE(meta.ok()) << meta.error().message;
   EXPECT_FALSE(meta->end_mono_ns.has_value());
   EXPECT_FALSE(meta->exit_code.has_value());
-  EXPECT_EQ(meta->pid, 8317);
+  EXPECT_EQ(meta->pid, j["pid"].get<int32_t>());
 }
 
 // Issue 27, "Also": `{}` was a run still running, started in 1970. A run.json without a
@@ -193,14 +195,29 @@ TEST(RunMetaFields, IssueReproductionNullPidInAWholeRunJson) {
 
 /// Each line of `file` (relative to the fixture) with one field mutated: LoadRun never throws,
 /// and a line it cannot use is skipped with a warning naming the file.
-void MutateJsonLines(const std::string& file) {
+/// The fixture's one phase meta file, "phases/<pid>.meta.jsonl" (its pid changes when the
+/// fixture is recorded again).
+std::string MetaFile() {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(kFixture / "phases", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".meta.jsonl")) return "phases/" + name;
+  }
+  ADD_FAILURE() << "no phases/*.meta.jsonl in " << kFixture;
+  return "phases/none.meta.jsonl";
+}
+
+/// Every field of the first `max_lines` lines of `file` (objects by key, arrays by index) set to
+/// each of Mutations(): LoadRun never throws, and its warnings stay one line each.
+void MutateJsonLines(const std::string& file, size_t max_lines = SIZE_MAX) {
   const std::vector<std::string> lines = [&] {
     std::vector<std::string> out;
     std::ifstream in(kFixture / file);
     for (std::string l; std::getline(in, l);) out.push_back(l);
     return out;
   }();
-  for (size_t n = 0; n < lines.size(); ++n) {
+  ASSERT_FALSE(lines.empty()) << kFixture / file;
+  for (size_t n = 0; n < lines.size() && n < max_lines; ++n) {
     const json line = json::parse(lines[n]);
     for (const auto& [key, original] : line.items()) {
       for (const json& value : Mutations()) {
@@ -208,7 +225,11 @@ void MutateJsonLines(const std::string& file) {
         stallscope::testing::TempDir dir("run_lines");
         fs::copy(kFixture, dir.path(), fs::copy_options::recursive);
         json j = json::parse(lines[n]);
-        j[key] = value;
+        if (j.is_array()) {
+          j[std::stoul(key)] = value;
+        } else {
+          j[key] = value;
+        }
         std::ofstream out(dir.path() / file, std::ios::trunc);
         for (size_t i = 0; i < lines.size(); ++i) out << (i == n ? j.dump() : lines[i]) << "\n";
         out.close();
@@ -222,7 +243,10 @@ void MutateJsonLines(const std::string& file) {
 
 TEST(RunDirLines, EventNamesFieldMutationsNeverThrow) { MutateJsonLines("events.names.jsonl"); }
 
-TEST(RunDirLines, PhaseMetaFieldMutationsNeverThrow) { MutateJsonLines("phases/8317.meta.jsonl"); }
+TEST(RunDirLines, PhaseMetaFieldMutationsNeverThrow) { MutateJsonLines(MetaFile()); }
+
+// stacks.jsonl (issue 31): its header, process, frame and stack lines and samples (arrays).
+TEST(RunDirLines, StackLogFieldMutationsNeverThrow) { MutateJsonLines("stacks.jsonl", 40); }
 
 TEST(RunDirLines, AWrongTypedNameLineIsSkippedWithAWarning) {
   stallscope::testing::TempDir dir("run_lines");
@@ -284,8 +308,9 @@ TEST(LastErrorLine, ThePythonExceptionElseTheLastNonBlankLine) {
 // hang here is the bug (ctest's timeout). Each file is refused unopened, with a warning naming
 // it; run.json, without which there is no run, is an error naming it.
 TEST(RunDirFifos, NoFileOfARunDirectoryIsOpenedWhenItIsAFifo) {
-  for (const char* name : {"recording.jsonl", "events.bin", "events.names.jsonl", "python.jsonl",
-                           "phases/8317.meta.jsonl"}) {
+  for (const std::string& name : {std::string("recording.jsonl"), std::string("events.bin"),
+                                  std::string("events.names.jsonl"), std::string("python.jsonl"),
+                                  std::string("stacks.jsonl"), MetaFile()}) {
     SCOPED_TRACE(name);
     stallscope::testing::TempDir dir("run_fifo");
     fs::copy(kFixture, dir.path(), fs::copy_options::recursive);

@@ -154,6 +154,15 @@ TEST_P(AnyPython, RecordsExplicitMarkersAndLeavesTheOutputAlone) {
   EXPECT_TRUE(py["shim"].get<bool>());
   EXPECT_TRUE(py["backend"] == "native" || py["backend"] == "core") << py.dump();
   EXPECT_TRUE(r["job"]["no_phases"].empty());
+  // This interpreter's Python stacks, read from outside (src/pystack, issue 31): the phase with
+  // the most samples was spent in fake_job.py's loop().
+  const json& stacks = r["stacks"];
+  ASSERT_TRUE(stacks.is_object()) << "no stacks.jsonl";
+  EXPECT_EQ(stacks["unreadable"].size(), 0u) << stacks.dump(1);
+  ASSERT_FALSE(stacks["phases"].empty()) << stacks.dump(1);
+  const json& top = stacks["phases"][0]["lines"][0];
+  EXPECT_EQ(top["function"], "loop") << stacks.dump(1);
+  EXPECT_TRUE(top["where"].get<std::string>().starts_with("fake_job.py:")) << top.dump();
 }
 
 /// "$PYENV_ROOT/versions/3.12.1/bin/python3" → "pyenv_3_12_1"; Debian's → "system".

@@ -80,6 +80,33 @@ TEST(RecordedRunGolden, DiagnoseTextAndJsonOfEveryRecordedRun) {
 
 class RecordedRun : public ::testing::Test {
  protected:
+  /// Issue 31: report.json's stacks group `group` ("other", "workers", ...) has as its top line
+  /// one in `function` between lines `first` and `last` of examples/train.py, and the principal
+  /// finding's evidence (metric "stacks.<group>") names that line.
+  static void ExpectStackEvidence(const json& j, const std::string& group,
+                                  const std::string& function, int first, int last) {
+    const json& stacks = j["stacks"];
+    ASSERT_TRUE(stacks.is_object()) << "no stacks in this recorded run";
+    const json* g =
+        group == "workers" && stacks["workers"].is_object() ? &stacks["workers"] : nullptr;
+    for (const json& phase : stacks["phases"]) {
+      if (phase["name"] == group) g = &phase;
+    }
+    ASSERT_NE(g, nullptr) << stacks.dump(1);
+    const json& top = (*g)["lines"][0];
+    EXPECT_EQ(top["function"], function) << top.dump();
+    EXPECT_GE(top["line"].get<int>(), first) << top.dump();
+    EXPECT_LE(top["line"].get<int>(), last) << top.dump();
+    const std::string where = top["where"].get<std::string>();
+    EXPECT_EQ(where, "train.py:" + std::to_string(top["line"].get<int>()));
+    bool named = false;
+    for (const json& e : j["verdict"]["principal"]["evidence"]) {
+      named |= e["metric"] == "stacks." + group &&
+               e["text"].get<std::string>().find(where) != std::string::npos;
+    }
+    EXPECT_TRUE(named) << j["verdict"]["principal"]["evidence"].dump(1);
+  }
+
   /// `stallscope diagnose --json tests/data/runs/NAME`: the run's report.json.
   static json Report(const std::string& name) {
     ProcessOutput o = Stallscope({"diagnose", "--json", (kRuns / name).string()});
@@ -133,6 +160,17 @@ TEST_F(RecordedRun, WorkersTakeDataLoadingOffTheMainProcess) {
   }
   EXPECT_EQ(workers_seen, 4) << j["processes"].dump(1);
   EXPECT_LT(main_cpu, 60.0) << "the transforms run in the workers, not the main process";
+  // Issue 31: what the workers were doing (sampled at 10 Hz): the transform, augment() in
+  // examples/train.py 117-135, named in the data-bound finding's evidence.
+  ExpectStackEvidence(j, "workers", "augment", 117, 135);
+}
+
+// From the live RunJob.DataBoundWithoutWorkersShowsDataLoading (issue 31): with num_workers=0
+// the main thread runs the transform during data_loading, and the evidence names its line.
+TEST_F(RecordedRun, DataBoundMainThreadNamesTheTransformLine) {
+  json j = Report("data_cpu");
+  EXPECT_EQ(Principal(j), "data_bound_cpu") << j["verdict"].dump(1);
+  ExpectStackEvidence(j, "data_loading", "augment", 117, 135);
 }
 
 // From RunE2e.StorageBoundAndOversubscribedRuns: data_io (20 steps, 64×64 files behind a 20 ms
@@ -147,7 +185,8 @@ TEST_F(RecordedRun, StorageBoundAndOversubscribedRuns) {
 }
 
 // From RunE2e.PeriodicSideWorkAndHostSyncsAreMeasured: periodic (50 steps, a 16 MB checkpoint
-// every 10, 10 no-grad sampling forwards every 8) and logging (10 steps).
+// every 10, 10 no-grad sampling forwards every 8) and logging (60 steps: 10 before issue 31,
+// too few stack samples of "other" for a line).
 TEST_F(RecordedRun, PeriodicSideWorkAndHostSyncsAreMeasured) {
   json j = Report("periodic");
   EXPECT_EQ(j["job"]["exit_code"], 0);
@@ -162,6 +201,9 @@ TEST_F(RecordedRun, PeriodicSideWorkAndHostSyncsAreMeasured) {
     syncs += name.rfind("host_sync.", 0) == 0 ? n.get<int64_t>() : 0;
   EXPECT_GE(syncs, 10 * 2) << lj["counters"].dump();
   EXPECT_EQ(Principal(lj), "host_sync_or_logging") << lj["verdict"].dump(1);
+  // Issue 31: the Python stacks name the line doing the metric work (heavy_metrics' numpy calls,
+  // examples/train.py 384-398) in the evidence of the finding about "other".
+  ExpectStackEvidence(lj, "other", "heavy_metrics", 384, 398);
 }
 
 // From RunE2e.LongStartupThenDataBoundStepsIsDataBoundWithTheStartupLine (issue 26: on a GPU a

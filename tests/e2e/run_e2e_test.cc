@@ -137,6 +137,27 @@ TEST_F(RunJob, DataBoundWithoutWorkersShowsDataLoading) {
   EXPECT_NE(j["verdict"]["principal"]["recommendations"][0]["text"].get<std::string>().find(
                 "num_workers=0 → num_workers="),
             std::string::npos);
+  // The live stack sampler (src/stacks): during data_loading the main thread ran the transform
+  // (examples/train.py augment(), lines 117-135), and the verdict's evidence names the line.
+  const json& stacks = j["stacks"];
+  ASSERT_TRUE(stacks.is_object()) << "no stacks.jsonl: "
+                                  << Slurp(fs::path(RunDir()) / "stacks.jsonl");
+  EXPECT_GT(stacks["samples"].get<int>(), 20) << stacks.dump(1);
+  const json* loading = nullptr;
+  for (const json& g : stacks["phases"]) {
+    if (g["name"] == "data_loading") loading = &g;
+  }
+  ASSERT_NE(loading, nullptr) << stacks.dump(1);
+  const json& top = (*loading)["lines"][0];
+  EXPECT_TRUE(top["where"].get<std::string>().starts_with("train.py:")) << top.dump();
+  EXPECT_EQ(top["function"], "augment") << top.dump();
+  bool named = false;
+  for (const json& e : j["verdict"]["principal"]["evidence"]) {
+    named |=
+        e["metric"] == "stacks.data_loading" &&
+        e["text"].get<std::string>().find(top["where"].get<std::string>()) != std::string::npos;
+  }
+  EXPECT_TRUE(named) << j["verdict"]["principal"].dump(1);
   // Nothing in the run directory but what `run --force` may replace.
   for (const auto& entry : fs::directory_iterator(RunDir())) {
     const std::string name = entry.path().filename().string();

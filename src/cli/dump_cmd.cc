@@ -1,0 +1,342 @@
+// `stallscope dump PID`: the Python stacks of every thread of a process and of its descendants,
+// read from outside with process_vm_readv (src/pystack), never stopping them: hang first aid,
+// like `py-spy dump` without the pause. Output: docs/commands/dump.md, --json in docs/formats.md.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/json_writer.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "host/file_reader.h"
+#include "host/host.h"
+#include "pystack/pystack.h"
+
+namespace stallscope::cli {
+namespace {
+
+// A source file larger than this gives no text (a generated module; one read per file).
+constexpr size_t kMaxSourceBytes = size_t{8} << 20;
+// Source text and command lines are cut here in the text output (bytes, at a UTF-8 boundary).
+constexpr size_t kMaxTextBytes = 120;
+constexpr size_t kMaxCmdlineBytes = 160;
+// Reads of a process whose walk of some thread was torn, before its error is shown.
+constexpr int kReadAttempts = 3;
+
+/// One process of the tree and what reading it gave.
+struct DumpedProcess {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  std::string cmdline;  ///< argv joined with spaces, or "[comm]" when there is none
+  std::optional<pystack::PythonProcess> python;
+  std::vector<pystack::ThreadStack> threads;  ///< main thread first
+  std::optional<Error> error;                 ///< why no stack was read
+  bool not_python = false;                    ///< the process runs no CPython we know of
+};
+
+/// `text` cut to at most `max` bytes at a UTF-8 character boundary, "..." marking the cut.
+std::string Cut(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0U) == 0x80U) --end;
+  return std::string(text.substr(0, end)) + "...";
+}
+
+/// The source lines of the files frames name, each file read once (the target's view of the
+/// path: /proc/PID/root for a process in another mount namespace, /proc/PID/cwd for a relative
+/// name). A file that cannot be read, is not a regular file or is too large gives no text.
+class SourceLines {
+ public:
+  /// Line `line` (1-based) of `file` as process `pid` sees it, trimmed; empty when unknown.
+  std::optional<std::string> Line(int32_t pid, const std::string& file, std::optional<int> line) {
+    if (!line || *line <= 0 || file.empty() || file.front() == '<') return std::nullopt;
+    const Source& source = Read(OpenPath(pid, file));
+    const auto index = static_cast<size_t>(*line - 1);
+    if (index >= source.starts.size()) return std::nullopt;
+    const size_t begin = source.starts[index];
+    size_t end = source.text.find('\n', begin);
+    if (end == std::string::npos) end = source.text.size();
+    return std::string(Trim(std::string_view(source.text).substr(begin, end - begin)));
+  }
+
+ private:
+  struct Source {
+    std::string text;
+    std::vector<size_t> starts;  ///< offset of each line
+  };
+
+  /// Whether `pid` sees the same root directory as this process (no /proc/PID/root detour).
+  bool SameRoot(int32_t pid) {
+    auto [it, fresh] = same_root_.try_emplace(pid, true);
+    if (fresh) {
+      struct stat ours {};
+      struct stat theirs {};
+      if (stat("/", &ours) == 0 && stat(fmt::format("/proc/{}/root", pid).c_str(), &theirs) == 0) {
+        it->second = ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino;
+      }
+    }
+    return it->second;
+  }
+
+  std::string OpenPath(int32_t pid, const std::string& file) {
+    if (file.front() != '/') return fmt::format("/proc/{}/cwd/{}", pid, file);
+    return SameRoot(pid) ? file : fmt::format("/proc/{}/root{}", pid, file);
+  }
+
+  const Source& Read(const std::string& path) {
+    auto [it, fresh] = files_.try_emplace(path);
+    if (!fresh) return it->second;
+    Source& source = it->second;
+    // O_NONBLOCK: a FIFO named like a source file must not block the dump.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return source;
+    host::ScopedFd closer(fd);
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) > kMaxSourceBytes) {
+      return source;
+    }
+    source.text.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < source.text.size()) {
+      const ssize_t n =
+          pread(fd, source.text.data() + got, source.text.size() - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // an error, or the file shrank: keep what was read
+      got += static_cast<size_t>(n);
+    }
+    source.text.resize(got);
+    for (size_t pos = 0; pos < source.text.size();) {
+      source.starts.push_back(pos);
+      const size_t nl = source.text.find('\n', pos);
+      pos = nl == std::string::npos ? source.text.size() : nl + 1;
+    }
+    return source;
+  }
+
+  std::map<std::string, Source> files_;
+  std::map<int32_t, bool> same_root_;
+};
+
+/// kernel.yama.ptrace_scope, or empty without Yama.
+std::optional<int64_t> PtraceScope() {
+  host::FileReader reader;
+  if (reader.ReadPath("/proc", "/sys/kernel/yama/ptrace_scope") != 0) return std::nullopt;
+  return ParseInt64(Trim(reader.data()));
+}
+
+/// What would let `stallscope dump ROOT` read a process it may not (Linux
+/// Documentation/admin-guide/LSM/Yama.rst; capabilities(7)).
+std::string PermissionHint(int32_t root) {
+  const std::optional<int64_t> scope = PtraceScope();
+  const std::string sudo = fmt::format("CAP_SYS_PTRACE (sudo stallscope dump {})", root);
+  if (scope && *scope >= 3) return "kernel.yama.ptrace_scope is 3: no process may, until reboot";
+  if (scope && *scope == 2) return "kernel.yama.ptrace_scope is 2: needs " + sudo;
+  if (scope && *scope == 1) {
+    return "needs " + sudo +
+           ", or the same user with kernel.yama.ptrace_scope 0 (it is 1: only descendants)";
+  }
+  return "needs the same user (and a dumpable process), or " + sudo;
+}
+
+/// The error's message without the "pid N: " that pystack puts first (the line names the pid).
+std::string_view Reason(const Error& error, int32_t pid) {
+  std::string_view text = error.message;
+  const std::string prefix = fmt::format("pid {}: ", pid);
+  if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+  return text;
+}
+
+DumpedProcess DumpOne(const host::ProcessSample& p) {
+  DumpedProcess out;
+  out.pid = p.pid;
+  out.ppid = p.ppid;
+  out.cmdline = p.cmdline.empty() ? "[" + p.comm + "]" : p.cmdline;
+  auto reader = pystack::StackReader::Open(p.pid);
+  if (!reader.ok()) {
+    out.not_python = reader.error().code == ErrorCode::kNotFound &&
+                     access(fmt::format("/proc/{}", p.pid).c_str(), F_OK) == 0;
+    out.error = reader.take_error();
+    return out;
+  }
+  out.python = reader->process();
+  // A thread whose walk was torn (the target moved while we read) is read again, a few times.
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    auto threads = reader->SampleAll(pystack::StackReader::kMaxFrames);
+    if (!threads.ok()) {
+      out.error = threads.take_error();
+      return out;
+    }
+    out.threads = std::move(*threads);
+    if (std::none_of(out.threads.begin(), out.threads.end(),
+                     [](const pystack::ThreadStack& t) { return t.error.has_value(); })) {
+      break;
+    }
+  }
+  std::stable_partition(
+      out.threads.begin(), out.threads.end(),
+      [pid = p.pid](const pystack::ThreadStack& t) { return t.native_thread_id == pid; });
+  return out;
+}
+
+/// The process and (unless `children` is false) its descendants, root first, then by pid.
+/// Empty when `pid` is no process.
+std::vector<host::ProcessSample> ProcessTree(int32_t pid, bool children) {
+  host::ProcessTracker tracker(host::ProcFs{}, pid);
+  std::vector<host::ProcessSample> tree;
+  tracker.Sample(0, tree);
+  if (!children && tree.size() > 1) tree.resize(1);
+  return tree;
+}
+
+/// The one line of a process whose stacks were not read.
+std::string ErrorLine(const DumpedProcess& p, int32_t root) {
+  std::string reason;
+  if (p.not_python) {
+    reason = "not a Python process";
+  } else if (p.error->code == ErrorCode::kPermission) {
+    reason = "may not read its memory: " + PermissionHint(root);
+  } else {
+    reason = std::string(Reason(*p.error, p.pid));
+  }
+  return fmt::format("pid {} ({}): {}\n", p.pid, EscapeControl(Cut(p.cmdline, kMaxCmdlineBytes)),
+                     EscapeControl(reason));
+}
+
+void ThreadText(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLines& sources,
+                std::string& out) {
+  if (t.native_thread_id) {
+    out += fmt::format("  thread {}{}\n", *t.native_thread_id,
+                       *t.native_thread_id == p.pid ? " (main)" : "");
+  } else {
+    out += fmt::format("  thread ? (pthread {:#x})\n", t.thread_id);
+  }
+  if (t.frames.empty() && !t.error) out += "    (no Python frames)\n";
+  if (t.truncated) out += fmt::format("    (the innermost {} frames)\n", t.frames.size());
+  for (const pystack::Frame& f : t.frames) {
+    const std::string line = f.line ? std::to_string(*f.line) : "?";
+    out += fmt::format("    {} ({}:{})\n", EscapeControl(f.function), EscapeControl(f.file), line);
+    if (auto text = sources.Line(p.pid, f.file, f.line); text && !text->empty()) {
+      out += fmt::format("        {}\n", EscapeControl(Cut(*text, kMaxTextBytes)));
+    }
+  }
+  if (t.error) {
+    out += fmt::format("    (stack cut: {})\n", EscapeControl(Reason(*t.error, p.pid)));
+  }
+}
+
+std::string RenderText(const std::vector<DumpedProcess>& shown, int32_t root,
+                       SourceLines& sources) {
+  std::string out;
+  for (const DumpedProcess& p : shown) {
+    if (!out.empty() && p.python && !p.error) out += '\n';
+    if (!p.python || p.error) {
+      out += ErrorLine(p, root);
+      continue;
+    }
+    out += fmt::format("pid {} ({}): Python 3.{} ({}){}\n", p.pid,
+                       EscapeControl(Cut(p.cmdline, kMaxCmdlineBytes)), p.python->layout.minor,
+                       EscapeControl(p.python->binary),
+                       p.pid == root ? "" : fmt::format(", child of {}", p.ppid));
+    for (const pystack::ThreadStack& t : p.threads) ThreadText(p, t, sources, out);
+  }
+  return out;
+}
+
+void ThreadJson(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLines& sources,
+                JsonWriter& w) {
+  w.BeginObject();
+  w.Field("native_tid", t.native_thread_id ? std::optional<int64_t>(*t.native_thread_id)
+                                           : std::optional<int64_t>());
+  w.Field("thread_id", t.thread_id);
+  w.FieldBool("main", t.native_thread_id == p.pid);
+  w.FieldBool("truncated", t.truncated);
+  if (t.error) w.Field("error", t.error->message);
+  w.Key("frames").BeginArray();
+  for (const pystack::Frame& f : t.frames) {
+    w.BeginObject().Field("file", f.file).Field("function", f.function);
+    w.Field("line", f.line ? std::optional<int64_t>(*f.line) : std::optional<int64_t>());
+    if (auto text = sources.Line(p.pid, f.file, f.line); text && !text->empty()) {
+      w.Field("text", *text);
+    }
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+}
+
+std::string RenderJson(const std::vector<DumpedProcess>& shown, int32_t root,
+                       SourceLines& sources) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("schema_version", 1).Field("tool", "stallscope dump");
+  w.Field("version", ToolVersion()).Field("pid", root);
+  w.Key("processes").BeginArray();
+  for (const DumpedProcess& p : shown) {
+    w.BeginObject().Field("pid", p.pid).Field("ppid", p.ppid).Field("cmdline", p.cmdline);
+    if (p.python) {
+      w.Field("python_version", fmt::format("3.{}", p.python->layout.minor));
+      w.Field("binary", p.python->binary);
+    } else {
+      w.Key("python_version").Null().Key("binary").Null();
+    }
+    if (p.not_python) {
+      w.Field("error", "not a Python process");
+    } else if (p.error) {
+      w.Field("error", p.error->message);
+    }
+    w.Key("threads").BeginArray();
+    for (const pystack::ThreadStack& t : p.threads) ThreadJson(p, t, sources, w);
+    w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
+  out += '\n';
+  return out;
+}
+
+}  // namespace
+
+int RunDump(const DumpOptions& o) {
+  const std::vector<host::ProcessSample> tree = ProcessTree(o.pid, !o.no_children);
+  if (tree.empty()) {
+    fmt::print(stderr, "stallscope dump: no process with pid {}\n", o.pid);
+    return 1;
+  }
+  std::vector<DumpedProcess> shown;
+  size_t hidden = 0;
+  bool read_any = false;
+  for (const host::ProcessSample& p : tree) {
+    DumpedProcess d = DumpOne(p);
+    read_any = read_any || !d.threads.empty();
+    // A descendant that runs no Python (a shell, a compiler, `sleep`) only with --all.
+    if (d.not_python && p.pid != o.pid && !o.all) {
+      ++hidden;
+      continue;
+    }
+    shown.push_back(std::move(d));
+  }
+  SourceLines sources;
+  if (o.json) {
+    fmt::print("{}", RenderJson(shown, o.pid, sources));
+  } else {
+    fmt::print("{}", RenderText(shown, o.pid, sources));
+    if (!read_any && hidden > 0) {
+      fmt::print("no Python stack read; {} descendant process{} not Python (--all lists them)\n",
+                 hidden, hidden == 1 ? " is" : "es are");
+    }
+  }
+  return read_any ? 0 : 1;
+}
+
+}  // namespace stallscope::cli

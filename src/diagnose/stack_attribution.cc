@@ -1,0 +1,303 @@
+#include "diagnose/stack_attribution.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "base/thresholds.h"
+#include "base/units.h"
+#include "base/vocabulary.h"
+#include "diagnose/rule_util.h"
+#include "diagnose/run_report.h"
+
+namespace stallscope::diagnose {
+namespace {
+
+/// Counts of one group: per line of the job's code (a frame id), the innermost frames under it.
+struct LineTally {
+  int64_t samples = 0;
+  std::map<uint32_t, int64_t> leaves;
+};
+struct GroupTally {
+  int64_t samples = 0;
+  std::unordered_map<uint32_t, LineTally> lines;
+};
+
+/// The phase a rank's main thread was in at `t`: the innermost closed phase instance holding it
+/// (the latest to begin, `intervals` sorted by begin), else "other".
+std::string_view PhaseAtTime(const std::vector<analysis::PhaseInterval>& intervals, int64_t t) {
+  constexpr int kMaxLookBack = 256;  // nested phases open within a step: enough to find the outer
+  auto it =
+      std::upper_bound(intervals.begin(), intervals.end(), t,
+                       [](int64_t v, const analysis::PhaseInterval& i) { return v < i.begin_ns; });
+  for (int n = 0; it != intervals.begin() && n < kMaxLookBack; ++n) {
+    --it;
+    if (it->end_ns >= t) return it->name;
+  }
+  return phase_name::kOther;
+}
+
+/// A rank's main process: its steady window and phase instances.
+struct StackRankWindow {
+  int32_t rank = 0;
+  int32_t pid = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  std::vector<analysis::PhaseInterval> intervals;
+  bool Holds(int64_t t) const { return t >= begin_ns && t <= end_ns; }
+};
+
+std::vector<StackRankWindow> StackRankWindows(const rundir::RunData& data,
+                                              const RunReport& report) {
+  std::vector<StackRankWindow> out;
+  for (const analysis::RankSteps& r : report.phases.ranks) {
+    if (r.steps.empty()) continue;
+    StackRankWindow w{r.rank, r.pid, r.life.steady_begin_ns, r.life.steady_end_ns,
+                      analysis::PhaseIntervalsOf(data.events, r.pid)};
+    std::sort(w.intervals.begin(), w.intervals.end(),
+              [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+/// The frame a sample is counted at: the innermost frame of the job's own code, else the
+/// innermost frame.
+uint32_t CountedFrame(const std::vector<uint32_t>& stack, const std::vector<bool>& library) {
+  for (uint32_t id : stack) {
+    if (!library[id]) return id;
+  }
+  return stack.front();
+}
+
+void CountSample(GroupTally& g, const std::vector<uint32_t>& stack,
+                 const std::vector<bool>& library) {
+  if (stack.empty()) return;
+  const uint32_t at = CountedFrame(stack, library);
+  ++g.samples;
+  LineTally& line = g.lines[at];
+  ++line.samples;
+  if (stack.front() != at) ++line.leaves[stack.front()];
+}
+
+std::string FrameWhere(const stacks::StackFrame& f, std::string_view cwd) {
+  return f.line > 0 ? fmt::format("{}:{}", ShortPath(f.file, cwd), f.line) : ShortPath(f.file, cwd);
+}
+
+StackGroup MakeGroup(std::string name, const GroupTally& g, const stacks::StackLog& log,
+                     const std::vector<bool>& library, std::string_view base) {
+  StackGroup out{std::move(name), g.samples, {}};
+  std::vector<std::pair<uint32_t, const LineTally*>> order;
+  for (const auto& [id, tally] : g.lines) order.emplace_back(id, &tally);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->samples != b.second->samples ? a.second->samples > b.second->samples
+                                                  : a.first < b.first;
+  });
+  if (order.size() > kMaxStackLines) order.resize(kMaxStackLines);
+  for (const auto& [id, tally] : order) {
+    const stacks::StackFrame& f = log.frames[id];
+    StackLine line{FrameWhere(f, base),
+                   f.file,
+                   f.function,
+                   f.line,
+                   f.text,
+                   library[id],
+                   tally->samples,
+                   static_cast<double>(tally->samples) / static_cast<double>(g.samples)};
+    auto top = std::max_element(tally->leaves.begin(), tally->leaves.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (top != tally->leaves.end()) {
+      const stacks::StackFrame& leaf = log.frames[top->first];
+      line.via = fmt::format("{} {}", FrameWhere(leaf, base), leaf.function);
+      line.via_share = static_cast<double>(top->second) / static_cast<double>(tally->samples);
+    }
+    out.lines.push_back(std::move(line));
+  }
+  return out;
+}
+
+/// A child of a rank sampled as a worker is a DataLoader worker when the hooks said so (info
+/// "dataloader_workers"), or when they named no worker at all (a run without loader notes).
+bool IsLoaderWorker(const rundir::InfoRecords& info, int32_t pid) {
+  bool any = false;
+  for (const rundir::LoaderInfo& l : info.loaders) {
+    for (int32_t w : l.worker_pids) {
+      if (w == pid) return true;
+      any = true;
+    }
+  }
+  return !any;
+}
+
+/// The folder the job's own files are shown relative to: the main script's (the outermost frame
+/// of the first rank's samples), else the first process's working directory.
+std::string CodeBase(const stacks::StackLog& log, const std::vector<StackRankWindow>& ranks) {
+  for (const stacks::StackSample& s : log.samples) {
+    if (ranks.empty() || s.pid != ranks.front().pid || log.stacks[s.stack].empty()) continue;
+    const std::string& file = log.frames[log.stacks[s.stack].back()].file;
+    const size_t slash = file.rfind('/');
+    if (file.starts_with('/') && slash != std::string::npos && !IsLibraryFile(file))
+      return file.substr(0, slash);
+    break;
+  }
+  return log.processes.empty() ? std::string() : log.processes.front().cwd;
+}
+
+void NoteStackTotals(const stacks::StackLog& log, StackReport& out) {
+  out.present = true;
+  out.main_hz = log.main_hz;
+  out.worker_hz = log.worker_hz;
+  out.samples = static_cast<int64_t>(log.samples.size());
+  if (log.totals) {
+    out.torn = log.totals->torn;
+    out.failed = log.totals->failed;
+    out.cpu_s = log.totals->cpu_s;
+  }
+  for (const stacks::StackProcess& p : log.processes) {
+    if (!p.error.empty()) out.unreadable.push_back(p.error);
+  }
+}
+
+}  // namespace
+
+bool IsLibraryFile(std::string_view file) {
+  if (file.empty() || file.front() == '<') return true;  // <frozen importlib._bootstrap>, <string>
+  for (std::string_view marker : {"/site-packages/", "/dist-packages/", "/lib/python3",
+                                  "/lib64/python3", "/stallscope/_", "/stallscope/__init__.py"}) {
+    if (file.find(marker) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+std::string ShortPath(std::string_view file, std::string_view cwd) {
+  for (std::string_view marker : {"/site-packages/", "/dist-packages/"}) {
+    if (auto at = file.rfind(marker); at != std::string_view::npos)
+      return std::string(file.substr(at + marker.size()));
+  }
+  if (auto at = file.find("/lib/python3."); at != std::string_view::npos) {
+    if (auto slash = file.find('/', at + 13); slash != std::string_view::npos)
+      return std::string(file.substr(slash + 1));
+  }
+  if (!cwd.empty() && file.size() > cwd.size() + 1 && file.starts_with(cwd) &&
+      file[cwd.size()] == '/')
+    return std::string(file.substr(cwd.size() + 1));
+  return std::string(file);
+}
+
+StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report) {
+  StackReport out;
+  const stacks::StackLog& log = data.stacks;
+  if (log.empty()) return out;
+  NoteStackTotals(log, out);
+  std::vector<bool> library(log.frames.size());
+  for (size_t i = 0; i < log.frames.size(); ++i) library[i] = IsLibraryFile(log.frames[i].file);
+  const std::vector<StackRankWindow> ranks = StackRankWindows(data, report);
+  std::map<std::string, GroupTally, std::less<>> phases;
+  GroupTally workers;
+  for (const stacks::StackSample& s : log.samples) {
+    const std::vector<uint32_t>& stack = log.stacks[s.stack];
+    auto rank =
+        std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.pid == s.pid; });
+    if (rank != ranks.end()) {
+      if (!rank->Holds(s.t_ns)) continue;
+      ++out.steady_samples;
+      CountSample(phases[std::string(PhaseAtTime(rank->intervals, s.t_ns))], stack, library);
+      continue;
+    }
+    const stacks::StackProcess* p = log.Process(s.pid);
+    if (p == nullptr || !p->worker || !IsLoaderWorker(data.info, s.pid)) continue;
+    auto parent =
+        std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.rank == p->rank; });
+    const bool steady = parent != ranks.end()
+                            ? parent->Holds(s.t_ns)
+                            : std::any_of(ranks.begin(), ranks.end(),
+                                          [&](const auto& r) { return r.Holds(s.t_ns); });
+    if (steady) CountSample(workers, stack, library);
+  }
+  const std::string base = CodeBase(log, ranks);
+  for (const auto& [name, tally] : phases)
+    out.phases.push_back(MakeGroup(name, tally, log, library, base));
+  std::stable_sort(out.phases.begin(), out.phases.end(),
+                   [](const auto& a, const auto& b) { return a.samples > b.samples; });
+  if (workers.samples > 0) out.workers = MakeGroup("workers", workers, log, library, base);
+  return out;
+}
+
+namespace {
+
+std::string StackLineText(const StackLine& l) {
+  std::string s = l.where;
+  if (!l.text.empty()) s += fmt::format(" `{}`", l.text);
+  if (!l.via.empty() && l.via_share >= 0.5) s += fmt::format(" (in {})", l.via);
+  return s;
+}
+
+/// "during other the main thread was at train.py:141 `…` in 52% of samples, …", or empty.
+std::optional<Evidence> PhaseLinesEvidence(const StackGroup& g) {
+  if (static_cast<double>(g.samples) < kThresholds.stack_min_samples.value) return std::nullopt;
+  std::string lines;
+  int named = 0;
+  for (const StackLine& l : g.lines) {
+    if (l.share < kThresholds.stack_line_min_share.value || named == 3) break;
+    lines +=
+        fmt::format("{}{} in {} of samples", named++ ? "; " : "", StackLineText(l), Pct(l.share));
+  }
+  if (named == 0) return std::nullopt;
+  return Evidence{
+      fmt::format("during {} the main thread was at {} ({} samples)", g.name, lines, g.samples),
+      fmt::format("stacks.{}", g.name), g.lines.front().share, "fraction",
+      kThresholds.stack_line_min_share.value};
+}
+
+/// "workers: 64% in PIL/Image.py:2192 resize ← dataset.py:58 `…`", or empty.
+std::optional<Evidence> WorkerLinesEvidence(const StackGroup& g) {
+  if (static_cast<double>(g.samples) < kThresholds.stack_min_samples.value) return std::nullopt;
+  std::string lines;
+  int named = 0;
+  for (const StackLine& l : g.lines) {
+    if (l.share < kThresholds.stack_line_min_share.value || named == 3) break;
+    std::string where = l.where + (l.text.empty() ? "" : fmt::format(" `{}`", l.text));
+    lines += named++ ? "; " : "";
+    lines += !l.via.empty() && l.via_share >= 0.5
+                 ? fmt::format("{} in {} ← {}", Pct(l.share * l.via_share), l.via, where)
+                 : fmt::format("{} at {}", Pct(l.share), where);
+  }
+  if (named == 0) return std::nullopt;
+  return Evidence{fmt::format("DataLoader workers: {} ({} samples)", lines, g.samples),
+                  "stacks.workers", g.lines.front().share, "fraction",
+                  kThresholds.stack_line_min_share.value};
+}
+
+void AddStackLines(Finding& f, const StackReport& stacks) {
+  std::string phase;
+  for (const Evidence& e : f.evidence) {
+    if (e.metric.starts_with("phase_share.")) {
+      phase = e.metric.substr(12);
+      break;
+    }
+  }
+  std::vector<Evidence> added;
+  for (const StackGroup& g : stacks.phases) {
+    if (g.name != phase) continue;
+    if (auto e = PhaseLinesEvidence(g)) added.push_back(std::move(*e));
+  }
+  const bool data_bound = f.cls == FindingClass::kDataBoundCpu ||
+                          f.cls == FindingClass::kDataBoundIo ||
+                          f.cls == FindingClass::kPrefetchTooShallow;
+  if (data_bound && stacks.workers) {
+    if (auto e = WorkerLinesEvidence(*stacks.workers)) added.push_back(std::move(*e));
+  }
+  for (auto& e : added) f.evidence.push_back(std::move(e));
+}
+
+}  // namespace
+
+void AddStackEvidence(Verdict& verdict, const StackReport& stacks) {
+  if (!stacks.present) return;
+  if (verdict.principal) AddStackLines(*verdict.principal, stacks);
+  for (Finding& f : verdict.secondary) AddStackLines(f, stacks);
+}
+
+}  // namespace stallscope::diagnose

@@ -1,0 +1,290 @@
+#include "stacks/stack_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "base/file_read.h"
+#include "base/json_fields.h"
+#include "base/units.h"
+
+namespace stallscope::stacks {
+namespace {
+
+using nlohmann::json;
+
+Status WriteAllTo(int fd, const std::string& data, const std::string& path) {
+  const char* p = data.data();
+  size_t size = data.size();
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return MakeError(ErrorCode::kIo, "{}: write failed: {}", path, std::strerror(errno));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+// Frames by their fields, looked up with views (no key built per sample): C++20 heterogeneous
+// lookup in the unordered_map.
+struct FrameKeyHash {
+  using is_transparent = void;
+  size_t operator()(const FrameView& f) const {
+    const size_t h = std::hash<std::string_view>{}(f.file);
+    return (h * 31 + std::hash<std::string_view>{}(f.function)) * 31 + static_cast<size_t>(f.line);
+  }
+};
+struct FrameKeyEqual {
+  using is_transparent = void;
+  bool operator()(const FrameView& a, const FrameView& b) const {
+    return a.line == b.line && a.file == b.file && a.function == b.function;
+  }
+};
+
+struct StackKeyHash {
+  size_t operator()(const std::vector<uint32_t>& v) const {
+    size_t h = v.size();
+    for (uint32_t x : v) h = h * 1000003u ^ x;
+    return h;
+  }
+};
+
+}  // namespace
+
+struct StackLogWriter::Interner {
+  std::deque<StackFrame> owned;  // the interned frames: stable addresses for the keys' views
+  std::unordered_map<FrameView, uint32_t, FrameKeyHash, FrameKeyEqual> frames;
+  std::unordered_map<std::vector<uint32_t>, uint32_t, StackKeyHash> stacks;
+  std::vector<uint32_t> ids;  // reused per sample
+};
+
+const StackProcess* StackLog::Process(int32_t pid) const {
+  for (const auto& p : processes) {
+    if (p.pid == pid) return &p;
+  }
+  return nullptr;
+}
+
+Result<StackLogWriter> StackLogWriter::Open(const std::string& path, int main_hz, int worker_hz) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", path, std::strerror(errno));
+  StackLogWriter writer(fd, path);
+  writer.buffer_ = fmt::format(R"({{"stallscope_stacks":{},"hz":{},"worker_hz":{}}})"
+                               "\n",
+                               kStacksVersion, main_hz, worker_hz);
+  return writer;
+}
+
+StackLogWriter::StackLogWriter(int fd, std::string path)
+    : fd_(fd), path_(std::move(path)), interner_(std::make_unique<Interner>()) {}
+
+StackLogWriter::StackLogWriter(StackLogWriter&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      buffer_(std::move(other.buffer_)),
+      interner_(std::move(other.interner_)),
+      frame_ids_size_(other.frame_ids_size_),
+      error_(std::move(other.error_)) {}
+
+StackLogWriter::~StackLogWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void StackLogWriter::AddProcess(const StackProcess& p) {
+  buffer_ += fmt::format(R"({{"process":{},"rank":{},"worker":{},"forked_from":{})", p.pid, p.rank,
+                         p.worker, p.forked_from);
+  auto field = [&](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    buffer_ += fmt::format(R"(,"{}":)", key);
+    AppendJsonString(buffer_, value);
+  };
+  field("python", p.python);
+  field("binary", p.binary);
+  field("cwd", p.cwd);
+  field("error", p.error);
+  buffer_ += "}\n";
+}
+
+void StackLogWriter::AddSample(int64_t t_ns, int32_t pid, int32_t tid,
+                               std::span<const FrameView> frames, const TextOf& text) {
+  Interner& in = *interner_;
+  in.ids.clear();
+  for (const FrameView& f : frames) {
+    auto it = in.frames.find(f);
+    if (it == in.frames.end()) {
+      const auto id = static_cast<uint32_t>(in.owned.size());
+      StackFrame& owned = in.owned.emplace_back(
+          StackFrame{std::string(f.file), std::string(f.function), f.line, text ? text(f) : ""});
+      it = in.frames.emplace(FrameView{owned.file, owned.function, owned.line}, id).first;
+      AppendFrameLine(id, owned);
+    }
+    in.ids.push_back(it->second);
+  }
+  frame_ids_size_ = in.frames.size();
+  auto [it, fresh] = in.stacks.try_emplace(in.ids, static_cast<uint32_t>(in.stacks.size()));
+  if (fresh) {
+    buffer_ += fmt::format(R"({{"stack":{},"frames":[{}]}})"
+                           "\n",
+                           it->second, fmt::join(in.ids, ","));
+  }
+  buffer_ += fmt::format("[{},{},{},{}]\n", t_ns, pid, tid, it->second);
+}
+
+void StackLogWriter::AddSample(int64_t t_ns, int32_t pid, int32_t tid,
+                               const std::vector<StackFrame>& frames) {
+  std::vector<FrameView> views;
+  for (const StackFrame& f : frames) views.push_back({f.file, f.function, f.line});
+  AddSample(t_ns, pid, tid, views, [&](const FrameView& v) {
+    for (const StackFrame& f : frames) {
+      if (f.file == v.file && f.function == v.function && f.line == v.line) return f.text;
+    }
+    return std::string();
+  });
+}
+
+void StackLogWriter::AppendFrameLine(uint32_t id, const StackFrame& f) {
+  buffer_ += fmt::format(R"({{"frame":{},"file":)", id);
+  AppendJsonString(buffer_, f.file);
+  buffer_ += R"(,"function":)";
+  AppendJsonString(buffer_, f.function);
+  buffer_ += fmt::format(R"(,"line":{})", f.line);
+  if (!f.text.empty()) {
+    buffer_ += R"(,"text":)";
+    AppendJsonString(buffer_, f.text);
+  }
+  buffer_ += "}\n";
+}
+
+void StackLogWriter::AddTotals(const StackTotals& t) {
+  buffer_ +=
+      fmt::format(R"({{"end":true,"samples":{},"torn":{},"failed":{},"cpu_s":{:.6f},"reads":{}}})"
+                  "\n",
+                  t.samples, t.torn, t.failed, t.cpu_s, t.reads);
+}
+
+Status StackLogWriter::Flush() {
+  if (error_) return *error_;
+  if (buffer_.empty()) return OkStatus();
+  Status st = WriteAllTo(fd_, buffer_, path_);
+  buffer_.clear();
+  if (!st.ok()) error_ = st.error();
+  return st;
+}
+
+namespace {
+
+// One decoded line of stacks.jsonl into `log`; false when it is malformed.
+bool ApplySampleLine(const json& j, StackLog& log) {
+  if (j.size() != 4 || !j[0].is_number_integer() || !j[1].is_number_integer() ||
+      !j[2].is_number_integer() || !j[3].is_number_unsigned())
+    return false;
+  StackSample s{j[0].get<int64_t>(), j[1].get<int32_t>(), j[2].get<int32_t>(),
+                j[3].get<uint32_t>()};
+  if (s.stack >= log.stacks.size()) return false;
+  log.samples.push_back(s);
+  return true;
+}
+
+bool ApplyFrameLine(const json& j, StackLog& log) {
+  const auto id = JsonOpt<uint32_t>(j, "frame");
+  if (!id || *id != log.frames.size()) return false;
+  StackFrame f;
+  f.file = JsonOpt<std::string>(j, "file").value_or("");
+  f.function = JsonOpt<std::string>(j, "function").value_or("");
+  f.line = JsonOpt<int32_t>(j, "line").value_or(0);
+  f.text = JsonOpt<std::string>(j, "text").value_or("");
+  log.frames.push_back(std::move(f));
+  return true;
+}
+
+bool ApplyStackLine(const json& j, StackLog& log) {
+  const auto id = JsonOpt<uint32_t>(j, "stack");
+  auto it = j.find("frames");
+  if (!id || *id != log.stacks.size() || it == j.end() || !it->is_array()) return false;
+  std::vector<uint32_t> ids;
+  for (const auto& v : *it) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= log.frames.size()) return false;
+    ids.push_back(v.get<uint32_t>());
+  }
+  log.stacks.push_back(std::move(ids));
+  return true;
+}
+
+bool ApplyProcessLine(const json& j, StackLog& log) {
+  StackProcess p;
+  p.pid = JsonOpt<int32_t>(j, "process").value_or(0);
+  if (p.pid <= 0) return false;
+  p.rank = JsonOpt<int32_t>(j, "rank").value_or(0);
+  p.worker = JsonOpt<bool>(j, "worker").value_or(false);
+  p.forked_from = JsonOpt<int32_t>(j, "forked_from").value_or(0);
+  p.python = JsonOpt<std::string>(j, "python").value_or("");
+  p.binary = JsonOpt<std::string>(j, "binary").value_or("");
+  p.cwd = JsonOpt<std::string>(j, "cwd").value_or("");
+  p.error = JsonOpt<std::string>(j, "error").value_or("");
+  log.processes.push_back(std::move(p));
+  return true;
+}
+
+bool ApplyEndLine(const json& j, StackLog& log) {
+  StackTotals t;
+  t.samples = JsonOpt<int64_t>(j, "samples").value_or(0);
+  t.torn = JsonOpt<int64_t>(j, "torn").value_or(0);
+  t.failed = JsonOpt<int64_t>(j, "failed").value_or(0);
+  t.reads = JsonOpt<int64_t>(j, "reads").value_or(0);
+  auto cpu = j.find("cpu_s");
+  if (cpu != j.end() && cpu->is_number()) t.cpu_s = cpu->get<double>();
+  log.totals = t;
+  return true;
+}
+
+bool ApplyLine(const json& j, StackLog& log) {
+  if (j.is_array()) return ApplySampleLine(j, log);
+  if (!j.is_object()) return false;
+  if (j.contains("frame")) return ApplyFrameLine(j, log);
+  if (j.contains("stack")) return ApplyStackLine(j, log);
+  if (j.contains("process")) return ApplyProcessLine(j, log);
+  if (j.contains("end")) return ApplyEndLine(j, log);
+  if (auto v = JsonOpt<int32_t>(j, "stallscope_stacks")) {
+    log.main_hz = JsonOpt<int32_t>(j, "hz").value_or(0);
+    log.worker_hz = JsonOpt<int32_t>(j, "worker_hz").value_or(0);
+    return *v == kStacksVersion;
+  }
+  return false;
+}
+
+}  // namespace
+
+StackLog ReadStackLog(const std::string& run_dir) {
+  StackLog log;
+  const std::string path = run_dir + "/" + std::string(kStacksFile);
+  bool torn_tail = false;
+  auto counts = ForEachLine(path, [&](const TextLine& line) {
+    if (line.text.empty()) return;
+    if (!line.complete) {
+      torn_tail = true;  // a writer killed mid-line: the whole lines before it stand
+      return;
+    }
+    const json j = json::parse(line.text, nullptr, false);
+    if (j.is_discarded() || !ApplyLine(j, log)) ++log.malformed;
+  });
+  if (!counts.ok()) {
+    if (counts.error().code != ErrorCode::kNotFound) log.warnings.push_back(counts.error().message);
+    return log;
+  }
+  if (counts->overlong > 0) log.warnings.push_back(OverlongLinesWarning(path, counts->overlong));
+  if (log.malformed > 0)
+    log.warnings.push_back(fmt::format("{}: {} malformed lines skipped", path, log.malformed));
+  if (torn_tail)
+    log.warnings.push_back(fmt::format("{}: the last line is cut off (skipped)", path));
+  return log;
+}
+
+}  // namespace stallscope::stacks

@@ -1,0 +1,132 @@
+#pragma once
+// stacks.jsonl: the Python stacks `run` sampled from the job's processes (docs/formats.md
+// "Stack samples"). Frames and stacks are interned: a frame line and a stack line come once,
+// before the first sample that uses them, so a file cut anywhere (a monitor killed mid-write)
+// keeps every whole sample before the cut.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace stallscope::stacks {
+
+/// The file name in a run directory.
+inline constexpr std::string_view kStacksFile = "stacks.jsonl";
+/// The format version of the header line.
+inline constexpr int kStacksVersion = 1;
+
+/// One Python frame: where a thread was.
+struct StackFrame {
+  std::string file;      ///< co_filename, as the interpreter holds it
+  std::string function;  ///< the qualified name on 3.11+ ("Model.forward"), else co_name
+  int line = 0;          ///< 0: the line table gave none
+  std::string text;      ///< the source line, trimmed; empty when the file could not be read
+  bool operator==(const StackFrame&) const = default;
+};
+
+/// A frame as the sampler holds it (views into the reader's buffers): what AddSample interns.
+struct FrameView {
+  std::string_view file;
+  std::string_view function;
+  int line = 0;
+};
+
+/// One sampled process.
+struct StackProcess {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  bool worker = false;  ///< a DataLoader worker (forked from a rank's process), else a rank's main
+  int32_t forked_from = 0;
+  std::string python;  ///< "3.11"
+  std::string binary;  ///< the file holding _PyRuntime
+  std::string cwd;     ///< its working directory when first read (relative co_filenames)
+  std::string error;   ///< why it could not be read (one line); empty when it was
+};
+
+/// One sample: thread `tid` of process `pid` at `t_ns` (CLOCK_MONOTONIC, the phase ring's clock)
+/// was in stack `stack`.
+struct StackSample {
+  int64_t t_ns = 0;
+  int32_t pid = 0;
+  int32_t tid = 0;
+  uint32_t stack = 0;
+};
+
+/// What the sampler said at its end.
+struct StackTotals {
+  int64_t samples = 0;
+  int64_t torn = 0;    ///< walks dropped: the target moved while it was read
+  int64_t failed = 0;  ///< reads that failed otherwise (the process exiting, no thread state yet)
+  double cpu_s = 0;    ///< the sampling thread's own CPU time
+  int64_t reads = 0;   ///< process_vm_readv calls
+};
+
+/// A stacks.jsonl read back.
+struct StackLog {
+  int main_hz = 0;
+  int worker_hz = 0;
+  std::vector<StackProcess> processes;
+  std::vector<StackFrame> frames;
+  std::vector<std::vector<uint32_t>> stacks;  ///< frame ids, innermost first
+  std::vector<StackSample> samples;           ///< in file order (time order per thread)
+  std::optional<StackTotals> totals;          ///< empty when the file has no end line
+  int64_t malformed = 0;                      ///< lines skipped: not JSON, unknown ids, ...
+  std::vector<std::string> warnings;
+
+  bool empty() const { return samples.empty() && processes.empty(); }
+  const StackProcess* Process(int32_t pid) const;
+};
+
+/// Writes stacks.jsonl. Each Flush is one write(2) on an O_APPEND descriptor, so a writer killed
+/// mid-run leaves whole lines. Not thread-safe (the sampling thread owns it).
+class StackLogWriter {
+ public:
+  /// Creates (or truncates, as events.bin: the run directory is stallscope's) `path` and buffers
+  /// the header line. Errors name the file.
+  [[nodiscard]] static Result<StackLogWriter> Open(const std::string& path, int main_hz,
+                                                   int worker_hz);
+  StackLogWriter(StackLogWriter&& other) noexcept;
+  StackLogWriter& operator=(StackLogWriter&&) = delete;
+  ~StackLogWriter();
+
+  void AddProcess(const StackProcess& process);
+  /// The source text of a frame seen for the first time ("" when unknown).
+  using TextOf = std::function<std::string(const FrameView&)>;
+  /// Interns `frames` (innermost first) and buffers a sample of them. Allocates only for frames
+  /// and stacks seen for the first time (and `text` is asked only then).
+  void AddSample(int64_t t_ns, int32_t pid, int32_t tid, std::span<const FrameView> frames,
+                 const TextOf& text = {});
+  /// The same with whole frames (their `text` as given).
+  void AddSample(int64_t t_ns, int32_t pid, int32_t tid, const std::vector<StackFrame>& frames);
+  /// Buffers the end line.
+  void AddTotals(const StackTotals& totals);
+  /// Writes what is buffered. The first error is kept (later calls return it again and write
+  /// nothing): the job goes on without stacks.
+  [[nodiscard]] Status Flush();
+  size_t frames_interned() const { return frame_ids_size_; }
+
+ private:
+  struct Interner;
+  StackLogWriter(int fd, std::string path);
+  void AppendFrameLine(uint32_t id, const StackFrame& frame);
+  int fd_ = -1;
+  std::string path_;
+  std::string buffer_;
+  std::unique_ptr<Interner> interner_;
+  size_t frame_ids_size_ = 0;
+  std::optional<Error> error_;
+};
+
+/// Reads `<run_dir>/stacks.jsonl`. A missing file gives an empty log (no warning: a run without
+/// stack sampling). Damage is data: malformed lines are counted, a file cut mid-line keeps what
+/// precedes the cut, and a file that cannot be read is one warning naming it.
+[[nodiscard]] StackLog ReadStackLog(const std::string& run_dir);
+
+}  // namespace stallscope::stacks

@@ -1,0 +1,141 @@
+#include "stacks/stack_log.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace stallscope::stacks {
+namespace {
+
+std::string Content(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::vector<StackFrame> kInner = {
+    {"train.py", "heavy_metrics", 141, "probs = logits.softmax(1).cpu().numpy()"},
+    {"train.py", "train", 90, "m = heavy_metrics(out)"},
+    {"train.py", "<module>", 200, ""}};
+
+TEST(StackLog, SamplesReadBackWithFramesAndStacksInterned) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub(kStacksFile);
+  {
+    auto w = StackLogWriter::Open(path, 50, 10);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    StackProcess main_process;
+    main_process.pid = 42;
+    main_process.python = "3.11";
+    main_process.binary = "/usr/bin/python3.11";
+    w->AddProcess(main_process);
+    StackProcess worker;
+    worker.pid = 43;
+    worker.worker = true;
+    worker.forked_from = 42;
+    worker.error = "pid 43: may not read";
+    w->AddProcess(worker);
+    w->AddSample(1000, 42, 42, kInner);
+    w->AddSample(2000, 42, 42, kInner);
+    w->AddSample(3000, 42, 42, {kInner[1], kInner[2]});
+    w->AddTotals(StackTotals{3, 1, 0, 0.25, 90});
+    ASSERT_TRUE(w->Flush().ok());
+    EXPECT_EQ(w->frames_interned(), 3u);
+  }
+  const std::string text = Content(path);
+  // Each frame and each stack is written once, before the first sample that uses it.
+  EXPECT_EQ(text.find("\"frame\":0"), text.rfind("\"frame\":0"));
+  EXPECT_NE(text.find("[2000,42,42,0]"), std::string::npos) << text;
+
+  const StackLog log = ReadStackLog(dir.path().string());
+  EXPECT_EQ(log.main_hz, 50);
+  EXPECT_EQ(log.worker_hz, 10);
+  ASSERT_EQ(log.processes.size(), 2u);
+  EXPECT_EQ(log.processes[0].python, "3.11");
+  EXPECT_TRUE(log.processes[1].worker);
+  EXPECT_EQ(log.processes[1].forked_from, 42);
+  EXPECT_EQ(log.processes[1].error, "pid 43: may not read");
+  ASSERT_EQ(log.frames.size(), 3u);
+  EXPECT_EQ(log.frames[0], kInner[0]);
+  ASSERT_EQ(log.stacks.size(), 2u);
+  EXPECT_EQ(log.stacks[1], (std::vector<uint32_t>{1, 2}));
+  ASSERT_EQ(log.samples.size(), 3u);
+  EXPECT_EQ(log.samples[2].t_ns, 3000);
+  EXPECT_EQ(log.samples[2].stack, 1u);
+  ASSERT_TRUE(log.totals);
+  EXPECT_EQ(log.totals->torn, 1);
+  EXPECT_DOUBLE_EQ(log.totals->cpu_s, 0.25);
+  EXPECT_EQ(log.malformed, 0);
+  EXPECT_TRUE(log.warnings.empty());
+  EXPECT_EQ(log.Process(43)->forked_from, 42);
+  EXPECT_EQ(log.Process(7), nullptr);
+}
+
+TEST(StackLog, MissingFileIsAnEmptyLogWithoutWarning) {
+  testing::TempDir dir;
+  const StackLog log = ReadStackLog(dir.path().string());
+  EXPECT_TRUE(log.empty());
+  EXPECT_TRUE(log.warnings.empty());
+}
+
+TEST(StackLog, AFileCutAnywhereKeepsEveryWholeSampleBeforeTheCut) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub(kStacksFile);
+  {
+    auto w = StackLogWriter::Open(path, 50, 10);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 20; ++i) {
+      w->AddSample(i, 42, 42, i % 2 ? kInner : std::vector{kInner[2]});
+    }
+    ASSERT_TRUE(w->Flush().ok());
+  }
+  const std::string whole = Content(path);
+  for (size_t cut = 0; cut <= whole.size(); ++cut) {
+    std::ofstream(path, std::ios::trunc) << whole.substr(0, cut);
+    const StackLog log = ReadStackLog(dir.path().string());
+    size_t whole_samples = 0;
+    for (size_t pos = 0; (pos = whole.find("\n[", pos)) != std::string::npos; ++pos) {
+      const size_t end = whole.find('\n', pos + 1);
+      if (end != std::string::npos && end < cut) ++whole_samples;
+    }
+    ASSERT_EQ(log.samples.size(), whole_samples) << "cut at " << cut;
+    EXPECT_EQ(log.malformed, 0) << "cut at " << cut;
+  }
+}
+
+TEST(StackLog, MalformedLinesAreCountedAndSkipped) {
+  testing::TempDir dir;
+  std::ofstream(dir.Sub(kStacksFile)) << R"({"stallscope_stacks":1,"hz":50,"worker_hz":10})"
+                                         "\n"
+                                      << R"({"frame":0,"file":"a.py","function":"f","line":3})"
+                                         "\n"
+                                      << R"({"frame":5,"file":"b.py"})"
+                                         "\n"  // id out of order
+                                      << R"({"stack":0,"frames":[0]})"
+                                         "\n"
+                                      << R"({"stack":1,"frames":[9]})"
+                                         "\n"  // unknown frame
+                                      << "[1,2,3,0]\n"
+                                      << "[1,2,3,7]\n"  // unknown stack
+                                      << "[1,\"x\",3,0]\n"
+                                      << "not json\n";
+  const StackLog log = ReadStackLog(dir.path().string());
+  EXPECT_EQ(log.samples.size(), 1u);
+  EXPECT_EQ(log.malformed, 5);
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_NE(log.warnings[0].find("stacks.jsonl: 5 malformed lines skipped"), std::string::npos);
+}
+
+TEST(StackLog, AnUnwritableFileIsAnErrorNamingIt) {
+  auto w = StackLogWriter::Open("/nonexistent-dir/stacks.jsonl", 50, 10);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("/nonexistent-dir/stacks.jsonl: cannot create"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallscope::stacks

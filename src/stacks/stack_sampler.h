@@ -1,0 +1,99 @@
+#pragma once
+// The sampling thread of `run --stacks`: reads the Python stack of each of the job's processes
+// (pystack::StackReader: process_vm_readv, never stopping them) at a fixed rate and writes
+// stacks.jsonl. The main thread of a rank's process at `main_hz`, a DataLoader worker's main
+// thread at `worker_hz`.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "pystack/stack_reader.h"
+#include "stacks/stack_log.h"
+
+namespace stallscope::stacks {
+
+/// A process to sample.
+struct StackTarget {
+  int32_t pid = 0;
+  int32_t rank = 0;
+  bool worker = false;  ///< a DataLoader worker: sampled at worker_hz
+  int32_t forked_from = 0;
+};
+
+struct StackSamplerOptions {
+  int main_hz = 50;
+  int worker_hz = 10;
+  size_t max_frames = 128;  ///< deeper frames (the outermost) are dropped
+  /// How often the ranks' children are listed (/proc); the target list is asked for every
+  /// 100 ms, and a new rank's children at once.
+  int64_t refresh_ns = 500'000'000;
+};
+
+/// The source lines of the files the frames name, read once per file (the job's files do not
+/// change under a run: the text is what the line held when first sampled).
+class SourceLines {
+ public:
+  /// The trimmed text of `line` of `file` (relative names resolved in `cwd`), cut to 200 bytes;
+  /// empty when it cannot be read ("<frozen ...>", a missing file, a file over 16 MiB).
+  const std::string& Text(const std::string& file, const std::string& cwd, int line);
+
+ private:
+  std::map<std::string, std::vector<std::string>> files_;
+};
+
+/// Samples the processes `targets()` names (asked every refresh_ns) until stopped. Each process
+/// is opened once (pystack::StackReader::Open); one that cannot be read is noted in the file with
+/// the reason and not tried again.
+class StackSampler {
+ public:
+  using Targets = std::function<std::vector<StackTarget>()>;
+  /// Opens `path` and starts the thread. Errors name the file.
+  [[nodiscard]] static Result<std::unique_ptr<StackSampler>> Start(const std::string& path,
+                                                                   StackSamplerOptions options,
+                                                                   Targets targets);
+  ~StackSampler();
+  StackSampler(const StackSampler&) = delete;
+  StackSampler& operator=(const StackSampler&) = delete;
+
+  /// Stops and joins the thread and writes the end line. Returns the first write error.
+  [[nodiscard]] Status Stop();
+  /// What was sampled so far (thread-safe).
+  [[nodiscard]] StackTotals totals() const;
+
+ private:
+  struct Process;
+  StackSampler(StackLogWriter writer, StackSamplerOptions options, Targets targets);
+  void Run();
+  /// Opens the processes `targets_` names that are new (and their children when `children`).
+  void Refresh(bool children);
+  /// Takes one sample; false when the process is gone.
+  bool SampleOne(Process& p, int64_t now);
+
+  StackLogWriter writer_;
+  StackSamplerOptions options_;
+  Targets targets_;
+  std::vector<std::unique_ptr<Process>> processes_;
+  int64_t reads_of_gone_ = 0;
+  std::vector<int32_t> refused_;  ///< pids that could not be opened (noted once)
+  SourceLines sources_;
+  pystack::ThreadStack stack_;  ///< reused per sample: no allocation once warm
+  std::vector<FrameView> views_;
+  StopFlag stop_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  StackTotals totals_;  ///< under mu_
+  Status write_status_ = OkStatus();
+  bool stopped_ = false;
+};
+
+}  // namespace stallscope::stacks
