@@ -51,9 +51,10 @@ def bare_run(python, job, env):
     return cpu, rate(proc.stdout)
 
 
-def wrapped_run(stallscope, python, job, env, out_dir):
+def wrapped_run(stallscope, python, job, env, out_dir, run_flags=()):
     """report.json's overhead and step count, and steps/s, of the job under `run`."""
-    proc = subprocess.run([stallscope, "run", "--quiet", "--out", out_dir, "--", python] + job,
+    proc = subprocess.run([stallscope, "run", "--quiet", "--out", out_dir, *run_flags, "--",
+                           python] + job,
                           env=env, capture_output=True, text=True, check=True)
     with open(os.path.join(out_dir, "report.json")) as f:
         report = json.load(f)
@@ -79,6 +80,8 @@ def main(argv):
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--situation", default="compute")
     p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--run-flag", action="append", default=[], dest="run_flags",
+                   help="a flag for `stallscope run` (repeatable), e.g. --run-flag=--no-stacks")
     p.add_argument("job_args", nargs="*", help="more examples/train.py flags (after --), e.g. "
                    "-- --transform-reps 16 to fix the transform's cost across runs")
     args = p.parse_args(argv)
@@ -98,7 +101,7 @@ def main(argv):
         for i in range(args.pairs):
             bare_cpu, bare_rate = bare_run(args.python, job, env)
             report, run_rate = wrapped_run(stallscope, args.python, job, env,
-                                           os.path.join(tmp, f"run{i}"))
+                                           os.path.join(tmp, f"run{i}"), args.run_flags)
             o = report["overhead"]
             steps = report["steps"]["count"]
             job_step = o["job_cpu_s"] / steps
