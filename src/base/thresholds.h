@@ -342,6 +342,10 @@ struct ThresholdSet {
       "stack_min_samples", 20, "samples in the phase",
       "stallscope: fewer stack samples of a phase than this name no line (at 50 Hz, 0.4 s of "
       "it): one line's share would move by 5 points or more with a single sample"};
+  Threshold stack_gpu_idle_pct{
+      "stack_gpu_idle_pct", 5, "% utilization (the driver's sub-second samples)",
+      "stallscope: a driver sample period at or below this is the GPU idle; the main thread's "
+      "stack samples in it say what the host did while the GPU waited (issue 31)"};
   Threshold stack_line_min_share{
       "stack_line_min_share", 0.10, "fraction of the phase's samples",
       "stallscope: a line the main thread was at in fewer of a phase's samples is not named in the "
@@ -391,7 +395,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 123> kThresholdTable{{
+inline constexpr std::array<Threshold, 124> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -501,6 +505,7 @@ inline constexpr std::array<Threshold, 123> kThresholdTable{{
     kThresholds.scaling_uneven_step_share,
     kThresholds.scaling_host_full_share,
     kThresholds.stack_min_samples,
+    kThresholds.stack_gpu_idle_pct,
     kThresholds.stack_line_min_share,
     kThresholds.shm_min_gib,
     kThresholds.nofile_min,

@@ -11,6 +11,8 @@
 #include "base/vocabulary.h"
 #include "diagnose/rule_util.h"
 #include "diagnose/run_report.h"
+#include "sample/recording.h"
+#include "sample/sample.h"
 
 namespace stallscope::diagnose {
 namespace {
@@ -39,10 +41,13 @@ std::string_view PhaseAtTime(const std::vector<analysis::PhaseInterval>& interva
   return phase_name::kOther;
 }
 
+struct GpuIdle;
+
 /// A rank's main process: its steady window and phase instances.
 struct StackRankWindow {
   int32_t rank = 0;
   int32_t pid = 0;
+  const GpuIdle* gpu_idle = nullptr;  ///< its GPU's idle periods, when known
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   std::vector<analysis::PhaseInterval> intervals;
@@ -54,7 +59,11 @@ std::vector<StackRankWindow> StackRankWindows(const rundir::RunData& data,
   std::vector<StackRankWindow> out;
   for (const analysis::RankSteps& r : report.phases.ranks) {
     if (r.steps.empty()) continue;
-    StackRankWindow w{r.rank, r.pid, r.life.steady_begin_ns, r.life.steady_end_ns,
+    StackRankWindow w{r.rank,
+                      r.pid,
+                      nullptr,
+                      r.life.steady_begin_ns,
+                      r.life.steady_end_ns,
                       analysis::PhaseIntervalsOf(data.events, r.pid)};
     std::sort(w.intervals.begin(), w.intervals.end(),
               [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
@@ -116,6 +125,58 @@ StackGroup MakeGroup(std::string name, const GroupTally& g, const stacks::StackL
     out.lines.push_back(std::move(line));
   }
   return out;
+}
+
+/// When a GPU was idle, from the driver's sub-second utilization samples (sample::Sample's
+/// util_samples, on the wall clock: moved to CLOCK_MONOTONIC with each sample's own offset). A
+/// driver sample covers the time since the one before it; idle when at or below
+/// stack_gpu_idle_pct.
+struct GpuIdle {
+  std::vector<std::pair<int64_t, int64_t>> periods;  ///< [begin, end] ns, by begin
+  bool Holds(int64_t t) const {
+    auto it = std::upper_bound(periods.begin(), periods.end(), t,
+                               [](int64_t v, const auto& p) { return v < p.first; });
+    return it != periods.begin() && std::prev(it)->second >= t;
+  }
+};
+
+std::vector<GpuIdle> IdlePeriods(const sample::Recording& recording) {
+  constexpr int64_t kMaxDriverPeriodNs = kNsPerSec;  // a gap longer than this is no one period
+  std::vector<std::vector<std::pair<int64_t, uint32_t>>> points;
+  for (const sample::Sample& s : recording.samples) {
+    if (points.size() < s.gpus.size()) points.resize(s.gpus.size());
+    const int64_t wall_to_mono = s.wall_ns - s.mono_ns;
+    for (size_t g = 0; g < s.gpus.size(); ++g) {
+      const gpu::GpuSample& x = s.gpus[g];
+      for (size_t k = 0; !x.lost && k < x.util_sample_count && k < x.util_samples.size(); ++k)
+        points[g].emplace_back(x.util_samples[k].ts_us * 1000 - wall_to_mono,
+                               x.util_samples[k].util_pct);
+    }
+  }
+  std::vector<GpuIdle> out(points.size());
+  for (size_t g = 0; g < points.size(); ++g) {
+    std::sort(points[g].begin(), points[g].end());
+    for (size_t k = 1; k < points[g].size(); ++k) {
+      const auto& [t0, unused] = points[g][k - 1];
+      const auto& [t1, pct] = points[g][k];
+      if (t1 > t0 && t1 - t0 <= kMaxDriverPeriodNs &&
+          static_cast<double>(pct) <= kThresholds.stack_gpu_idle_pct.value)
+        out[g].periods.emplace_back(t0, t1);
+    }
+  }
+  return out;
+}
+
+/// The GPU process `pid` used: the one whose process list names it, else the only GPU.
+std::optional<size_t> GpuOfProcess(const sample::Recording& recording, int32_t pid, size_t gpus) {
+  for (const sample::Sample& s : recording.samples) {
+    for (size_t g = 0; g < s.gpus.size(); ++g) {
+      for (const gpu::GpuProcess& p : s.gpus[g].processes) {
+        if (static_cast<int32_t>(p.pid) == pid) return g;
+      }
+    }
+  }
+  return gpus == 1 ? std::optional<size_t>(0) : std::nullopt;
 }
 
 /// A child of a rank sampled as a worker is a DataLoader worker when the hooks said so (info
@@ -193,9 +254,14 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
   NoteStackTotals(log, out);
   std::vector<bool> library(log.frames.size());
   for (size_t i = 0; i < log.frames.size(); ++i) library[i] = IsLibraryFile(log.frames[i].file);
-  const std::vector<StackRankWindow> ranks = StackRankWindows(data, report);
+  std::vector<StackRankWindow> ranks = StackRankWindows(data, report);
+  const std::vector<GpuIdle> idle = IdlePeriods(data.recording);
+  for (StackRankWindow& r : ranks) {
+    if (auto g = GpuOfProcess(data.recording, r.pid, idle.size()); g && !idle[*g].periods.empty())
+      r.gpu_idle = &idle[*g];
+  }
   std::map<std::string, GroupTally, std::less<>> phases;
-  GroupTally workers;
+  GroupTally workers, gpu_idle;
   for (const stacks::StackSample& s : log.samples) {
     const std::vector<uint32_t>& stack = log.stacks[s.stack];
     auto rank =
@@ -204,6 +270,7 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
       if (!rank->Holds(s.t_ns)) continue;
       ++out.steady_samples;
       CountSample(phases[std::string(PhaseAtTime(rank->intervals, s.t_ns))], stack, library);
+      if (rank->gpu_idle && rank->gpu_idle->Holds(s.t_ns)) CountSample(gpu_idle, stack, library);
       continue;
     }
     const stacks::StackProcess* p = log.Process(s.pid);
@@ -222,6 +289,7 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
   std::stable_sort(out.phases.begin(), out.phases.end(),
                    [](const auto& a, const auto& b) { return a.samples > b.samples; });
   if (workers.samples > 0) out.workers = MakeGroup("workers", workers, log, library, base);
+  if (gpu_idle.samples > 0) out.gpu_idle = MakeGroup("gpu_idle", gpu_idle, log, library, base);
   return out;
 }
 
@@ -234,8 +302,8 @@ std::string StackLineText(const StackLine& l) {
   return s;
 }
 
-/// "during other the main thread was at train.py:141 `…` in 52% of samples, …", or empty.
-std::optional<Evidence> PhaseLinesEvidence(const StackGroup& g) {
+/// "{lead} train.py:141 `…` in 52% of samples, …", or empty.
+std::optional<Evidence> MainLinesEvidence(const StackGroup& g, std::string_view lead) {
   if (static_cast<double>(g.samples) < kThresholds.stack_min_samples.value) return std::nullopt;
   std::string lines;
   int named = 0;
@@ -245,10 +313,9 @@ std::optional<Evidence> PhaseLinesEvidence(const StackGroup& g) {
         fmt::format("{}{} in {} of samples", named++ ? "; " : "", StackLineText(l), Pct(l.share));
   }
   if (named == 0) return std::nullopt;
-  return Evidence{
-      fmt::format("during {} the main thread was at {} ({} samples)", g.name, lines, g.samples),
-      fmt::format("stacks.{}", g.name), g.lines.front().share, "fraction",
-      kThresholds.stack_line_min_share.value};
+  return Evidence{fmt::format("{} {} ({} samples)", lead, lines, g.samples),
+                  fmt::format("stacks.{}", g.name), g.lines.front().share, "fraction",
+                  kThresholds.stack_line_min_share.value};
 }
 
 /// "workers: 64% in PIL/Image.py:2192 resize ← dataset.py:58 `…`", or empty.
@@ -281,7 +348,8 @@ void AddStackLines(Finding& f, const StackReport& stacks) {
   std::vector<Evidence> added;
   for (const StackGroup& g : stacks.phases) {
     if (g.name != phase) continue;
-    if (auto e = PhaseLinesEvidence(g)) added.push_back(std::move(*e));
+    const std::string lead = fmt::format("during {} the main thread was at", g.name);
+    if (auto e = MainLinesEvidence(g, lead)) added.push_back(std::move(*e));
   }
   const bool data_bound = f.cls == FindingClass::kDataBoundCpu ||
                           f.cls == FindingClass::kDataBoundIo ||
@@ -297,6 +365,14 @@ void AddStackLines(Finding& f, const StackReport& stacks) {
 void AddStackEvidence(Verdict& verdict, const StackReport& stacks) {
   if (!stacks.present) return;
   if (verdict.principal) AddStackLines(*verdict.principal, stacks);
+  if (verdict.principal && stacks.gpu_idle) {
+    const std::string lead = fmt::format(
+        "while its GPU was idle (≤ {:.0f}% in the driver's sub-second samples) the "
+        "main thread was at",
+        kThresholds.stack_gpu_idle_pct.value);
+    if (auto e = MainLinesEvidence(*stacks.gpu_idle, lead))
+      verdict.principal->evidence.push_back(std::move(*e));
+  }
   for (Finding& f : verdict.secondary) AddStackLines(f, stacks);
 }
 

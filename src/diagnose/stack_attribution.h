@@ -48,9 +48,14 @@ struct StackReport {
   int64_t steady_samples = 0;  ///< of the ranks' main threads in their steady steps
   int64_t torn = 0;
   int64_t failed = 0;
-  std::optional<double> cpu_s;          ///< the sampling thread's CPU time
-  std::vector<StackGroup> phases;       ///< most samples first
-  std::optional<StackGroup> workers;    ///< over the steady window
+  std::optional<double> cpu_s;        ///< the sampling thread's CPU time
+  std::vector<StackGroup> phases;     ///< most samples first
+  std::optional<StackGroup> workers;  ///< over the steady window
+  /// The ranks' main threads while their GPU was idle (the driver's sub-second utilization at or
+  /// below stack_gpu_idle_pct), in the steady steps, whatever the phase; empty without those
+  /// samples (no GPU, an old driver) or when a rank's GPU is not known (several GPUs and no
+  /// process list naming the rank's pid).
+  std::optional<StackGroup> gpu_idle;
   std::vector<std::string> unreadable;  ///< processes that could not be read, one line each
 };
 
@@ -69,8 +74,9 @@ inline constexpr size_t kMaxStackLines = 10;
 [[nodiscard]] StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report);
 
 /// Adds to each finding of the verdict whose evidence names a phase ("phase_share.other") the
-/// lines the main thread was at during that phase, and to a data-bound finding what the workers
-/// were doing; one evidence line each (metric "stacks.<group>").
+/// lines the main thread was at during that phase, to a data-bound finding what the workers
+/// were doing, and to the principal finding where the main thread was while the GPU was idle;
+/// one evidence line each (metric "stacks.<group>", "stacks.gpu_idle").
 void AddStackEvidence(Verdict& verdict, const StackReport& stacks);
 
 }  // namespace stallscope::diagnose

@@ -44,6 +44,20 @@ class StackRun {
     data_.stacks.main_hz = 200;
     for (int step = 0; step < 40; ++step) Step(step);
   }
+  /// One GPU whose driver samples (every 20 ms) say it idles in "other" (40-100 ms of a step).
+  void GpuIdleInOther() {
+    for (int half = 0; half < 2; ++half) {
+      sample::Sample s;
+      s.mono_ns = s.wall_ns = kStart + (half + 1) * 2000 * kNsPerMs;
+      gpu::GpuSample& g = s.gpus.emplace_back();
+      for (int64_t ms = half * 2000 + 20; ms <= (half + 1) * 2000; ms += 20) {
+        const int64_t in_step = ms % 100 == 0 ? 100 : ms % 100;
+        g.util_samples[g.util_sample_count++] = {(kStart + ms * kNsPerMs) / 1000,
+                                                 in_step > 40 ? 0u : 90u};
+      }
+      data_.recording.samples.push_back(std::move(s));
+    }
+  }
   rundir::RunData& data() { return data_; }
 
  private:
@@ -146,6 +160,34 @@ TEST(StackAttribution, TheFindingOfAPhaseGetsTheLinesOfThatPhase) {
             std::string::npos)
       << de[2].text;
   EXPECT_EQ(v.secondary[1].evidence.size(), 0u);
+}
+
+// Issue 31: "for the GPU-idle part of each step, the main thread's top lines" (the driver's
+// sub-second utilization, on one GPU: no process list needed).
+TEST(StackAttribution, TheMainThreadWhileTheGpuWasIdle) {
+  StackRun run;
+  RunAnalysis none = AnalyzeRun(run.data());
+  EXPECT_FALSE(none.report.stacks.gpu_idle) << "no GPU samples, no group";
+  run.GpuIdleInOther();
+  const StackReport s = AnalyzeRun(run.data()).report.stacks;
+  ASSERT_TRUE(s.gpu_idle);
+  EXPECT_EQ(s.gpu_idle->name, "gpu_idle");
+  // Exactly the samples of "other" in the steady steps that the driver samples cover.
+  const StackGroup* other = nullptr;
+  for (const StackGroup& g : s.phases) other = g.name == "other" ? &g : other;
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(s.gpu_idle->samples, other->samples);
+  EXPECT_EQ(s.gpu_idle->lines.at(0).where, "train.py:141");
+  Verdict v;
+  v.principal = Finding{};
+  AddStackEvidence(v, s);
+  ASSERT_EQ(v.principal->evidence.size(), 1u);
+  EXPECT_EQ(v.principal->evidence[0].metric, "stacks.gpu_idle");
+  EXPECT_NE(v.principal->evidence[0].text.find(
+                "while its GPU was idle (≤ 5% in the driver's sub-second samples) the main "
+                "thread was at train.py:141"),
+            std::string::npos)
+      << v.principal->evidence[0].text;
 }
 
 TEST(StackAttribution, ARunWithoutStacksAddsNothing) {

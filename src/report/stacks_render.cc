@@ -63,9 +63,12 @@ std::string RenderStacksText(const diagnose::StackReport& s) {
                  : std::string());
   size_t width = 0;
   for (const diagnose::StackGroup& g : s.phases) width = std::max(width, GroupLabel(g).size());
-  if (s.workers) width = std::max(width, GroupLabel(*s.workers).size());
+  for (const auto* g : {&s.workers, &s.gpu_idle}) {
+    if (*g) width = std::max(width, GroupLabel(**g).size());
+  }
   for (const diagnose::StackGroup& g : s.phases) out += GroupLines(g, width);
   if (s.workers) out += GroupLines(*s.workers, width);
+  if (s.gpu_idle) out += GroupLines(*s.gpu_idle, width);
   for (const std::string& u : s.unreadable)
     out += fmt::format("  not sampled: {}\n", EscapeControl(u));
   return out;
@@ -87,11 +90,14 @@ void WriteStacksJson(JsonWriter& w, const diagnose::StackReport& s) {
       .Field("cpu_s", s.cpu_s, 3);
   w.Key("phases").BeginArray();
   for (const auto& g : s.phases) WriteGroupJson(w, g);
-  w.EndArray().Key("workers");
-  if (s.workers) {
-    WriteGroupJson(w, *s.workers);
-  } else {
-    w.Null();
+  w.EndArray();
+  for (const auto& [key, group] : {std::pair{"workers", &s.workers}, {"gpu_idle", &s.gpu_idle}}) {
+    w.Key(key);
+    if (*group) {
+      WriteGroupJson(w, **group);
+    } else {
+      w.Null();
+    }
   }
   w.FieldArray("unreadable", s.unreadable).EndObject();
 }

@@ -15,7 +15,8 @@ namespace stallscope::report {
 
 /// report.json "stacks": null without samples, else {main_hz, worker_hz, samples,
 /// steady_samples, torn, failed, cpu_s, phases: [{name, samples, lines: [{where, file, function,
-/// line, text, library, samples, share, via, via_share}]}], workers: {...} | null, unreadable}.
+/// line, text, library, samples, share, via, via_share}]}], workers: {...} | null,
+/// gpu_idle: {...} | null, unreadable}.
 void WriteStacksJson(JsonWriter& w, const diagnose::StackReport& s);
 
 }  // namespace stallscope::report

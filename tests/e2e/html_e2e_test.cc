@@ -129,6 +129,15 @@ TEST_F(HtmlE2e, HostileNamesFromTheJobRenderAsText) {
   j["name"] = "</script><script>document.title='pwned'</script>";
   j["command"] = {"\"><img src=x onerror=\"document.title='pwned'\">", "<b>bold</b>"};
   std::ofstream(meta) << j.dump();
+  // The job's own code, as the stack sampler read it (stacks.jsonl frames: issue 31).
+  const fs::path stacks = dir_ / "run" / "stacks.jsonl";
+  std::string log = stallscope::testing::Slurp(stacks);
+  const std::string plain = R"("function":"augment")";
+  const std::string hostile = R"("function":"<img src=x onerror=\"document.title='pwned'\">")";
+  ASSERT_NE(log.find(plain), std::string::npos);
+  for (size_t at = 0; (at = log.find(plain, at)) != std::string::npos; at += hostile.size())
+    log.replace(at, plain.size(), hostile);
+  std::ofstream(stacks, std::ios::trunc) << log;
   auto r = Stallscope({"report", (dir_ / "run").string(), "--html", (dir_ / "h.html").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Page p = Open(dir_ / "h.html");
@@ -139,6 +148,11 @@ TEST_F(HtmlE2e, HostileNamesFromTheJobRenderAsText) {
   // The names are there, as text.
   EXPECT_NE(p.dom.find("&lt;/script&gt;&lt;script&gt;document.title="), std::string::npos);
   EXPECT_NE(p.dom.find("\"&gt;&lt;img src=x onerror="), std::string::npos);
+  // The stacks' table per phase, the hostile function name in it as text.
+  EXPECT_NE(p.dom.find("Python: where the main thread was"), std::string::npos);
+  EXPECT_NE(p.dom.find("data_loading ("), std::string::npos);
+  EXPECT_NE(p.dom.find("train.py:130"), std::string::npos);
+  EXPECT_NE(p.dom.find("&lt;img src=x onerror=\"document.title="), std::string::npos);
 }
 
 TEST_F(HtmlE2e, HostileKernelNamesFromATraceRenderAsText) {

@@ -343,16 +343,17 @@
   // Where the job's Python was in each phase (report.json "stacks"): a table per phase.
   function stacks() {
     var st = data.stacks;
-    if (!st || (!st.phases.length && !st.workers)) return;
+    if (!st || (!st.phases.length && !st.workers && !st.gpu_idle)) return;
     var s = section('Python: where the main thread was');
     s.appendChild(el('p', 'note', st.steady_samples + ' samples of the ranks\u2019 main threads in ' +
       'the steady steps at ' + st.main_hz + ' Hz' + (st.torn ? ', ' + st.torn + ' torn reads dropped' : '') +
       '. A line of the job\u2019s own code; "in" names the library call under it.'));
     var groups = st.phases.slice();
     if (st.workers) groups.push(st.workers);
+    if (st.gpu_idle) groups.push(st.gpu_idle);
+    var titles = { workers: 'DataLoader workers', gpu_idle: 'while the GPU was idle' };
     groups.forEach(function (g) {
-      s.appendChild(el('h3', null, (g.name === 'workers' ? 'DataLoader workers' : g.name) + ' (' +
-        g.samples + ' samples)'));
+      s.appendChild(el('h3', null, (titles[g.name] || g.name) + ' (' + g.samples + ' samples)'));
       table(s, ['share', 'line', 'function', 'code', 'in'], g.lines.map(function (l) {
         return [(l.share * 100).toFixed(0) + '%', l.where, l.function, l.text,
                 l.via ? l.via + ' ' + (l.via_share * 100).toFixed(0) + '%' : ''];
