@@ -98,6 +98,17 @@ TEST_F(VerdictE2e, SawtoothAlignedWithDataLoadingIsDataBound) {
                             {"duty", 0.25}}}}}),
                {"--steps", "25", "--data-ms", "150", "--compute-ms", "50", "--data-busy"});
   EXPECT_EQ(Principal(r), "data_bound_cpu") << r["verdict"].dump(1);
+  // Issue 31: where the main thread was while the (fake) GPU idled, from the driver's
+  // sub-second samples: fake_job.py's loop, in the principal finding's evidence.
+  const json& idle = r["stacks"]["gpu_idle"];
+  ASSERT_TRUE(idle.is_object()) << r["stacks"].dump(1);
+  EXPECT_EQ(idle["lines"][0]["function"], "loop") << idle.dump(1);
+  bool named = false;
+  for (const json& e : r["verdict"]["principal"]["evidence"]) {
+    named |= e["metric"] == "stacks.gpu_idle" &&
+             e["text"].get<std::string>().find("fake_job.py:") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << r["verdict"]["principal"]["evidence"].dump(1);
 }
 
 TEST_F(VerdictE2e, ThermalThrottling) {
