@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "base/units.h"
 #include "phase/phase_aggregator.h"
 #include "phase/phase_reader.h"
 #include "phase/phase_writer.h"
@@ -29,25 +30,6 @@ py::str Utf8(const std::string& bytes) {
       PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
   if (text == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(text);
-}
-
-/// Appends code point `c` (not a surrogate) as UTF-8.
-void AppendUtf8(std::string& out, Py_UCS4 c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 /// How RecorderText writes a lone surrogate.

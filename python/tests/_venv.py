@@ -6,8 +6,10 @@ import base64
 import hashlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 
@@ -57,3 +59,24 @@ def pip_install(python, wheel, home):
         check=False)
     if proc.returncode != 0:
         raise AssertionError(f"pip install exit {proc.returncode}:\n{proc.stdout}")
+
+
+class VenvTestCase(unittest.TestCase):
+    """A class-wide temporary `cls.dir` (prefix DIR_PREFIX) filled by the subclass's
+    `_install()` once; removed when the install fails and after the class's tests."""
+
+    DIR_PREFIX = "stallscope-venv-"
+
+    @classmethod
+    def setUpClass(cls):
+        require_venv_support()
+        cls.dir = tempfile.mkdtemp(prefix=cls.DIR_PREFIX)
+        try:
+            cls._install()
+        except BaseException:
+            shutil.rmtree(cls.dir, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)

@@ -20,12 +20,11 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import textwrap
 import unittest
 import zipfile
 
-from _venv import clean_env, make_venv, pip_install, record_hash, require_venv_support
+from _venv import VenvTestCase, clean_env, make_venv, pip_install, record_hash
 
 WHEEL = os.environ.get("STALLSCOPE_PLATFORM_WHEEL") or None
 SOURCE_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -119,18 +118,10 @@ class PlatformWheelFileTest(unittest.TestCase):
 
 
 @unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
-class PlatformWheelInstallTest(unittest.TestCase):
+class PlatformWheelInstallTest(VenvTestCase):
     """Installed offline into a fresh venv of this interpreter, as a user would."""
 
-    @classmethod
-    def setUpClass(cls):
-        require_venv_support()
-        cls.dir = tempfile.mkdtemp(prefix="stallscope-platform-wheel-")
-        try:
-            cls._install()
-        except BaseException:
-            shutil.rmtree(cls.dir, ignore_errors=True)
-            raise
+    DIR_PREFIX = "stallscope-platform-wheel-"
 
     @classmethod
     def _install(cls):
@@ -144,10 +135,6 @@ class PlatformWheelInstallTest(unittest.TestCase):
         make_venv(cls.venv, cls.home, system_site_packages=HAS_TORCH)
         cls.before = cls.tree()
         pip_install(cls.python, WHEEL, cls.home)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
     def call(cls, argv, timeout=120, **env_extra):

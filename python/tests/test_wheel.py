@@ -24,7 +24,7 @@ import unittest
 import zipfile
 
 import stallscope
-from _venv import clean_env, make_venv, pip_install, record_hash, require_venv_support
+from _venv import VenvTestCase, clean_env, make_venv, pip_install, record_hash
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(stallscope.__file__))
 MAKE_WHEEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "make_wheel.py")
@@ -216,18 +216,10 @@ class WheelBuildTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "out2")))
 
 
-class InstalledWheelTest(unittest.TestCase):
+class InstalledWheelTest(VenvTestCase):
     """The wheel installed offline (pip --no-index) into a fresh venv of this interpreter."""
 
-    @classmethod
-    def setUpClass(cls):
-        require_venv_support()
-        cls.dir = tempfile.mkdtemp(prefix="stallscope-venv-test-")
-        try:
-            cls._install()
-        except BaseException:
-            shutil.rmtree(cls.dir, ignore_errors=True)
-            raise
+    DIR_PREFIX = "stallscope-venv-test-"
 
     @classmethod
     def _install(cls):
@@ -243,10 +235,6 @@ class InstalledWheelTest(unittest.TestCase):
         cls.probe = os.path.join(cls.dir, "probe.py")
         with open(cls.probe, "w") as f:
             f.write(PROBE)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def setUp(self):
         # Per test: an empty working directory, TMPDIR and HOME, to see what the job leaves.

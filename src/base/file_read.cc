@@ -88,14 +88,22 @@ Result<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
     return MakeError(ErrorCode::kUnsupported, "{}: {} bytes, over the {} limit; not read", path,
                      file.size_bytes(), LimitText(max_bytes));
   }
-  // One byte more than allowed tells a file that grew since fstat from one that did not.
-  std::string text(static_cast<size_t>(file.size_bytes()) + 1, '\0');
-  TRY(size_t n, file.Read(text.data(), text.size()));
-  if (n > max_bytes) {
+  // Read to the end, not to fstat's size: /proc and /sys files say 0 bytes and hold more, and a
+  // file may grow since fstat. One byte more than allowed tells a file over the limit.
+  std::string text;
+  size_t used = 0;
+  for (size_t want = static_cast<size_t>(file.size_bytes()) + 1;; want = used + (4 << 10)) {
+    want = std::min(want, max_bytes + 1);
+    text.resize(want);
+    TRY(size_t n, file.Read(text.data() + used, want - used));
+    used += n;
+    if (used < want || used > max_bytes) break;  // the end, or past the limit
+  }
+  if (used > max_bytes) {
     return MakeError(ErrorCode::kUnsupported, "{}: over the {} limit; not read", path,
                      LimitText(max_bytes));
   }
-  text.resize(n);
+  text.resize(used);
   return text;
 }
 

@@ -53,8 +53,9 @@ class ReadOnlyFile {
   uint64_t size_bytes_ = 0;
 };
 
-/// All of regular file `path`, when it holds at most `max_bytes`; a bigger one is kUnsupported
-/// ("{path}: N bytes, over the M byte limit; not read"). Other errors as ReadOnlyFile::Open.
+/// All of regular file `path` (read to its end: /proc files, which stat as 0 bytes, too), when it
+/// holds at most `max_bytes`; a bigger one is kUnsupported ("{path}: N bytes, over the M byte
+/// limit; not read"). Other errors as ReadOnlyFile::Open.
 [[nodiscard]] Result<std::string> ReadSmallFile(const std::string& path, size_t max_bytes);
 
 /// One line of ForEachLine.

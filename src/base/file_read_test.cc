@@ -109,6 +109,18 @@ TEST(ReadSmallFile, ReadsUpToTheLimitAndRefusesMore) {
   EXPECT_EQ(ReadSmallFile(dir.Sub("fifo"), 100).error().code, ErrorCode::kUnsupported);
 }
 
+// /proc files stat as 0 bytes: read to their end all the same (this process's maps has many
+// lines; before, one byte was read), and the limit still holds.
+TEST(ReadSmallFile, ProcFilesAreReadToTheirEnd) {
+  const auto maps = ReadSmallFile("/proc/self/maps", size_t{16} << 20);
+  ASSERT_TRUE(maps.ok()) << maps.error().message;
+  EXPECT_GT(std::count(maps->begin(), maps->end(), '\n'), 5);  // stat says 0 bytes
+  EXPECT_EQ(maps->back(), '\n');
+  auto capped = ReadSmallFile("/proc/self/maps", 100);
+  ASSERT_FALSE(capped.ok());
+  EXPECT_EQ(capped.error().code, ErrorCode::kUnsupported);
+}
+
 TEST(ForEachLine, Table) {
   struct Case {
     const char* name;

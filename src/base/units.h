@@ -37,9 +37,15 @@ inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 /// quotes, backslashes and invalid UTF-8 bytes (as \u00XX), so any process name stays valid JSON.
 void AppendJsonString(std::string& out, std::string_view text);
 
+/// Appends code point `c` (not a surrogate, at most U+10FFFF) to `out` as UTF-8.
+void AppendUtf8(std::string& out, uint32_t c);
+
 /// `text` cut to at most `max_bytes` for a table column or a one-line message, its last kept
 /// byte replaced by '~' when it was cut ("/usr/bin/python3 exa~").
 [[nodiscard]] std::string Elide(std::string_view text, size_t max_bytes);
+/// `text` cut to at most `max_bytes` at a UTF-8 character boundary, "..." marking the cut (a
+/// source line, a command line shown whole in a line of its own).
+[[nodiscard]] std::string CutUtf8(std::string_view text, size_t max_bytes);
 
 /// `text` for a terminal: control characters and DEL written as escapes ("\\n", "\\t",
 /// "\\x1b"), C1 controls too (U+0080..U+009F as "\\u009b", a lone byte 0x80..0x9f as

@@ -144,6 +144,21 @@ TEST(FormatIsoUtc, KnownInstant) {
   EXPECT_EQ(FormatIsoUtc(1'700'000'000'123'456'789), "2023-11-14T22:13:20.123Z");
 }
 
+TEST(AppendUtf8, OneToFourBytes) {
+  std::string out;
+  for (uint32_t c : {0x41u, 0xE9u, 0x20ACu, 0x1F600u}) AppendUtf8(out, c);
+  EXPECT_EQ(out, "A\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+}
+
+TEST(CutUtf8, CutsAtACharacterBoundary) {
+  EXPECT_EQ(CutUtf8("short", 10), "short");
+  EXPECT_EQ(CutUtf8("abcdef", 3), "abc...");
+  EXPECT_EQ(CutUtf8("ab\xC3\xA9"
+                    "cd",
+                    3),
+            "ab...");  // not inside the two bytes of é
+}
+
 TEST(AppendJsonString, EscapesHostileNames) {
   struct Case {
     std::string in;

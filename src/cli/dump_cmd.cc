@@ -2,13 +2,7 @@
 // read from outside with process_vm_readv (src/pystack), never stopping them: hang first aid,
 // like `py-spy dump` without the pause. Output: docs/commands/dump.md, --json in docs/formats.md.
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,12 +17,11 @@
 #include "host/file_reader.h"
 #include "host/host.h"
 #include "pystack/pystack.h"
+#include "stacks/source_lines.h"
 
 namespace stallscope::cli {
 namespace {
 
-// A source file larger than this gives no text (a generated module; one read per file).
-constexpr size_t kMaxSourceBytes = size_t{8} << 20;
 // Source text and command lines are cut here in the text output (bytes, at a UTF-8 boundary).
 constexpr size_t kMaxTextBytes = 120;
 constexpr size_t kMaxCmdlineBytes = 160;
@@ -44,90 +37,6 @@ struct DumpedProcess {
   std::vector<pystack::ThreadStack> threads;  ///< main thread first
   std::optional<Error> error;                 ///< why no stack was read
   bool not_python = false;                    ///< the process runs no CPython we know of
-};
-
-/// `text` cut to at most `max` bytes at a UTF-8 character boundary, "..." marking the cut.
-std::string Cut(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0U) == 0x80U) --end;
-  return std::string(text.substr(0, end)) + "...";
-}
-
-/// The source lines of the files frames name, each file read once (the target's view of the
-/// path: /proc/PID/root for a process in another mount namespace, /proc/PID/cwd for a relative
-/// name). A file that cannot be read, is not a regular file or is too large gives no text.
-class SourceLines {
- public:
-  /// Line `line` (1-based) of `file` as process `pid` sees it, trimmed; empty when unknown.
-  std::optional<std::string> Line(int32_t pid, const std::string& file, std::optional<int> line) {
-    if (!line || *line <= 0 || file.empty() || file.front() == '<') return std::nullopt;
-    const Source& source = Read(OpenPath(pid, file));
-    const auto index = static_cast<size_t>(*line - 1);
-    if (index >= source.starts.size()) return std::nullopt;
-    const size_t begin = source.starts[index];
-    size_t end = source.text.find('\n', begin);
-    if (end == std::string::npos) end = source.text.size();
-    return std::string(Trim(std::string_view(source.text).substr(begin, end - begin)));
-  }
-
- private:
-  struct Source {
-    std::string text;
-    std::vector<size_t> starts;  ///< offset of each line
-  };
-
-  /// Whether `pid` sees the same root directory as this process (no /proc/PID/root detour).
-  bool SameRoot(int32_t pid) {
-    auto [it, fresh] = same_root_.try_emplace(pid, true);
-    if (fresh) {
-      struct stat ours {};
-      struct stat theirs {};
-      if (stat("/", &ours) == 0 && stat(fmt::format("/proc/{}/root", pid).c_str(), &theirs) == 0) {
-        it->second = ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino;
-      }
-    }
-    return it->second;
-  }
-
-  std::string OpenPath(int32_t pid, const std::string& file) {
-    if (file.front() != '/') return fmt::format("/proc/{}/cwd/{}", pid, file);
-    return SameRoot(pid) ? file : fmt::format("/proc/{}/root{}", pid, file);
-  }
-
-  const Source& Read(const std::string& path) {
-    auto [it, fresh] = files_.try_emplace(path);
-    if (!fresh) return it->second;
-    Source& source = it->second;
-    // O_NONBLOCK: a FIFO named like a source file must not block the dump.
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return source;
-    host::ScopedFd closer(fd);
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<uint64_t>(st.st_size) > kMaxSourceBytes) {
-      return source;
-    }
-    source.text.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < source.text.size()) {
-      const ssize_t n =
-          pread(fd, source.text.data() + got, source.text.size() - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;  // an error, or the file shrank: keep what was read
-      got += static_cast<size_t>(n);
-    }
-    source.text.resize(got);
-    for (size_t pos = 0; pos < source.text.size();) {
-      source.starts.push_back(pos);
-      const size_t nl = source.text.find('\n', pos);
-      pos = nl == std::string::npos ? source.text.size() : nl + 1;
-    }
-    return source;
-  }
-
-  std::map<std::string, Source> files_;
-  std::map<int32_t, bool> same_root_;
 };
 
 /// kernel.yama.ptrace_scope, or empty without Yama.
@@ -211,11 +120,11 @@ std::string ErrorLine(const DumpedProcess& p, int32_t root) {
   } else {
     reason = std::string(Reason(*p.error, p.pid));
   }
-  return fmt::format("pid {} ({}): {}\n", p.pid, EscapeControl(Cut(p.cmdline, kMaxCmdlineBytes)),
-                     EscapeControl(reason));
+  return fmt::format("pid {} ({}): {}\n", p.pid,
+                     EscapeControl(CutUtf8(p.cmdline, kMaxCmdlineBytes)), EscapeControl(reason));
 }
 
-void ThreadText(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLines& sources,
+void ThreadText(const DumpedProcess& p, const pystack::ThreadStack& t, stacks::SourceLines& sources,
                 std::string& out) {
   if (t.native_thread_id) {
     out += fmt::format("  thread {}{}\n", *t.native_thread_id,
@@ -228,8 +137,8 @@ void ThreadText(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLin
   for (const pystack::Frame& f : t.frames) {
     const std::string line = f.line ? std::to_string(*f.line) : "?";
     out += fmt::format("    {} ({}:{})\n", EscapeControl(f.function), EscapeControl(f.file), line);
-    if (auto text = sources.Line(p.pid, f.file, f.line); text && !text->empty()) {
-      out += fmt::format("        {}\n", EscapeControl(Cut(*text, kMaxTextBytes)));
+    if (auto text = sources.Line(p.pid, f.file, f.line.value_or(0)); text && !text->empty()) {
+      out += fmt::format("        {}\n", EscapeControl(CutUtf8(*text, kMaxTextBytes)));
     }
   }
   if (t.error) {
@@ -238,7 +147,7 @@ void ThreadText(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLin
 }
 
 std::string RenderText(const std::vector<DumpedProcess>& shown, int32_t root,
-                       SourceLines& sources) {
+                       stacks::SourceLines& sources) {
   std::string out;
   for (const DumpedProcess& p : shown) {
     if (!out.empty() && p.python && !p.error) out += '\n';
@@ -247,7 +156,7 @@ std::string RenderText(const std::vector<DumpedProcess>& shown, int32_t root,
       continue;
     }
     out += fmt::format("pid {} ({}): Python 3.{} ({}){}\n", p.pid,
-                       EscapeControl(Cut(p.cmdline, kMaxCmdlineBytes)), p.python->layout.minor,
+                       EscapeControl(CutUtf8(p.cmdline, kMaxCmdlineBytes)), p.python->layout.minor,
                        EscapeControl(p.python->binary),
                        p.pid == root ? "" : fmt::format(", child of {}", p.ppid));
     for (const pystack::ThreadStack& t : p.threads) ThreadText(p, t, sources, out);
@@ -255,7 +164,7 @@ std::string RenderText(const std::vector<DumpedProcess>& shown, int32_t root,
   return out;
 }
 
-void ThreadJson(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLines& sources,
+void ThreadJson(const DumpedProcess& p, const pystack::ThreadStack& t, stacks::SourceLines& sources,
                 JsonWriter& w) {
   w.BeginObject();
   w.Field("native_tid", t.native_thread_id ? std::optional<int64_t>(*t.native_thread_id)
@@ -268,7 +177,7 @@ void ThreadJson(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLin
   for (const pystack::Frame& f : t.frames) {
     w.BeginObject().Field("file", f.file).Field("function", f.function);
     w.Field("line", f.line ? std::optional<int64_t>(*f.line) : std::optional<int64_t>());
-    if (auto text = sources.Line(p.pid, f.file, f.line); text && !text->empty()) {
+    if (auto text = sources.Line(p.pid, f.file, f.line.value_or(0)); text && !text->empty()) {
       w.Field("text", *text);
     }
     w.EndObject();
@@ -277,7 +186,7 @@ void ThreadJson(const DumpedProcess& p, const pystack::ThreadStack& t, SourceLin
 }
 
 std::string RenderJson(const std::vector<DumpedProcess>& shown, int32_t root,
-                       SourceLines& sources) {
+                       stacks::SourceLines& sources) {
   std::string out;
   JsonWriter w(out);
   w.BeginObject().Field("schema_version", 1).Field("tool", "stallscope dump");
@@ -326,7 +235,7 @@ int RunDump(const DumpOptions& o) {
     }
     shown.push_back(std::move(d));
   }
-  SourceLines sources;
+  stacks::SourceLines sources;
   if (o.json) {
     fmt::print("{}", RenderJson(shown, o.pid, sources));
   } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -179,17 +180,19 @@ std::optional<size_t> GpuOfProcess(const sample::Recording& recording, int32_t p
   return gpus == 1 ? std::optional<size_t>(0) : std::nullopt;
 }
 
-/// A child of a rank sampled as a worker is a DataLoader worker when the hooks said so (info
-/// "dataloader_workers"), or when they named no worker at all (a run without loader notes).
-bool IsLoaderWorker(const rundir::InfoRecords& info, int32_t pid) {
-  bool any = false;
-  for (const rundir::LoaderInfo& l : info.loaders) {
-    for (int32_t w : l.worker_pids) {
-      if (w == pid) return true;
-      any = true;
-    }
+/// The sampled children of ranks that are DataLoader workers, with their rank: the ones the
+/// hooks named (info "dataloader_workers"), or every sampled child when they named none (a run
+/// without loader notes). Decided once per process, not per sample.
+std::unordered_map<int32_t, int32_t> LoaderWorkerRanks(const stacks::StackLog& log,
+                                                       const rundir::InfoRecords& info) {
+  std::unordered_set<int32_t> named;
+  for (const rundir::LoaderInfo& l : info.loaders)
+    named.insert(l.worker_pids.begin(), l.worker_pids.end());
+  std::unordered_map<int32_t, int32_t> out;
+  for (const stacks::StackProcess& p : log.processes) {
+    if (p.worker && (named.empty() || named.contains(p.pid))) out.emplace(p.pid, p.rank);
   }
-  return !any;
+  return out;
 }
 
 /// The folder the job's own files are shown relative to: the main script's (the outermost frame
@@ -260,8 +263,9 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
     if (auto g = GpuOfProcess(data.recording, r.pid, idle.size()); g && !idle[*g].periods.empty())
       r.gpu_idle = &idle[*g];
   }
+  const std::unordered_map<int32_t, int32_t> workers = LoaderWorkerRanks(log, data.info);
   std::map<std::string, GroupTally, std::less<>> phases;
-  GroupTally workers, gpu_idle;
+  GroupTally worker_tally, gpu_idle;
   for (const stacks::StackSample& s : log.samples) {
     const std::vector<uint32_t>& stack = log.stacks[s.stack];
     auto rank =
@@ -269,26 +273,30 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
     if (rank != ranks.end()) {
       if (!rank->Holds(s.t_ns)) continue;
       ++out.steady_samples;
-      CountSample(phases[std::string(PhaseAtTime(rank->intervals, s.t_ns))], stack, library);
+      const std::string_view phase = PhaseAtTime(rank->intervals, s.t_ns);
+      auto in = phases.find(phase);  // no string made per sample
+      if (in == phases.end()) in = phases.emplace(std::string(phase), GroupTally{}).first;
+      CountSample(in->second, stack, library);
       if (rank->gpu_idle && rank->gpu_idle->Holds(s.t_ns)) CountSample(gpu_idle, stack, library);
       continue;
     }
-    const stacks::StackProcess* p = log.Process(s.pid);
-    if (p == nullptr || !p->worker || !IsLoaderWorker(data.info, s.pid)) continue;
-    auto parent =
-        std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.rank == p->rank; });
+    auto worker = workers.find(s.pid);
+    if (worker == workers.end()) continue;
+    auto parent = std::find_if(ranks.begin(), ranks.end(),
+                               [&](const auto& r) { return r.rank == worker->second; });
     const bool steady = parent != ranks.end()
                             ? parent->Holds(s.t_ns)
                             : std::any_of(ranks.begin(), ranks.end(),
                                           [&](const auto& r) { return r.Holds(s.t_ns); });
-    if (steady) CountSample(workers, stack, library);
+    if (steady) CountSample(worker_tally, stack, library);
   }
   const std::string base = CodeBase(log, ranks);
   for (const auto& [name, tally] : phases)
     out.phases.push_back(MakeGroup(name, tally, log, library, base));
   std::stable_sort(out.phases.begin(), out.phases.end(),
                    [](const auto& a, const auto& b) { return a.samples > b.samples; });
-  if (workers.samples > 0) out.workers = MakeGroup("workers", workers, log, library, base);
+  if (worker_tally.samples > 0)
+    out.workers = MakeGroup("workers", worker_tally, log, library, base);
   if (gpu_idle.samples > 0) out.gpu_idle = MakeGroup("gpu_idle", gpu_idle, log, library, base);
   return out;
 }

@@ -8,55 +8,31 @@
 #include <string_view>
 
 #include "base/file_read.h"
+#include "base/units.h"
 #include "pystack/elf_symbols.h"
 
 namespace stallscope::pystack {
 namespace {
 
-std::string AppendUtf8(std::string out, uint32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-  return out;
-}
-
-// /proc/PID/maps: its size is 0 to stat, so read to the end, bounded.
+// /proc/PID/maps, bounded; errors naming the pid.
 Result<std::string> ReadMaps(pid_t pid) {
   constexpr size_t kMaxMapsBytes = size_t{64} << 20;
-  std::string path = fmt::format("/proc/{}/maps", pid);
-  auto file = ReadOnlyFile::Open(path);
-  if (!file.ok()) {
-    if (file.error().code == ErrorCode::kNotFound) {
+  const std::string path = fmt::format("/proc/{}/maps", pid);
+  auto text = ReadSmallFile(path, kMaxMapsBytes);
+  if (text.ok()) return text;
+  switch (text.error().code) {
+    case ErrorCode::kNotFound:
       return MakeError(ErrorCode::kNotFound, "pid {}: no such process", pid);
-    }
-    if (file.error().code == ErrorCode::kPermission) {
+    case ErrorCode::kPermission:
       return MakeError(ErrorCode::kPermission,
                        "pid {}: may not read {} (needs the same user and Yama ptrace_scope, or "
                        "CAP_SYS_PTRACE)",
                        pid, path);
-    }
-    return file.take_error();
+    case ErrorCode::kUnsupported:
+      return MakeError(ErrorCode::kUnsupported, "pid {}: {} is over 64 MiB; not read", pid, path);
+    default:
+      return text.take_error();
   }
-  std::string text;
-  std::array<char, 1 << 16> chunk{};
-  while (text.size() < kMaxMapsBytes) {
-    TRY(size_t n, file->Read(chunk.data(), chunk.size()));
-    if (n == 0) return text;
-    text.append(chunk.data(), n);
-  }
-  return MakeError(ErrorCode::kUnsupported, "pid {}: {} is over 64 MiB; not read", pid, path);
 }
 
 // 3.13: every offset from the _Py_DebugOffsets at the start of _PyRuntime.
@@ -108,7 +84,7 @@ Result<std::string> ReadPyString(const MemoryReader& memory, const Layout& layou
   for (size_t i = 0; i < raw.size(); i += kind) {
     uint32_t c = 0;
     std::memcpy(&c, raw.data() + i, kind);  // little-endian
-    out = AppendUtf8(std::move(out), c);
+    AppendUtf8(out, c);
   }
   return out;
 }

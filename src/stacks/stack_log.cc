@@ -91,8 +91,9 @@ StackLogWriter::StackLogWriter(StackLogWriter&& other) noexcept
       path_(std::move(other.path_)),
       buffer_(std::move(other.buffer_)),
       interner_(std::move(other.interner_)),
-      frame_ids_size_(other.frame_ids_size_),
       error_(std::move(other.error_)) {}
+
+size_t StackLogWriter::frames_interned() const { return interner_->owned.size(); }
 
 StackLogWriter::~StackLogWriter() {
   if (fd_ >= 0) ::close(fd_);
@@ -128,7 +129,6 @@ void StackLogWriter::AddSample(int64_t t_ns, int32_t pid, int32_t tid,
     }
     in.ids.push_back(it->second);
   }
-  frame_ids_size_ = in.frames.size();
   auto [it, fresh] = in.stacks.try_emplace(in.ids, static_cast<uint32_t>(in.stacks.size()));
   if (fresh) {
     buffer_ += fmt::format(R"({{"stack":{},"frames":[{}]}})"

@@ -110,7 +110,7 @@ class StackLogWriter {
   /// Writes what is buffered. The first error is kept (later calls return it again and write
   /// nothing): the job goes on without stacks.
   [[nodiscard]] Status Flush();
-  size_t frames_interned() const { return frame_ids_size_; }
+  size_t frames_interned() const;
 
  private:
   struct Interner;
@@ -120,7 +120,6 @@ class StackLogWriter {
   std::string path_;
   std::string buffer_;
   std::unique_ptr<Interner> interner_;
-  size_t frame_ids_size_ = 0;
   std::optional<Error> error_;
 };
 

@@ -1,26 +1,20 @@
 #include "stacks/stack_sampler.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <filesystem>
 
 #include "base/file_read.h"
 #include "base/units.h"
+#include "host/proc_parse.h"
+#include "phase/phase_reader.h"
 #include "pystack/stack_reader.h"
 
 namespace stallscope::stacks {
 namespace {
 
-constexpr size_t kMaxSourceBytes = size_t{16} << 20;
 constexpr size_t kMaxTextBytes = 200;
 constexpr int64_t kFlushEveryNs = kNsPerSec;
 constexpr int64_t kTargetsEveryNs = 100'000'000;  // `run` drains the rings every 100 ms
-
-[[nodiscard]] bool ProcessGone(int32_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 std::string CwdOf(int32_t pid) {
   std::error_code ec;
@@ -28,47 +22,12 @@ std::string CwdOf(int32_t pid) {
   return ec ? std::string() : cwd.string();
 }
 
-std::vector<std::string> SplitLines(const std::string& content) {
-  std::vector<std::string> lines;
-  size_t begin = 0;
-  while (begin <= content.size()) {
-    size_t end = content.find('\n', begin);
-    if (end == std::string::npos) end = content.size();
-    std::string line(Trim(std::string_view(content).substr(begin, end - begin)));
-    if (line.size() > kMaxTextBytes) line = line.substr(0, kMaxTextBytes) + "…";
-    lines.push_back(std::move(line));
-    begin = end + 1;
-  }
-  return lines;
-}
-
-/// A /proc file's text (its size says 0: read to the end), at most 4 KiB (a children list of
-/// ~500 pids); "" when unreadable.
-std::string ReadProcText(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buffer[4096];
-  size_t used = 0;
-  while (used < sizeof(buffer)) {
-    const ssize_t n = ::read(fd, buffer + used, sizeof(buffer) - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    used += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return std::string(buffer, used);
-}
-
 /// The pids in a /proc/PID/task/PID/children file.
 std::vector<int32_t> ChildrenOf(int32_t pid) {
   std::vector<int32_t> out;
-  const std::string text = ReadProcText(fmt::format("/proc/{}/task/{}/children", pid, pid));
-  for (std::string_view rest = text; !rest.empty();) {
-    const size_t space = rest.find(' ');
-    const auto child = ParseInt64(Trim(rest.substr(0, space)));
-    if (child && *child > 0) out.push_back(static_cast<int32_t>(*child));
-    rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
-  }
+  const auto text = ReadSmallFile(fmt::format("/proc/{}/task/{}/children", pid, pid), 4096);
+  if (!text.ok()) return out;  // gone, or ~500 children: none listed
+  host::AppendPidList(*text, out);
   return out;
 }
 
@@ -93,25 +52,10 @@ std::vector<StackTarget> WithChildren(const std::vector<StackTarget>& targets) {
 
 }  // namespace
 
-const std::string& SourceLines::Text(const std::string& file, const std::string& cwd, int line) {
-  static const std::string kNone;  // immutable
-  if (file.empty() || file.front() == '<' || line <= 0) return kNone;
-  const std::string path = file.front() == '/' || cwd.empty() ? file : cwd + "/" + file;
-  auto it = files_.find(path);
-  if (it == files_.end()) {
-    auto content = ReadSmallFile(path, kMaxSourceBytes);
-    it = files_.emplace(path, content.ok() ? SplitLines(*content) : std::vector<std::string>())
-             .first;
-  }
-  const auto index = static_cast<size_t>(line - 1);
-  return index < it->second.size() ? it->second[index] : kNone;
-}
-
 /// One process being sampled.
 struct StackSampler::Process {
   StackTarget target;
   pystack::StackReader reader;
-  std::string cwd;
   int64_t last_torn = 0;
 };
 
@@ -169,7 +113,7 @@ void StackSampler::Refresh(bool children) {
       note.error = reader.error().message;
       // A child that is no Python (a shell, nvidia-smi) is no news; a process we may not read is.
       const bool say = !t.worker || reader.error().code != ErrorCode::kNotFound;
-      if (say && !ProcessGone(t.pid)) writer_.AddProcess(note);
+      if (say && phase::ProcessExists(t.pid)) writer_.AddProcess(note);
       continue;
     }
     const pystack::PythonProcess& py = reader->process();
@@ -177,8 +121,7 @@ void StackSampler::Refresh(bool children) {
     note.binary = py.binary;
     note.cwd = CwdOf(t.pid);
     writer_.AddProcess(note);
-    processes_.push_back(
-        std::make_unique<Process>(Process{t, std::move(reader).value(), note.cwd, 0}));
+    processes_.push_back(std::make_unique<Process>(Process{t, std::move(reader).value(), 0}));
   }
 }
 
@@ -191,7 +134,7 @@ bool StackSampler::SampleOne(Process& p, int64_t now) {
     // kIo: torn, transient. kNotFound: no thread state yet, or gone. Anything else (no right to
     // read it, implausible offsets) does not change: the process is dropped.
     const ErrorCode code = sampled.error().code;
-    const bool gone = (code == ErrorCode::kNotFound && ProcessGone(p.target.pid)) ||
+    const bool gone = (code == ErrorCode::kNotFound && !phase::ProcessExists(p.target.pid)) ||
                       (code != ErrorCode::kNotFound && code != ErrorCode::kIo);
     std::lock_guard lock(mu_);
     if (torn) {
@@ -205,7 +148,8 @@ bool StackSampler::SampleOne(Process& p, int64_t now) {
   for (const pystack::Frame& f : stack_.frames)
     views_.push_back({f.file, f.function, f.line.value_or(0)});
   writer_.AddSample(now, p.target.pid, p.target.pid, views_, [&](const FrameView& f) {
-    return sources_.Text(std::string(f.file), p.cwd, f.line);
+    auto text = sources_.Line(p.target.pid, std::string(f.file), f.line);
+    return text ? CutUtf8(*text, kMaxTextBytes) : std::string();
   });
   std::lock_guard lock(mu_);
   ++totals_.samples;

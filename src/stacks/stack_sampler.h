@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +17,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "pystack/stack_reader.h"
+#include "stacks/source_lines.h"
 #include "stacks/stack_log.h"
 
 namespace stallscope::stacks {
@@ -37,18 +37,6 @@ struct StackSamplerOptions {
   /// How often the ranks' children are listed (/proc); the target list is asked for every
   /// 100 ms, and a new rank's children at once.
   int64_t refresh_ns = 500'000'000;
-};
-
-/// The source lines of the files the frames name, read once per file (the job's files do not
-/// change under a run: the text is what the line held when first sampled).
-class SourceLines {
- public:
-  /// The trimmed text of `line` of `file` (relative names resolved in `cwd`), cut to 200 bytes;
-  /// empty when it cannot be read ("<frozen ...>", a missing file, a file over 16 MiB).
-  const std::string& Text(const std::string& file, const std::string& cwd, int line);
-
- private:
-  std::map<std::string, std::vector<std::string>> files_;
 };
 
 /// Samples the processes `targets()` names (asked every refresh_ns) until stopped. Each process
