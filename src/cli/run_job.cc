@@ -457,13 +457,16 @@ std::variant<StartedJob, int> StartJob(const RunOptions& o, const std::string& n
   s.meta.pid = session.child()->pid();
   WriteMeta(paths, s.meta);
   if (!o.quiet) fmt::print(stderr, "[stallscope] run directory {}\n", EscapeControl(paths.dir));
+  // stacks.jsonl before recording.jsonl: the recording stays the last file a run makes at start
+  // (a job that waits for it and removes the run directory raced a stacks.jsonl made after it:
+  // "rm: ... Directory not empty", 5 runs in 87 beside the e2e tier).
+  if (!o.no_stacks) s.stacks = StartStacks(o, paths, session);
   if (auto st = session.OpenRecording(paths.recording(), sample::RecordingFormat::kJsonl);
       !st.ok() && RunDirExists(paths)) {
     fmt::print(stderr, "stallscope run: {} (continuing without a recording)\n",
                EscapeControl(st.error().message));
   }
   session.StartSampling();
-  if (!o.no_stacks) s.stacks = StartStacks(o, paths, session);
   return s;
 }
 
