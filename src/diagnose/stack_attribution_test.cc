@@ -130,10 +130,12 @@ TEST(StackAttribution, TheFindingOfAPhaseGetsTheLinesOfThatPhase) {
   Verdict v;
   Finding logging;
   logging.cls = FindingClass::kHostSyncOrLogging;
-  logging.evidence.push_back({"other is 60% of step time", "phase_share.other", 0.6, "fraction"});
+  logging.evidence.push_back(
+      {"other is 60% of step time", "phase_share.other", 0.6, "fraction", std::nullopt});
   Finding data;
   data.cls = FindingClass::kDataBoundCpu;
-  data.evidence.push_back({"data_loading is 10%", "phase_share.data_loading", 0.1, "fraction"});
+  data.evidence.push_back(
+      {"data_loading is 10%", "phase_share.data_loading", 0.1, "fraction", std::nullopt});
   Finding gpu;  // names no phase: nothing added
   v.principal = logging;
   v.secondary = {data, gpu};
@@ -197,7 +199,7 @@ TEST(StackAttribution, ARunWithoutStacksAddsNothing) {
   EXPECT_FALSE(a.report.stacks.present);
   Verdict v;
   v.principal = Finding{};
-  v.principal->evidence.push_back({"other", "phase_share.other", 0.6, "fraction"});
+  v.principal->evidence.push_back({"other", "phase_share.other", 0.6, "fraction", std::nullopt});
   AddStackEvidence(v, a.report.stacks);
   EXPECT_EQ(v.principal->evidence.size(), 1u);
 }

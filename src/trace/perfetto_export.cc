@@ -276,11 +276,11 @@ std::vector<int64_t> Origins(std::span<const RankTrace> ranks, const PerfettoExp
   // A double holds ns-exact µs with 3 decimals up to ~2^51 ns (26 days); ranks farther from the
   // common origin (traces of different jobs) get an origin of their own.
   constexpr int64_t kExactSpanNs = int64_t{1} << 51;
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
   std::vector<std::pair<int64_t, int64_t>> spans;  // per rank: first ts, last end
-  int64_t global = kNone;
+  int64_t global = kUnset;
   for (const RankTrace& r : ranks) {
-    std::pair<int64_t, int64_t> span{kNone, std::numeric_limits<int64_t>::min()};
+    std::pair<int64_t, int64_t> span{kUnset, std::numeric_limits<int64_t>::min()};
     for (const Event& e : r.events) {
       span.first = std::min(span.first, e.ts_ns);
       span.second = std::max(span.second, e.ts_ns + std::max<int64_t>(e.dur_ns, 0));
@@ -288,7 +288,7 @@ std::vector<int64_t> Origins(std::span<const RankTrace> ranks, const PerfettoExp
     global = std::min(global, span.first);
     spans.push_back(span);
   }
-  if (global == kNone) return origins;
+  if (global == kUnset) return origins;
   stats.origin_ns = global;
   // Ranks sorted by first event; a rank that would end too far from its group's origin starts a
   // new group, so ranks of one job stay on one origin (relative offsets kept).
@@ -297,7 +297,7 @@ std::vector<int64_t> Origins(std::span<const RankTrace> ranks, const PerfettoExp
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return spans[x] < spans[y]; });
   int64_t group = global;
   for (size_t i : order) {
-    if (spans[i].first == kNone) continue;
+    if (spans[i].first == kUnset) continue;
     if (spans[i].second - group > kExactSpanNs) group = spans[i].first;
     origins[i] = group;
     if (group != global) ++stats.ranks_rebased_alone;

@@ -85,6 +85,16 @@ class RunE2e : public ::testing::Test {
 
   Result Run(const std::vector<std::string>& args) { return Wait(Start(args)); }
 
+  /// Waits (up to 120 s) until the job has printed `line` (train.py's "step N ..." lines, flushed)
+  /// to the stdout it shares with stallscope: the job is that far into its training.
+  bool WaitForOutput(const std::string& line) {
+    for (int i = 0; i < 1200; ++i) {
+      if (Slurp(out_).find(line) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
   /// `stallscope run --out DIR -i 200ms -- python train.py ARGS`.
   Result Train(const std::vector<std::string>& train_args,
                const std::vector<std::string>& run_flags = {}) {
@@ -268,7 +278,11 @@ TEST_F(RunJob, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
                      std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
                      "data_cpu", "--steps", "0"});
-  std::this_thread::sleep_for(std::chrono::seconds(8));
+  // Killed once it has trained 30 steps (not after a fixed 8 s: start-up time varies).
+  if (!WaitForOutput("step 30 ")) {
+    kill(pid, SIGINT);  // forwarded to the job, which trains forever (--steps 0)
+    FAIL() << "no step 30 in 120 s: " << Wait(pid).err;
+  }
   auto meta = json::parse(Slurp(fs::path(RunDir()) / "run.json"));
   kill(meta["pid"].get<int>(), SIGKILL);
   auto r = Wait(pid);
@@ -314,7 +328,10 @@ TEST_F(RunJob, CtrlCIsForwardedAndTheReportWritten) {
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
                      std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
                      "compute", "--steps", "0"});
-  std::this_thread::sleep_for(std::chrono::seconds(8));
+  if (!WaitForOutput("step 10 ")) {  // in the training loop
+    kill(pid, SIGINT);
+    FAIL() << "no step 10 in 120 s: " << Wait(pid).err;
+  }
   kill(pid, SIGINT);
   auto r = Wait(pid);
   EXPECT_NE(r.exit_code, 0);

@@ -368,7 +368,7 @@ TEST_F(ServeJob, RunServeStepRateMatchesTheReport) {
                    "127.0.0.1:" + std::to_string(port), "--", kPython,
                    std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--data-dir",
                    (dir_ / "data").string(), "--out-dir", (dir_ / "out").string(), "--situation",
-                   "data_cpu", "--steps", "250"});
+                   "data_cpu", "--steps", "150"});
   // A scrape of the running job for promtool: once it has steps.
   std::string scrape;
   ASSERT_TRUE(WaitFor(
