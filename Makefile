@@ -26,8 +26,8 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan wheel dist demo check test test-unit test-asan test-dist \
-  gpu-check format-check bench overhead trace-bench format clean fuzz
+.PHONY: all deps build build-asan build-release-tiers wheel dist demo check test test-release \
+  test-asan test-dist gpu-check format-check bench overhead trace-bench format clean fuzz
 
 all: build
 
@@ -98,47 +98,49 @@ demo: build
 	examples/demo_fix.sh $(BUILD) 60
 
 # Test tiers are CTest labels (CMakeLists.txt, stallscope_test): unit, golden, e2e, job (real
-# PyTorch jobs, one at a time), job-extra (more of them, on demand: ctest -L job-extra), python,
+# PyTorch jobs, one at a time), job-extra (more of them, on demand: ctest -L job-extra), release
+# (in-process tests of the optimized build only: sizes and speeds, allocation counts), python,
 # py-matrix (pyenv's interpreters), dist, fuzz.
 # The fast tier while you work: in-process unit tests and the goldens (recorded inputs held to
 # checked-in outputs; no job runs). Under 3 minutes on a 2-CPU VM once built.
 check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -L '^(unit|golden)$$'
 
-# The whole suite: optimized build and every tier but dist and job-extra, the bundle, then the
-# ASan+UBSan build (C++ tests; the Python extension cannot load a sanitized runtime into Debian's
-# python3).
-test: format-check test-unit test-dist test-asan
+# The whole suite, every test once in the build that checks it best: in the optimized build
+# (what users run) every tier but unit, dist and job-extra, then the bundle and the wheel; under
+# ASan+UBSan the in-process unit tests, the goldens, the binary's e2e tests and the fuzz harnesses
+# (not the Python tiers: the Python extension cannot load a sanitized runtime into Debian's
+# python3, so the jobs would run without their hooks).
+test: format-check test-release test-dist test-asan
 
 format-check: deps
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
-test-unit: build
-	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE '^(dist|job-extra)$$'
+# The optimized build without the binaries of unit tests alone (CMakeLists.txt release_tiers):
+# test-asan builds and runs those. Tiers named with -L, not left out with -LE: the tests of a
+# binary not built are one unlabelled `<binary>_NOT_BUILT` test each, which would fail.
+build-release-tiers: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target release_tiers
+
+test-release: build-release-tiers
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -L '^(golden|e2e|job|release|python|py-matrix)$$'
 
 # The bundle unpacked and run as on another machine (tests/e2e/dist_e2e_test.cc), and the
 # platform wheel installed into a fresh venv of every local interpreter
 # (python/tests/test_platform_wheel.py).
-test-dist: build wheel
+test-dist: build-release-tiers wheel
 	cd $(BUILD) && STALLSCOPE_DIST_TARBALL="$$(echo $(abspath $(BUILD))/stallscope-*.tar.gz)" \
 	  STALLSCOPE_PLATFORM_WHEEL="$$(echo $(abspath $(BUILD))/dist/stallscope-*-manylinux_*.whl)" \
 	  ctest --output-on-failure -j $(TEST_JOBS) -L dist
 
-# Under the sanitizers: the C++ tiers and the fuzz harnesses. Not job (the sanitized build has no
-# Python package, so the PyTorch jobs would run without their hooks), python, py-matrix or dist.
-# Nor the tests of scale (every HTA trace in full, a day of samples, a million steps): under ASan
-# beside stress-ng they took 10-87 s each, 260 s of the tier's 906 s of CPU, and they test size,
-# not memory safety; test-unit runs them, and here the same readers still run on HTA traces
-# (HtaExpected*, TraceE2e.Hta*), on cuts at every byte and in the fuzz harnesses.
-ASAN_SKIP := StepBreakdownFileTest\.HtaTracesSumExactly|ReadTrace\.HtaTracesMatchIndependentCounts
-ASAN_SKIP := $(ASAN_SKIP)|SessionMemory\.DayOfSamplingEightGpusStaysFlat
-ASAN_SKIP := $(ASAN_SKIP)|FindPeriodicPhases\.MillionStepsScale|AnalyzePhases\.MillionEventsScale
-ASAN_SKIP := $(ASAN_SKIP)|DetectPeriod\.HundredThousandPointsScale
-# The same for the binary: `trace` on the reference traces in full (16 and 10 s under ASan beside
-# stress-ng) and on a 320 MiB gzip bomb (17 s; ReadTraceLimits.GzipBombOfWhitespaceHoldsNoBuffer
-# runs the same reader on it here).
-ASAN_SKIP := $(ASAN_SKIP)|TraceE2e\.HtaCompatMatchesExpectedTemporalBreakdown
-ASAN_SKIP := $(ASAN_SKIP)|TraceE2e\.VerdictsOnReferenceTraces|TraceE2e\.GzipBombOfWhitespaceIsReadInBoundedMemory
+# Under the sanitizers: the C++ tiers and the fuzz harnesses; the `release` tier (sizes and speeds)
+# is not run here. Nor, for the same reason, three e2e tests of size: `trace` on the reference
+# traces in full (16 and 10 s under ASan beside stress-ng) and on a 320 MiB gzip bomb (17 s;
+# ReadTraceLimits.GzipBombOfWhitespaceHoldsNoBuffer runs the same reader on it here). The same
+# readers still run here on HTA traces (HtaExpected*, HtaTraces.*), on cuts at every byte and in
+# the fuzz harnesses.
+ASAN_SKIP := TraceE2e\.HtaCompatMatchesExpectedTemporalBreakdown|TraceE2e\.VerdictsOnReferenceTraces
+ASAN_SKIP := $(ASAN_SKIP)|TraceE2e\.GzipBombOfWhitespaceIsReadInBoundedMemory
 test-asan: build-asan
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(TEST_JOBS) -L '^(unit|golden|e2e|fuzz)$$' -E '^($(ASAN_SKIP))$$'

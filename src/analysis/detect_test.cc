@@ -195,7 +195,7 @@ TEST(DetectPeriod, NeedsThreePeriods) {
   EXPECT_LE(p->period, 200.0 / 3 + 0.5);
 }
 
-TEST(DetectPeriod, HundredThousandPointsScale) {
+TEST(DetectPeriodScale, HundredThousandPoints) {
   std::mt19937 rng(11);
   std::normal_distribution<double> noise(0.0, 0.5);
   std::vector<double> v = Sine(100'000, 50.0);
@@ -332,7 +332,7 @@ TEST(FindPeriodicPhases, RanksAreSeparateAndSortedByShare) {
   EXPECT_EQ(found[1].every_steps, 50);
 }
 
-TEST(FindPeriodicPhases, MillionStepsScale) {
+TEST(FindPeriodicPhasesScale, MillionSteps) {
   // Two phases per step keep the fixture small (~200 MB); the work is per step and per phase.
   constexpr size_t kSteps = 1'000'000;
   PhaseAnalysis a;

@@ -712,7 +712,7 @@ TEST(AnalyzePhases, HostileInputIsCountedNotFatal) {
   EXPECT_NEAR(a.ranks.at(0).steps.at(0).phase_s.at("unnamed_77"), 0.001, kEps);
 }
 
-TEST(AnalyzePhases, MillionEventsScale) {
+TEST(AnalyzePhasesScale, MillionEvents) {
   // Two threads, 4 phases per step, loader thread written in blocks (not in ts order).
   constexpr int kSteps = 120'000;  // 9 events per step: 1.08 M events
   phase::EventLog log;

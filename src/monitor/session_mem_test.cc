@@ -150,7 +150,7 @@ sample::RecordingHeader MemHeader(const gpu::GpuBackend& gpus) {
 // 24 h of 1 Hz sampling of 8 GPUs (fake NVML, eight_gpus.json) and a job whose 2 DataLoader
 // workers restart every 5 minutes, recorded as `run` records: the heap after the last sample is
 // within 1 MB of the heap after 1,000. Under ASan the loop is shorter (the bound is the same).
-TEST(SessionMemory, DayOfSamplingEightGpusStaysFlat) {
+TEST(SessionMemoryScale, DayOfSamplingEightGpusStaysFlat) {
   OneArena();
   const int64_t samples = kAsan ? 20'000 : 86'400;
   constexpr int64_t kWarmup = 1'000;

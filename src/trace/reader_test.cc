@@ -728,7 +728,7 @@ std::vector<HtaCountCase> HtaCountCases() {
   };
 }
 
-TEST(ReadTrace, HtaTracesMatchIndependentCounts) {
+TEST(ReadTraceScale, HtaTracesMatchIndependentCounts) {
   const std::string root = testing::HtaTracesDir().string();
   if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
   for (const HtaCountCase& c : HtaCountCases()) {

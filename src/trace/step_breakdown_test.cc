@@ -622,7 +622,7 @@ TEST(StepBreakdownFileTest, Torch113CpuOnly) {
 // Smoke test over the HTA reference traces (tests/support/hta_traces.h; skipped when absent):
 // every step's parts sum exactly to its wall time, idle causes sum to idle, in clean and
 // HTA-compatible modes.
-TEST(StepBreakdownFileTest, HtaTracesSumExactly) {
+TEST(StepBreakdownScale, HtaTracesSumExactly) {
   const std::string dir = testing::HtaTracesDir().string();
   const char* files[] = {"trace_filter/sampled_rank-0.json.gz",
                          "trace_filter/sampled_rank-1.json.gz",

@@ -125,6 +125,9 @@ class ExperimentE2e : public ::testing::Test {
 /// keeps one `passes` (the data-bound job), `passes --ranks` through a launcher (main-rank side
 /// work), one `sweep` and the sweep's failing setting.
 class ExperimentJob : public ExperimentE2e {};
+/// A sweep that measures no speed (root CMakeLists.txt, SharedJob): one job at a time, beside the
+/// other tiers.
+class ExperimentSharedJob : public ExperimentE2e {};
 
 /// The other situations' `passes` (label `job-extra`: `ctest -L job` runs them, `make test` does
 /// not). They cannot be recorded runs: `passes` concludes from runs it starts itself.
@@ -217,7 +220,7 @@ TEST_F(ExperimentJob, ASweepOfWorkersFindsTheSettingTheVerdictPredicted) {
       p["measured_steps_per_s"].get<double>() / p["predicted_steps_per_s"].get<double>() - 1, 1e-3);
 }
 
-TEST_F(ExperimentJob, AFailingSettingIsRecordedAndTheSweepGoesOn) {
+TEST_F(ExperimentSharedJob, AFailingSettingIsRecordedAndTheSweepGoesOn) {
   json r = Experiment("sweep",
                       {"--set", "crash=2,-1", "--arg", "--crash-at-step={crash}", "--steps", "6"},
                       {"--situation", "compute", "--steps", "500"});

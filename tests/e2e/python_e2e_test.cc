@@ -224,9 +224,9 @@ TEST_F(PythonE2e, BrokenRecorderIsNamedWithItsReason) {
 // ---------------------------------------------------------------------------------------------
 
 /// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
-class PythonJob : public PythonE2e {};
+class PythonSharedJob : public PythonE2e {};
 
-TEST_F(PythonJob, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
+TEST_F(PythonSharedJob, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
   if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   const fs::path script = dir_ / "train.sh";
   std::ofstream(script) << "#!/bin/bash\nset -e\necho starting\n"
@@ -246,7 +246,7 @@ TEST_F(PythonJob, ShellScriptJobIsHookedAndTheShellIsTheLauncher) {
   EXPECT_EQ(Role(r, "examples/train.py"), "main");
 }
 
-TEST_F(PythonJob, PythonDashMJobIsHooked) {
+TEST_F(PythonSharedJob, PythonDashMJobIsHooked) {
   if (!SystemTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   // `python -m train` with examples/ on the job's own PYTHONPATH: stallscope adds its package in
   // front and keeps the job's entries.

@@ -1,9 +1,11 @@
 // End-to-end tests of `stallscope run` / `diagnose` on real PyTorch training (Debian's torch
 // 1.13 under /usr/bin/python3) with the zero-code-change hooks, DataLoader workers included.
-// Skipped (not failed) where /usr/bin/python3 cannot import torch. RunJob: the live jobs (label
-// `job`, serial), one per hook and signal path; the verdicts of the other situations are held on
-// recorded runs (recorded_run_test.cc). RunE2e: no training job (label `e2e`). The DataLoader
-// workers' hook is live in PredictedSpeedupAndTheFixItNames (its second run has workers).
+// Skipped (not failed) where /usr/bin/python3 cannot import torch. RunJob and RunSharedJob: the
+// live jobs (label `job`), one per hook and signal path; RunJob's measure shares and speeds, so
+// they run alone, RunSharedJob's beside the parallel tiers. The verdicts of the other situations
+// are held on recorded runs (recorded_run_test.cc). RunE2e: no training job (label `e2e`). The
+// DataLoader workers' hook is live in PredictedSpeedupAndTheFixItNames (its second run has
+// workers).
 
 #include <fcntl.h>
 #include <signal.h>
@@ -130,6 +132,8 @@ class RunE2e : public ::testing::Test {
 
 /// Real PyTorch training: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
 class RunJob : public RunE2e {};
+/// Jobs whose checks a neighbouring test cannot distort (root CMakeLists.txt, SharedJob).
+class RunSharedJob : public RunE2e {};
 
 TEST_F(RunJob, DataBoundWithoutWorkersShowsDataLoading) {
   auto r = Train({"--situation", "data_cpu", "--steps", "30"});
@@ -211,7 +215,7 @@ TEST_F(RunJob, PredictedSpeedupAndTheFixItNames) {
 // CUDA's asynchrony through the whole pipeline (hooks → ring → events.bin → report → verdict)
 // on a machine without a GPU: the job replaces torch.cuda's events with ones that report 2 ms
 // per phase, then reinstalls the hooks, as a CUDA job's would install at import.
-TEST_F(RunJob, GpuSpansOfAFakeCudaReachTheReportAndTheVerdict) {
+TEST_F(RunSharedJob, GpuSpansOfAFakeCudaReachTheReportAndTheVerdict) {
   const fs::path job = dir_ / "fake_cuda_job.py";
   std::ofstream(job) << "import sys\nsys.path.insert(0, '" STALLSCOPE_SOURCE_DIR "/python/tests')\n"
                      << R"(import time
@@ -260,7 +264,7 @@ for step in range(30):
       << text;
 }
 
-TEST_F(RunJob, ExitCodeAndCrashStillGetAReport) {
+TEST_F(RunSharedJob, ExitCodeAndCrashStillGetAReport) {
   auto r = Train({"--steps", "5", "--exit-code", "3"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(Report()["job"]["exit_code"], 3);
@@ -273,7 +277,7 @@ TEST_F(RunJob, ExitCodeAndCrashStillGetAReport) {
   EXPECT_GE(j["steps"]["count"].get<int>() + j["life"]["warmup_steps"].get<int>(), 3);
 }
 
-TEST_F(RunJob, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
+TEST_F(RunSharedJob, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   // The job killed with SIGKILL: stallscope still writes the report.
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
                      std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
@@ -324,7 +328,7 @@ TEST_F(RunJob, SigkilledJobAndSigkilledMonitorLeaveReadableRunDirs) {
   EXPECT_GT(Share(dj, "data_loading"), 0.0);  // a loaded machine: no share threshold
 }
 
-TEST_F(RunJob, CtrlCIsForwardedAndTheReportWritten) {
+TEST_F(RunSharedJob, CtrlCIsForwardedAndTheReportWritten) {
   pid_t pid = Start({"run", "--out", RunDir(), "-i", "200ms", "--", kPython,
                      std::string(STALLSCOPE_SOURCE_DIR) + "/examples/train.py", "--situation",
                      "compute", "--steps", "0"});
@@ -339,7 +343,7 @@ TEST_F(RunJob, CtrlCIsForwardedAndTheReportWritten) {
   EXPECT_TRUE(fs::exists(fs::path(RunDir()) / "report.txt"));
 }
 
-TEST_F(RunJob, NoAutoMeasuresNothingInsideTheJob) {
+TEST_F(RunSharedJob, NoAutoMeasuresNothingInsideTheJob) {
   auto r = Train({"--situation", "data_cpu", "--steps", "5"}, {"--no-auto"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Report();

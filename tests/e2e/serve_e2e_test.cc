@@ -353,12 +353,12 @@ TEST_F(ServeE2e, PrometheusStoresDcgmUtilizationOfTheSawtooth) {
 }
 
 /// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
-class ServeJob : public ServeE2e {};
+class ServeSharedJob : public ServeE2e {};
 
 /// `run --serve` with a real data-bound job: Prometheus's rate of stallscope_steps_total over
 /// the job's running part matches the job's own steps/s from its report within 10%, and the
 /// live verdict is exported.
-TEST_F(ServeJob, RunServeStepRateMatchesTheReport) {
+TEST_F(ServeSharedJob, RunServeStepRateMatchesTheReport) {
   if (!HavePrometheus()) GTEST_SKIP() << "no prometheus/promtool (apt-get install prometheus)";
   if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";

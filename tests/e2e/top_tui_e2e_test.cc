@@ -173,9 +173,9 @@ TEST_F(TopTuiE2e, GpuRowsSawtoothKeysResizeAndQuit) {
 }
 
 /// Real PyTorch jobs: label `job`, RUN_SERIAL (CMakeLists.txt stallscope_test JOBS).
-class TopTuiJob : public TopTuiE2e {};
+class TopTuiSharedJob : public TopTuiE2e {};
 
-TEST_F(TopTuiJob, RunRowFollowsALiveRunUntilItFinishes) {
+TEST_F(TopTuiSharedJob, RunRowFollowsALiveRunUntilItFinishes) {
   if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   // Sanitizer builds have no Python package: the job would run without its phase hooks.
   if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
@@ -232,7 +232,7 @@ TEST_F(TopTuiJob, RunRowFollowsALiveRunUntilItFinishes) {
   EXPECT_EQ(out.exit_code, 0) << out.err;
 }
 
-TEST_F(TopTuiJob, RunTuiShowsTheScreenWhileTheJobRunsThenTheReport) {
+TEST_F(TopTuiSharedJob, RunTuiShowsTheScreenWhileTheJobRunsThenTheReport) {
   if (!stallscope::testing::HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   // Sanitizer builds have no Python package: the job would run without its phase hooks.
   if (!STALLSCOPE_E2E_HOOKS) GTEST_SKIP() << "this build has no Python package";
