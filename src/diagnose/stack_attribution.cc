@@ -115,7 +115,9 @@ StackGroup MakeGroup(std::string name, const GroupTally& g, const stacks::StackL
                    f.text,
                    library[id],
                    tally->samples,
-                   static_cast<double>(tally->samples) / static_cast<double>(g.samples)};
+                   static_cast<double>(tally->samples) / static_cast<double>(g.samples),
+                   /*via=*/{},
+                   /*via_share=*/0};
     auto top = std::max_element(tally->leaves.begin(), tally->leaves.end(),
                                 [](const auto& a, const auto& b) { return a.second < b.second; });
     if (top != tally->leaves.end()) {

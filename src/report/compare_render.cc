@@ -47,7 +47,7 @@ std::string Cell(const std::optional<T>& v, F format) {
 }
 
 std::string SideTable(const CompareReport& r) {
-  struct Row {
+  struct SideRow {
     const char* label;
     std::string a, b;
   };
@@ -58,7 +58,7 @@ std::string SideTable(const CompareReport& r) {
   const RunDigest& a = r.a;
   const RunDigest& b = r.b;
   // Rates, shares and CPUs are the steady state's (issue 26): start-up and warm-up are apart.
-  std::vector<Row> rows = {
+  std::vector<SideRow> rows = {
       {"steps/s (95%)", RateCell(a), RateCell(b)},
       {"steady steps", fmt::format("{}", a.step_s.size()), fmt::format("{}", b.step_s.size())},
       {"start+warm-up", LifeCell(a), LifeCell(b)},

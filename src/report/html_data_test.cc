@@ -85,7 +85,9 @@ TEST(EnvelopeSeries, EverySpikeAndDipSurvives) {
   for (size_t i = 0; i < e.size(); ++i) {
     hi = std::max(hi, e[i].value);
     lo = std::min(lo, e[i].value);
-    if (i > 0) EXPECT_LE(e[i - 1].t_s, e[i].t_s);
+    if (i > 0) {
+      EXPECT_LE(e[i - 1].t_s, e[i].t_s);
+    }
   }
   EXPECT_EQ(hi, 100);
   EXPECT_EQ(lo, 0);
@@ -97,7 +99,12 @@ TEST(EnvelopeSeries, EverySpikeAndDipSurvives) {
 // single one-sample spike still in the page.
 TEST(HtmlData, AnHourOfEightGpusAtOneHertzStaysUnderTwoMegabytes) {
   sample::Recording rec;
-  for (uint32_t g = 0; g < 8; ++g) rec.header.gpus.push_back({.index = g, .name = "GPU"});
+  for (uint32_t g = 0; g < 8; ++g) {
+    gpu::GpuStatic gpu;
+    gpu.index = g;
+    gpu.name = "GPU";
+    rec.header.gpus.push_back(gpu);
+  }
   const int64_t t0 = 1'000'000'000;
   for (int64_t s = 0; s < 3600; ++s) {
     sample::Sample x;

@@ -97,7 +97,10 @@ sample::Sample WithGpm(sample::Sample s, sample::RecordingHeader& h) {
   s.gpus[0].gpm = x;
   h.gpus[0].gpm = true;
   if (s.gpus.size() > 1) {
-    s.gpus[1].gpm = gpu::GpmMetrics{.window_ns = 5'000'000'000, .sm_active_pct = 21.7};
+    gpu::GpmMetrics second;
+    second.window_ns = 5'000'000'000;
+    second.sm_active_pct = 21.7;
+    s.gpus[1].gpm = second;
     h.gpus[1].gpm = true;
   }
   if (s.gpus.size() > 2) {

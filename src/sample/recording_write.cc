@@ -339,11 +339,14 @@ namespace {
 
 // Seed 002's timestamp: Python's naive datetime.isoformat() with microseconds, here in UTC.
 void AppendSeedTimestamp(int64_t wall_ns, std::string& out) {
-  const std::time_t secs = static_cast<std::time_t>(wall_ns / 1'000'000'000);
+  // Floored, so that a time before 1970 keeps 0-999999 microseconds (as Python's does).
+  int64_t whole = wall_ns / 1'000'000'000, ns = wall_ns % 1'000'000'000;
+  if (ns < 0) ns += 1'000'000'000, --whole;
+  const std::time_t secs = static_cast<std::time_t>(whole);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[40];
-  const auto micros = static_cast<long>((wall_ns % 1'000'000'000) / 1000);
+  char buf[80];  // room for any int fields: no truncation for g++'s -Wformat-truncation to see
+  const auto micros = static_cast<long>(ns / 1000);
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ld", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
   out += buf;
