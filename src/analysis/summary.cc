@@ -11,15 +11,14 @@ constexpr uint64_t kThrottleMask = gpu::kClockEventSwPowerCap | gpu::kClockEvent
                                    gpu::kClockEventSwThermal | gpu::kClockEventHwThermal |
                                    gpu::kClockEventHwPowerBrake;
 
-/// `wall_to_mono_ns`: the sample's wall − monotonic clock (the driver stamps its sub-second
-/// samples in wall-clock µs); those outside [fine_begin, fine_end] (monotonic) are skipped.
 /// The fields that arrive after their time: the driver's sub-second utilization samples (driver
 /// timestamps in wall-clock µs) and GPM windows (ending at the sample), each only inside
 /// [fine_begin, fine_end] (monotonic).
-void AddBufferedGpu(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns,
-                    int64_t wall_to_mono_ns, int64_t fine_begin_ns, int64_t fine_end_ns) {
+void AddBufferedGpu(GpuSummary& s, const gpu::GpuSample& g, const sample::Sample& at,
+                    int64_t fine_begin_ns, int64_t fine_end_ns) {
+  const int64_t mono_ns = at.mono_ns;
   for (size_t k = 0; k < g.util_sample_count; ++k) {
-    const int64_t mono = static_cast<int64_t>(g.util_samples[k].ts_us) * 1000 - wall_to_mono_ns;
+    const int64_t mono = at.DriverMonoNs(g.util_samples[k].ts_us);
     if (mono >= fine_begin_ns && mono <= fine_end_ns)
       s.util_fine_pct.Add(g.util_samples[k].util_pct);
   }
@@ -36,7 +35,7 @@ void AddBufferedGpu(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns,
   add(s.gpm_fp16_active_pct, m.fp16_active_pct);
 }
 
-void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns, int64_t wall_to_mono_ns,
+void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, const sample::Sample& at,
                   int64_t fine_begin_ns, int64_t fine_end_ns) {
   if (g.lost) {
     ++s.lost_samples;
@@ -46,7 +45,7 @@ void AddGpuSample(GpuSummary& s, const gpu::GpuSample& g, int64_t mono_ns, int64
   if (g.mem_used_bytes) s.memory_used_mib.Add(static_cast<double>(*g.mem_used_bytes) / kMiB);
   if (g.mem_total_bytes) s.memory_total_mib = static_cast<double>(*g.mem_total_bytes) / kMiB;
   if (g.util_gpu_pct) s.util_pct.Add(*g.util_gpu_pct);
-  AddBufferedGpu(s, g, mono_ns, wall_to_mono_ns, fine_begin_ns, fine_end_ns);
+  AddBufferedGpu(s, g, at, fine_begin_ns, fine_end_ns);
   if (g.power_mw) s.power_w.Add(*g.power_mw / 1000.0);
   if (g.temperature_c) s.temperature_c.Add(*g.temperature_c);
   if (g.sm_clock_mhz) s.sm_clock_mhz.Add(*g.sm_clock_mhz);
@@ -79,8 +78,7 @@ void SummaryBuilder::Add(const sample::Sample& s) {
   last_mono_ns_ = s.mono_ns;
   ++out_.samples;
   for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i)
-    AddGpuSample(out_.gpus[i], s.gpus[i], s.mono_ns, s.wall_ns - s.mono_ns, fine_begin_ns_,
-                 fine_end_ns_);
+    AddGpuSample(out_.gpus[i], s.gpus[i], s, fine_begin_ns_, fine_end_ns_);
   if (s.host.cpu) {
     out_.cpu_busy_pct.Add(s.host.cpu->busy_pct);
     out_.cpu_iowait_pct.Add(s.host.cpu->iowait_pct);
@@ -91,8 +89,7 @@ void SummaryBuilder::Add(const sample::Sample& s) {
 void SummaryBuilder::AddBuffered(const sample::Sample& s) {
   for (size_t i = 0; i < s.gpus.size() && i < out_.gpus.size(); ++i) {
     if (s.gpus[i].lost) continue;
-    AddBufferedGpu(out_.gpus[i], s.gpus[i], s.mono_ns, s.wall_ns - s.mono_ns, fine_begin_ns_,
-                   fine_end_ns_);
+    AddBufferedGpu(out_.gpus[i], s.gpus[i], s, fine_begin_ns_, fine_end_ns_);
   }
 }
 

@@ -381,9 +381,8 @@ std::vector<Series> RawMachineSeries(const sample::Recording& recording, int64_t
       if (g >= s.gpus.size() || s.gpus[g].lost) continue;
       const auto& x = s.gpus[g];
       if (x.util_gpu_pct) util.push_back({t(s.mono_ns), static_cast<double>(*x.util_gpu_pct)});
-      int64_t wall_to_mono = s.wall_ns - s.mono_ns;  // driver timestamps are wall-clock µs
       for (size_t k = 0; k < x.util_sample_count; ++k) {
-        fine.push_back({t(x.util_samples[k].ts_us * 1000 - wall_to_mono),
+        fine.push_back({t(s.DriverMonoNs(x.util_samples[k].ts_us)),
                         static_cast<double>(x.util_samples[k].util_pct)});
       }
       if (x.mem_used_bytes)

@@ -130,8 +130,8 @@ StackGroup MakeGroup(std::string name, const GroupTally& g, const stacks::StackL
   return out;
 }
 
-/// When a GPU was idle, from the driver's sub-second utilization samples (sample::Sample's
-/// util_samples, on the wall clock: moved to CLOCK_MONOTONIC with each sample's own offset). A
+/// When a GPU was idle, from the driver's sub-second utilization samples (on CLOCK_MONOTONIC:
+/// sample::Sample::DriverMonoNs). A
 /// driver sample covers the time since the one before it; idle when at or below
 /// stack_gpu_idle_pct.
 struct GpuIdle {
@@ -148,12 +148,10 @@ std::vector<GpuIdle> IdlePeriods(const sample::Recording& recording) {
   std::vector<std::vector<std::pair<int64_t, uint32_t>>> points;
   for (const sample::Sample& s : recording.samples) {
     if (points.size() < s.gpus.size()) points.resize(s.gpus.size());
-    const int64_t wall_to_mono = s.wall_ns - s.mono_ns;
     for (size_t g = 0; g < s.gpus.size(); ++g) {
       const gpu::GpuSample& x = s.gpus[g];
       for (size_t k = 0; !x.lost && k < x.util_sample_count && k < x.util_samples.size(); ++k)
-        points[g].emplace_back(x.util_samples[k].ts_us * 1000 - wall_to_mono,
-                               x.util_samples[k].util_pct);
+        points[g].emplace_back(s.DriverMonoNs(x.util_samples[k].ts_us), x.util_samples[k].util_pct);
     }
   }
   std::vector<GpuIdle> out(points.size());

@@ -58,8 +58,8 @@ struct PollRequest {
   int64_t tick_ns = 0;
   size_t gpus = 0;
   TierCosts cost_us{};
-  std::optional<int64_t> gpm_ns;  ///< --gpm-interval: GPM at this period exactly
-  bool pcie = false;              ///< --pcie: the PCIe throughput thread
+  std::optional<int64_t> gpm_ns = std::nullopt;  ///< --gpm-interval: GPM at this period exactly
+  bool pcie = false;                             ///< --pcie: the PCIe throughput thread
 };
 
 /// The plan: each tier's period is its base (thresholds `poll_*_s`), stretched so its CPU

@@ -24,6 +24,9 @@ struct Sample {
   std::vector<gpu::GpuSample> gpus;  ///< indexed like RecordingHeader::gpus
   host::HostSample host;
   bool has_processes = false;  ///< a process tree was followed (--pid or -- CMD)
+  /// A driver timestamp of this sample (the sub-second utilization samples: wall-clock µs) on
+  /// CLOCK_MONOTONIC, through this sample's own wall − monotonic offset.
+  int64_t DriverMonoNs(int64_t ts_us) const { return ts_us * 1000 - (wall_ns - mono_ns); }
   std::vector<host::ProcessSample> processes;
 };
 

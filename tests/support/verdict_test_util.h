@@ -61,10 +61,10 @@ struct GpuSpec {
   uint64_t clock_reasons = 0;
   double throttled_share = 0;  ///< share of samples with clock_reasons set
   /// GPM (Hopper+): when sm_active_pct is set, every 5th sample closes a 5 s GPM window.
-  std::optional<double> sm_active_pct;
-  std::optional<double> tensor_pct;
-  std::optional<double> fp32_pct;
-  std::optional<double> fp16_pct;
+  std::optional<double> sm_active_pct = std::nullopt;
+  std::optional<double> tensor_pct = std::nullopt;
+  std::optional<double> fp32_pct = std::nullopt;
+  std::optional<double> fp16_pct = std::nullopt;
 };
 
 /// A run built by hand: samples, process rows, loader and torch info, phases.
