@@ -69,6 +69,23 @@ struct ThresholdSet {
   Threshold min_cost{"min_cost", 0.05, "fraction of wall time",
                      "TensorBoard profiler tutorial: exposed DataLoader > 5% is worth a fix; "
                      "gpu_bound is named only when nothing else costs this much"};
+  // --- the verdict from the step ledger (issue 39) -----------------------------------------
+  Threshold gpu_bound_step_share{
+      "gpu_bound_step_share", 0.5, "fraction of step time",
+      "stallscope: gpu_bound (the good case) is the principal finding when the model's "
+      "own work (the ledger's compute: GPU time by CUDA events) is more than half of the steady "
+      "step: then removing every other part would not double the speed; below it the largest "
+      "lost part is principal (issue 39)"};
+  Threshold comm_wait_share{
+      "comm_wait_share", 0.10, "fraction of step time",
+      "seed 001 T1/T23: ranks that wait alike in collectives compute does not hide are "
+      "communication-bound (a trace's comm_exposed_share, for a run's comm_wait)"};
+  Threshold confidence_margin_span{
+      "confidence_margin_span", 0.5, "fraction of the threshold",
+      "stallscope: a finding's confidence grows with its margin over its threshold, "
+      "continuously: half the rule's confidence at the threshold, all of it this far (50% of the "
+      "threshold) above, none as far below; 88% and 91% of a 90% bar get nearly one confidence "
+      "(issue 39)"};
   Threshold oscillation_ratio{"oscillation_ratio", 0.5, "std/mean of step time",
                               "seed 003: variation > 0.5 is an oscillation"};
   Threshold gpu_time_coverage{"gpu_time_coverage", 0.80, "fraction of a phase's instances",
@@ -395,7 +412,7 @@ struct ThresholdSet {
 inline constexpr ThresholdSet kThresholds{};
 
 /// Every threshold in table order (README "Thresholds", `stallscope diagnose --thresholds`).
-inline constexpr std::array<Threshold, 124> kThresholdTable{{
+inline constexpr std::array<Threshold, 127> kThresholdTable{{
     kThresholds.data_bound_share,
     kThresholds.loader_cpu_busy,
     kThresholds.worker_cpu_pegged,
@@ -413,6 +430,9 @@ inline constexpr std::array<Threshold, 124> kThresholdTable{{
     kThresholds.logging_residual_share,
     kThresholds.periodic_share,
     kThresholds.min_cost,
+    kThresholds.gpu_bound_step_share,
+    kThresholds.comm_wait_share,
+    kThresholds.confidence_margin_span,
     kThresholds.oscillation_ratio,
     kThresholds.gpu_time_coverage,
     kThresholds.warmup_robust_z,

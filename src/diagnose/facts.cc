@@ -84,111 +84,26 @@ void OtherCpuFacts(std::span<const sample::Sample> samples, Facts& c) {
   if (other.count() > 0) c.other_cpu = other.mean();
 }
 
-/// GPU seconds of a compute phase on one rank, extrapolated from the instances that have one to
-/// all of them; nullopt when fewer than gpu_time_coverage of them do.
-std::optional<double> GpuShareOf(const analysis::PhaseStats& p) {
-  if (!p.gpu || p.gpu->count <= 0 || p.count <= 0) return std::nullopt;
-  auto have = static_cast<double>(p.gpu->count), all = static_cast<double>(p.count);
-  if (have < kThresholds.gpu_time_coverage.value * all) return std::nullopt;
-  return p.gpu->share * std::max(1.0, all / have);
-}
-
-/// CUDA's asynchrony (python/stallscope/_cuda.py): forward and backward return once their
-/// kernels are queued, so their host share is launch time, and the GPU's work is host time
-/// wherever the job synchronises next: "other" (an .item(), a blocking copy), or data_loading
-/// while the GPU still runs the previous step. Where a compute phase has GPU times, its share
-/// becomes max(host, GPU), and what it gains comes out of "other", then data_loading, then the
-/// other non-compute phases, largest first. Pooled over ranks as the host shares are.
-void UseGpuTimes(const analysis::PhaseAnalysis& phases, double duration_s, Facts& c) {
-  std::map<std::string, double> gpu_share;  // compute phase → GPU share
-  std::map<std::string, int64_t> ranks_with;
-  for (const auto& p : phases.phases) {
-    if (!analysis::IsComputePhase(p.name)) continue;
-    std::optional<double> share = GpuShareOf(p);
-    if (!share) continue;
-    ++ranks_with[p.name];
-    double& s = gpu_share.try_emplace(p.name, c.lockstep ? 1.0 : 0.0).first->second;
-    if (c.lockstep) {
-      s = std::min(s, *share);
-    } else if (duration_s > 0) {
-      for (const auto& r : phases.ranks) {
-        if (r.rank == p.rank) s += *share * r.duration_s / duration_s;
-      }
-    }
-  }
-  for (const auto& [name, s] : c.phase_share) {
-    if (analysis::IsComputePhase(name)) c.host_compute_share += s;
-  }
-  double gained = 0;
-  double busy = 0;
-  for (const auto& [name, share] : gpu_share) {
-    if (ranks_with[name] < c.ranks) continue;  // a rank without GPU times: host time for all
-    c.compute_on_gpu = true;
-    busy += share;
-    double& s = c.phase_share[name];
-    if (share > s) {
-      gained += share - s;
-      s = share;
-    }
-  }
-  if (c.compute_on_gpu) c.gpu_busy_by_events = std::min(1.0, busy);
-  std::vector<std::pair<std::string, double>> donors;  // "other", data_loading, then largest
-  for (const auto& [name, s] : c.phase_share) {
-    if (!analysis::IsComputePhase(name)) donors.emplace_back(name, s);
-  }
-  auto order = [](const std::string& n) {
-    return n == rule_util::kOther ? 0 : n == rule_util::kData ? 1 : 2;
-  };
-  std::stable_sort(donors.begin(), donors.end(), [&](const auto& a, const auto& b) {
-    return order(a.first) != order(b.first) ? order(a.first) < order(b.first) : a.second > b.second;
-  });
-  for (const auto& [name, s] : donors) {
-    double take = std::min(s, gained - c.gpu_moved_share);
-    if (take <= 0) break;
-    c.phase_share[name] -= take;
-    c.gpu_moved_share += take;
-  }
-}
-
-/// Step and phase facts pooled over ranks.
+/// Step and phase facts pooled over ranks: the step ledger (analysis/ledger.h) and, from it,
+/// the phase shares the rules read.
 void StepFacts(const analysis::PhaseAnalysis& phases, Facts& c) {
-  double duration_s = 0;
   double rate_sum = 0;
   for (const auto& r : phases.ranks) {
     if (r.count <= 0) continue;
     ++c.ranks;
     c.steps += r.count;
-    duration_s += r.duration_s;
     rate_sum += r.per_second;
   }
-  if (c.steps > 0) c.step_mean_s = duration_s / static_cast<double>(c.steps);
   if (c.ranks > 0) c.steps_per_s = rate_sum / static_cast<double>(c.ranks);
-  std::map<int32_t, std::map<std::string, double>> by_rank;  // rank → phase → share
-  for (const auto& p : phases.phases) by_rank[p.rank][p.name] = p.share;
-  c.lockstep = c.ranks >= 2;
-  for (const auto& r : phases.ranks) {
-    if (r.count > 0 && !by_rank[r.rank].count(std::string(analysis::kCommWaitPhase)))
-      c.lockstep = false;
-  }
-  if (c.lockstep) {
-    // Lockstep: a rank's extra time in a phase makes the others wait, it is no job-wide share.
-    std::set<std::string> names;
-    for (const auto& [rank, shares] : by_rank) {
-      for (const auto& [name, share] : shares) names.insert(name);
-    }
-    for (const auto& name : names) {
-      double least = 1.0;
-      for (const auto& r : phases.ranks) {
-        if (r.count <= 0) continue;
-        auto it = by_rank[r.rank].find(name);
-        least = std::min(least, it == by_rank[r.rank].end() ? 0.0 : it->second);
-      }
-      c.phase_share[name] = least;
-    }
-  } else if (duration_s > 0) {
-    for (const auto& p : phases.phases) c.phase_share[p.name] += p.total_s / duration_s;
-  }
-  UseGpuTimes(phases, duration_s, c);
+  c.ledger = analysis::BuildLedger(phases, kThresholds);
+  const analysis::StepLedger& job = c.ledger.job;
+  c.step_mean_s = job.step_s;
+  c.lockstep = c.ledger.lockstep;
+  c.phase_share = job.phase_share;
+  c.compute_on_gpu = job.compute_on_gpu;
+  c.gpu_busy_by_events = job.gpu_busy;
+  c.host_compute_share = job.host_compute;
+  c.gpu_moved_share = job.host_wait;
   if (c.steps > 0) {
     // Sum counts as integers, divide once: ten steps of 1/10 must make exactly 1 per step.
     std::map<std::string, int64_t> totals;
@@ -461,6 +376,13 @@ Facts BuildRunFacts(const rundir::RunData& data, const RunReport& report) {
   LoaderFacts(report.loaders, c);
   for (const auto& s : report.sync_sites) c.sync_sites.push_back(SyncSiteText(s));
   c.sync_site_rows = report.sync_sites;
+  c.stacks = report.stacks;
+  c.events_damage = data.events.events_bin_damage;
+  c.phases_lost = data.events.events.empty();
+  c.has_steps = report.life.has_steps;
+  c.steady_sure = report.life.sure;
+  c.steady_s = report.life.steady_s;
+  c.steady_steps = report.life.steady_steps;
   return c;
 }
 

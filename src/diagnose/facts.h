@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/ledger.h"
 #include "analysis/phases.h"
 #include "diagnose/run_report.h"
 #include "diagnose/trace_facts.h"
@@ -78,6 +79,9 @@ struct Facts {
   /// Per-rank step series and per-phase statistics (the periodic, loader-stall and straggler
   /// rules read the steps themselves).
   analysis::PhaseAnalysis phases;
+  /// Where the steady step goes, per rank and for the job (analysis/ledger.h): what the verdict
+  /// ranks its principal finding by. phase_share and the CUDA-event facts below are its job's.
+  analysis::Ledger ledger;
   /// Share of step time per phase, all ranks pooled; includes "other". In lockstep (every rank
   /// has a measured comm_wait: DDP) the share every rank spends (the minimum over ranks): what
   /// one rank does beyond the others is the straggler rule's, not a job-wide cost.
@@ -135,6 +139,21 @@ struct Facts {
   std::optional<double> memory_cv;  ///< memory-use CV across GPUs
   /// The GPU timeline of a profiler trace; empty for a live run.
   std::optional<TraceFacts> trace;
+
+  // --- what the verdict's evidence and caveats read (issue 39: nothing edits a verdict after
+  // Diagnose) ---------------------------------------------------------------------------------
+  /// Where the ranks' Python was (stacks.jsonl placed in phases: AttributeStacks).
+  StackReport stacks;
+  /// events.bin could not be read whole: why (rundir::EventLog::events_bin_damage); empty when
+  /// sound. `phases_lost`: no ring in phases/ held the phases either.
+  std::string events_damage;
+  bool phases_lost = false;
+  /// The steady state (RunLife): steps were measured, and whether they are enough for a sure
+  /// verdict (steady_sure_s and steady_sure_steps), with how long and how many they were.
+  bool has_steps = false;
+  bool steady_sure = true;
+  double steady_s = 0;
+  int64_t steady_steps = 0;
 
   [[nodiscard]] double Share(std::string_view phase) const;
   /// CUDA events say the GPU was busy for most of the steady step (gpu_busy_by_events).

@@ -32,47 +32,150 @@ double ComputeShare(const Facts& c) {
   return share;
 }
 
-/// CUDA events say the compute phases kept the GPU busy for ≥ gpu_bound_util of the steady step:
-/// GPU-bound whatever NVML's average says (it lags, and it samples). A low clock or power is
-/// evidence that the kernels do not fill the GPU, and what to do about it.
-std::optional<Finding> GpuBoundByEvents(const Facts& c) {
-  if (!c.gpu_busy_by_events || *c.gpu_busy_by_events * 100.0 < T.gpu_bound_util.value)
-    return std::nullopt;
-  const double busy = *c.gpu_busy_by_events;
-  const GpuFacts* g = c.gpus.empty() ? nullptr : &c.gpus.front();
-  for (const auto& x : c.gpus) {
-    if (x.util_mean < g->util_mean) g = &x;
+/// The fixes of a compute-bound CPU-only job, cheapest first.
+void CpuComputeRecs(const Facts& c, Finding& f) {
+  int64_t intra = 0;
+  for (const auto& t : c.torch) intra = std::max(intra, t.intra_op_threads.value_or(0));
+  auto procs = std::max<int64_t>(1, static_cast<int64_t>(c.torch.size()));
+  int64_t fair = std::max<int64_t>(1, c.allowed_cpus / procs);
+  if (intra > 0 && intra < fair) {
+    Rec(f, 0,
+        fmt::format("torch.set_num_threads({} → {}) ({} allowed)", intra, fair,
+                    Cpus(c.allowed_cpus)));
   }
+  Rec(f, 0,
+      "bf16 autocast on CPU (torch.autocast(\"cpu\", dtype=torch.bfloat16)) where the CPU "
+      "has AVX512-BF16/AMX (seed 001 T13)");
+  Rec(f, 1, "fused kernels: torch.compile (seed 001 T15)");
+  Rec(f, 2, "more cores, or a GPU");
+}
+
+/// "; the other 12% is waiting for data 7%, host work outside the phases 5%": the ledger's parts
+/// other than compute, of at least 1% each, largest first; "" when they are less than that.
+std::string RemainsText(const Facts& c, double work) {
+  const analysis::StepLedger& j = c.ledger.job;
+  std::vector<std::pair<analysis::LedgerPart, double>> rest;
+  for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+    const auto p = static_cast<analysis::LedgerPart>(i);
+    if (p != analysis::LedgerPart::kCompute && j.parts[i] >= 0.01) rest.emplace_back(p, j.parts[i]);
+  }
+  if (rest.empty() || work >= 0.995) return "";
+  std::stable_sort(rest.begin(), rest.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out = fmt::format("; the other {} is", Pct(1.0 - std::min(1.0, work)));
+  for (size_t i = 0; i < rest.size(); ++i) {
+    out += fmt::format("{} {} {}", i == 0 ? "" : ",",
+                       analysis::LedgerPartLabel(rest[i].first, c.compute_on_gpu),
+                       Pct(rest[i].second));
+  }
+  return out;
+}
+
+/// The GPU with the lowest utilization (nullptr without GPUs).
+const GpuFacts* WeakestGpu(const Facts& c) {
+  const GpuFacts* g = nullptr;
+  for (const auto& x : c.gpus) {
+    if (!g || x.util_mean < g->util_mean) g = &x;
+  }
+  return g;
+}
+
+/// gpu_bound's evidence: the work's share and how it was measured, and a low clock or power.
+void AddWorkEvidence(const Facts& c, double work, const GpuFacts* g, Finding& f) {
   const bool clock_low =
       g && g->sm_clock_fraction && *g->sm_clock_fraction < T.gpu_bound_clock.value;
   const bool power_low = g && g->power_fraction && *g->power_fraction < T.gpu_bound_power.value;
-  Finding f =
-      Make(FindingClass::kGpuBound,
-           clock_low || power_low ? T.confidence_fair.value : T.confidence_measured.value, busy,
-           fmt::format("CUDA events: the compute phases keep the GPU busy {} of each "
-                       "steady step: the GPU itself is the limit",
-                       Pct(busy)));
-  f.evidence.push_back(Ev(fmt::format("forward, backward and optimizer on the GPU {} of the step "
-                                      "(CUDA events; threshold {:.0f}%, seed 001 T1)",
-                                      Pct(busy), T.gpu_bound_util.value),
-                          "gpu.busy_by_events", busy, "fraction", T.gpu_bound_util.value / 100.0));
-  if (g) {
-    f.evidence.push_back(Ev(fmt::format("NVML utilization {:.0f}% over the steady state (it "
-                                        "samples and lags; the events time every step)",
-                                        g->util_mean * 100.0),
-                            "gpu.util_mean_pct", g->util_mean * 100.0, "%"));
-  }
-  if (power_low) {
+  const std::string bar = fmt::format("principal above {}, {}", Pct(T.gpu_bound_step_share.value),
+                                      T.gpu_bound_step_share.cite());
+  if (!c.has_gpu) {
     f.evidence.push_back(
-        Ev(fmt::format("power {} of limit (below {}): the kernels do not fill the GPU",
-                       Pct(*g->power_fraction), Pct(T.gpu_bound_power.value)),
+        Ev(fmt::format("forward+backward+optimizer {} of step time ({})", Pct(work), bar),
+           "ledger.compute", work, "fraction", T.gpu_bound_step_share.value));
+    f.evidence.push_back(AllowedEvidence(c));
+  } else if (c.compute_on_gpu) {
+    f.evidence.push_back(Ev(fmt::format("forward, backward and optimizer on the GPU {} of the step "
+                                        "(CUDA events; {})",
+                                        Pct(work), bar),
+                            "ledger.compute", work, "fraction", T.gpu_bound_step_share.value));
+    f.evidence.push_back(Ev(fmt::format("the host waited for the GPU {} of the step outside the "
+                                        "compute phases (in a sync, or loading ahead), and was in "
+                                        "them {} of the step",
+                                        Pct(c.gpu_moved_share), Pct(c.host_compute_share)),
+                            "ledger.host_wait", c.gpu_moved_share, "fraction"));
+    if (g) {
+      f.evidence.push_back(Ev(fmt::format("NVML utilization {:.0f}% over the steady state (it "
+                                          "samples and lags; the events time every step)",
+                                          g->util_mean * 100.0),
+                              "gpu.util_mean_pct", g->util_mean * 100.0, "%"));
+    }
+  } else {
+    f.evidence.push_back(Ev(fmt::format("GPU utilization {:.0f}% (no CUDA-event times: NVML's "
+                                        "share of time a kernel ran; {})",
+                                        g->util_mean * 100.0, bar),
+                            "gpu.util_mean_pct", g->util_mean * 100.0, "%",
+                            T.gpu_bound_step_share.value * 100.0));
+  }
+  if (g && g->sm_clock_fraction) {
+    f.evidence.push_back(
+        Ev(fmt::format("SM clock {} of max ({} {})", Pct(*g->sm_clock_fraction),
+                       clock_low ? "below" : "threshold", Pct(T.gpu_bound_clock.value)),
+           "gpu.sm_clock_fraction", *g->sm_clock_fraction, "fraction", T.gpu_bound_clock.value));
+  }
+  if (g && g->power_fraction) {
+    f.evidence.push_back(
+        Ev(fmt::format("power {} of limit ({} {}){}", Pct(*g->power_fraction),
+                       power_low ? "below" : "threshold", Pct(T.gpu_bound_power.value),
+                       power_low ? ": the kernels do not fill the GPU" : ""),
            "gpu.power_fraction", *g->power_fraction, "fraction", T.gpu_bound_power.value));
   }
-  if (clock_low) {
-    f.evidence.push_back(Ev(fmt::format("SM clock {} of max (below {})", Pct(*g->sm_clock_fraction),
-                                        Pct(T.gpu_bound_clock.value)),
-                            "gpu.sm_clock_fraction", *g->sm_clock_fraction, "fraction",
-                            T.gpu_bound_clock.value));
+}
+
+/// gpu_bound of a run at any share of the model's work (issue 39): the work's share of the step
+/// (WorkShare), what the host did meanwhile, and what the rest of the step holds. A low clock or
+/// power is evidence that the kernels do not fill the GPU, and what to do about it.
+std::optional<Finding> GpuBoundOfRun(const Facts& c) {
+  const double work = WorkShare(c);
+  // Without steps only NVML's utilization measures the work.
+  if (work <= 0 || (c.steps == 0 && !(c.has_gpu && !c.compute_on_gpu))) return std::nullopt;
+  const GpuFacts* g = WeakestGpu(c);
+  const bool clock_low =
+      g && g->sm_clock_fraction && *g->sm_clock_fraction < T.gpu_bound_clock.value;
+  const bool power_low = g && g->power_fraction && *g->power_fraction < T.gpu_bound_power.value;
+  const bool all_known = g && g->sm_clock_fraction && g->power_fraction;
+  const double level = !c.has_gpu ? T.confidence_strong.value
+                       : clock_low || power_low || (!c.compute_on_gpu && !all_known)
+                           ? T.confidence_fair.value
+                           : T.confidence_measured.value;
+  const std::string remains = RemainsText(c, work);
+  std::string reason;
+  if (!c.has_gpu) {
+    reason = fmt::format(
+        "compute-bound (CPU-only run): forward, backward and optimizer take {} of "
+        "each step on {} allowed{}",
+        Pct(work), Cpus(c.allowed_cpus), remains);
+  } else if (c.compute_on_gpu) {
+    reason = fmt::format(
+        "CUDA events: the compute phases keep the GPU busy {} of each steady "
+        "step: the GPU itself is the limit, and the host waits for it {} of the "
+        "step{}",
+        Pct(work), Pct(c.gpu_moved_share), remains);
+  } else {
+    reason = fmt::format(
+        "GPU {} is busy {:.0f}% of the time{}{}: the GPU itself is the limit{}", g->index,
+        g->util_mean * 100.0,
+        g->sm_clock_fraction ? fmt::format(" at {} of max SM clock", Pct(*g->sm_clock_fraction))
+                             : std::string(),
+        g->power_fraction ? fmt::format(" and {} of its power limit", Pct(*g->power_fraction))
+                          : std::string(),
+        remains);
+  }
+  Finding f = Make(FindingClass::kGpuBound,
+                   MarginConfidence(work, T.gpu_bound_step_share.value, level), work, reason);
+  f.significant = work >= T.gpu_bound_step_share.value;
+  AddWorkEvidence(c, work, g, f);
+  if (!c.has_gpu) {
+    CpuComputeRecs(c, f);
+    return f;
   }
   if (g) AddGpmEvidence(*g, f);
   if (auto advice = g ? PrecisionAdvice(c, *g) : PrecisionAdvice(c, GpuFacts{})) Rec(f, 0, *advice);
@@ -89,8 +192,8 @@ std::optional<Finding> GpuBoundByEvents(const Facts& c) {
   return f;
 }
 
+/// gpu_bound of a profiler trace: its GPUs busy ≥ gpu_bound_util of the window.
 std::optional<Finding> GpuBoundOnGpu(const Facts& c) {
-  if (auto f = GpuBoundByEvents(c)) return f;
   const GpuFacts* weakest = nullptr;
   bool all_known = true;
   for (const auto& g : c.gpus) {
@@ -160,20 +263,7 @@ std::optional<Finding> GpuBoundOnCpu(const Facts& c) {
       fmt::format("data_loading {}, other {} (each below {})", Pct(data), Pct(other), Pct(limit)),
       "phase_share.data_loading", data, "fraction", limit));
   f.evidence.push_back(AllowedEvidence(c));
-  int64_t intra = 0;
-  for (const auto& t : c.torch) intra = std::max(intra, t.intra_op_threads.value_or(0));
-  auto procs = std::max<int64_t>(1, static_cast<int64_t>(c.torch.size()));
-  int64_t fair = std::max<int64_t>(1, c.allowed_cpus / procs);
-  if (intra > 0 && intra < fair) {
-    Rec(f, 0,
-        fmt::format("torch.set_num_threads({} → {}) ({} allowed)", intra, fair,
-                    Cpus(c.allowed_cpus)));
-  }
-  Rec(f, 0,
-      "bf16 autocast on CPU (torch.autocast(\"cpu\", dtype=torch.bfloat16)) where the CPU "
-      "has AVX512-BF16/AMX (seed 001 T13)");
-  Rec(f, 1, "fused kernels: torch.compile (seed 001 T15)");
-  Rec(f, 2, "more cores, or a GPU");
+  CpuComputeRecs(c, f);
   return f;
 }
 
@@ -188,7 +278,7 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 std::optional<Finding> ThrottledRule(const Facts& c) {
   const GpuFacts* worst = nullptr;
   for (const auto& g : c.gpus) {
-    if (g.throttled_share > T.throttled_share.value &&
+    if (g.throttled_share > FadeIn(T.throttled_share.value) &&
         (!worst || g.throttled_share > worst->throttled_share)) {
       worst = &g;
     }
@@ -210,9 +300,13 @@ std::optional<Finding> ThrottledRule(const Facts& c) {
   std::string clock = worst->sm_clock_fraction
                           ? fmt::format(" (SM clock {} of max)", Pct(*worst->sm_clock_fraction))
                           : std::string();
-  Finding f = Make(FindingClass::kGpuThrottled, T.confidence_strong.value, cost,
-                   fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}",
-                               worst->index, reasons, Pct(worst->throttled_share), clock));
+  Finding f = Make(
+      FindingClass::kGpuThrottled,
+      MarginConfidence(worst->throttled_share, T.throttled_share.value, T.confidence_strong.value),
+      cost,
+      fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}", worst->index,
+                  reasons, Pct(worst->throttled_share), clock));
+  f.significant = worst->throttled_share >= T.throttled_share.value;
   f.evidence.push_back(
       Ev(fmt::format("GPU {} throttled in {} of samples (threshold {}): {}", worst->index,
                      Pct(worst->throttled_share), Pct(T.throttled_share.value), counts),
@@ -299,7 +393,7 @@ std::optional<Finding> ImbalanceRule(const Facts& c) {
   // The CV thresholds are in percent (seed 002).
   double ucv = c.util_cv.value_or(0) * 100.0, mcv = c.memory_cv.value_or(0) * 100.0;
   double fair = T.balance_fair_cv.value;
-  if (ucv < fair && mcv < fair) return std::nullopt;
+  if (ucv <= FadeIn(fair) && mcv <= FadeIn(fair)) return std::nullopt;
   const GpuFacts* lo = &c.gpus.front();
   const GpuFacts* hi = &c.gpus.front();
   for (const auto& g : c.gpus) {
@@ -309,8 +403,8 @@ std::optional<Finding> ImbalanceRule(const Facts& c) {
   double worst_cv = std::max(ucv, mcv);
   std::string quality = worst_cv >= T.balance_poor_cv.value ? "Poor" : "Fair";
   // Synchronous data parallelism waits for the busiest GPU: the others idle for the difference.
-  double cost = ucv >= fair && hi->util_mean > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean : 0;
-  std::string reason = ucv >= fair
+  double cost = ucv > FadeIn(fair) && hi->util_mean > 0 ? 1.0 - MeanGpuUtil(c) / hi->util_mean : 0;
+  std::string reason = ucv >= mcv
                            ? fmt::format(
                                  "GPU utilization varies {:.0f}% (CV, {}) across {} GPUs: GPU {} "
                                  "averages {:.0f}% vs {:.0f}% on GPU {}",
@@ -318,10 +412,14 @@ std::optional<Finding> ImbalanceRule(const Facts& c) {
                                  hi->util_mean * 100.0, hi->index)
                            : fmt::format("GPU memory use varies {:.0f}% (CV, {}) across {} GPUs",
                                          mcv, quality, c.gpus.size());
-  Finding f = Make(
-      FindingClass::kLoadImbalance,
-      worst_cv >= T.balance_poor_cv.value ? T.confidence_strong.value : T.confidence_weak.value,
-      cost, reason);
+  // From weak at Fair to strong at Poor, continuously; faded in below Fair.
+  const double level =
+      T.confidence_weak.value +
+      (T.confidence_strong.value - T.confidence_weak.value) *
+          std::clamp((worst_cv - fair) / (T.balance_poor_cv.value - fair), 0.0, 1.0);
+  Finding f =
+      Make(FindingClass::kLoadImbalance, MarginConfidence(worst_cv, fair, level), cost, reason);
+  f.significant = worst_cv >= fair;
   f.evidence.push_back(
       Ev(fmt::format("utilization CV {:.1f}% (Fair ≥ {:.0f}%, Poor ≥ {:.0f}%, seed "
                      "002)",
@@ -337,7 +435,7 @@ std::optional<Finding> ImbalanceRule(const Facts& c) {
   Rec(f, 1,
       "spread or remove rank-0-only side work (logging, eval, checkpointing) that the other "
       "ranks wait for");
-  if (mcv >= fair) {
+  if (mcv > FadeIn(fair)) {
     Rec(f, 1,
         "the fullest GPU holds extra state (optimizer, gathered metrics): shard it (ZeRO / "
         "FSDP) or keep gathered tensors on the CPU");
@@ -404,7 +502,8 @@ void StragglerRecommendations(Finding& f, int32_t rank, const std::string& phase
 /// Lockstep ranks (DDP): equal step times, so the straggler is the rank the others wait for in
 /// all-reduce: the one with the least comm_wait.
 std::optional<Finding> LockstepStraggler(const analysis::PhaseAnalysis& r, const Facts& c,
-                                         const std::map<int32_t, double>& wait) {
+                                         const std::map<int32_t, double>& wait, bool gated) {
+  if (wait.size() < 2) return std::nullopt;
   const auto fastest_wait = std::min_element(
       wait.begin(), wait.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   const int32_t slow = fastest_wait->first;
@@ -421,7 +520,7 @@ std::optional<Finding> LockstepStraggler(const analysis::PhaseAnalysis& r, const
   const double lost_s =
       std::accumulate(lost.begin(), lost.end(), 0.0) / static_cast<double>(lost.size());
   const double share = lost_s / step;
-  if (share < T.straggler_wait_share.value) return std::nullopt;
+  if (share <= 0 || (gated && share <= FadeIn(T.straggler_wait_share.value))) return std::nullopt;
   auto per_step = PerStepByRank(r);
   auto [phase, excess] = ExcessPhase(per_step, slow);
   std::string where = phase.empty()
@@ -436,9 +535,11 @@ std::optional<Finding> LockstepStraggler(const analysis::PhaseAnalysis& r, const
     who = fmt::format("the other {} ranks wait", lost.size());
   }
   Finding f = Make(
-      FindingClass::kStraggler, T.confidence_strong.value, share,
+      FindingClass::kStraggler,
+      MarginConfidence(share, T.straggler_wait_share.value, T.confidence_strong.value), share,
       fmt::format("{} {} per step{} ({} of each step) in all-reduce for rank {}{}", who,
                   Secs(lost_s), lost.size() == 1 ? "" : " on average", Pct(share), slow, where));
+  f.significant = share >= T.straggler_wait_share.value;
   for (const auto& [rank, w] : wait) {
     f.evidence.push_back(Ev(fmt::format("rank {} comm_wait {} per step{}", rank, Secs(w),
                                         rank == slow ? " (the least: the others wait for it)" : ""),
@@ -469,7 +570,7 @@ std::optional<Finding> StragglerRule(const Facts& c) {
   if (ranks.size() < 2) return std::nullopt;
   auto per_step = PerStepByRank(c.phases);
   if (c.lockstep) {
-    return LockstepStraggler(c.phases, c, per_step[std::string(analysis::kCommWaitPhase)]);
+    return LockstepStraggler(c.phases, c, per_step[std::string(analysis::kCommWaitPhase)], true);
   }
   std::vector<double> means;
   for (const auto* s : ranks) means.push_back(s->mean_step_s);
@@ -478,14 +579,17 @@ std::optional<Finding> StragglerRule(const Facts& c) {
       ranks.begin(), ranks.end(),
       [](const auto* a, const auto* b) { return a->mean_step_s < b->mean_step_s; });
   double ratio = slow->mean_step_s / median;
-  if (median <= 0 || ratio <= T.straggler_ratio.value) return std::nullopt;
+  const double excess_ratio = T.straggler_ratio.value - 1.0;
+  if (median <= 0 || ratio - 1.0 <= FadeIn(excess_ratio)) return std::nullopt;
   auto [phase, excess] = ExcessPhase(per_step, slow->rank);
   std::string where =
       phase.empty() ? std::string() : fmt::format("; its {} is +{} per step", phase, Secs(excess));
-  Finding f =
-      Make(FindingClass::kStraggler, T.confidence_fair.value, 1.0 - median / slow->mean_step_s,
-           fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}", slow->rank,
-                       Secs(slow->mean_step_s), ratio, Secs(median), where));
+  Finding f = Make(FindingClass::kStraggler,
+                   MarginConfidence(ratio - 1.0, excess_ratio, T.confidence_fair.value),
+                   1.0 - median / slow->mean_step_s,
+                   fmt::format("rank {} takes {} per step, {:.2f}× the median rank ({}){}",
+                               slow->rank, Secs(slow->mean_step_s), ratio, Secs(median), where));
+  f.significant = ratio >= T.straggler_ratio.value;
   f.evidence.push_back(Ev(fmt::format("rank {} mean step {} vs median {} over {} ranks (threshold "
                                       "{:.2f}×)",
                                       slow->rank, Secs(slow->mean_step_s), Secs(median),
@@ -494,6 +598,12 @@ std::optional<Finding> StragglerRule(const Facts& c) {
                           T.straggler_ratio.value));
   StragglerRecommendations(f, slow->rank, phase, excess, c);
   return f;
+}
+
+std::optional<Finding> StragglerFinding(const Facts& c) {
+  if (!c.lockstep) return StragglerRule(c);
+  auto per_step = PerStepByRank(c.phases);
+  return LockstepStraggler(c.phases, c, per_step[std::string(analysis::kCommWaitPhase)], false);
 }
 
 std::optional<Finding> SmallBatchRule(const Facts& c) {
@@ -567,8 +677,33 @@ std::optional<Finding> MemoryPressureRule(const Facts& c) {
   return f;
 }
 
+double WorkShare(const Facts& c) {
+  if (c.has_gpu && !c.compute_on_gpu) {
+    const GpuFacts* g = WeakestGpu(c);
+    return g ? std::min(1.0, g->util_mean) : 0.0;
+  }
+  return c.ledger.job.Share(analysis::LedgerPart::kCompute);
+}
+
+std::optional<Finding> GpuBoundFinding(const Facts& c) {
+  if (c.trace) return GpuBoundRule(c);
+  return GpuBoundOfRun(c);
+}
+
 std::optional<Finding> GpuBoundRule(const Facts& c) {
-  return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
+  if (c.trace) return c.has_gpu ? GpuBoundOnGpu(c) : GpuBoundOnCpu(c);
+  if (WorkShare(c) <= FadeIn(T.gpu_bound_step_share.value)) return std::nullopt;
+  if (c.has_gpu && !c.compute_on_gpu) {
+    // NVML's utilization says a kernel ran, not that the GPU worked: a low clock or power, or
+    // GPM's SMs mostly idle, argue against it (util_misleading's finding, not this one).
+    for (const auto& g : c.gpus) {
+      if (g.sm_clock_fraction && *g.sm_clock_fraction < T.gpu_bound_clock.value)
+        return std::nullopt;
+      if (g.power_fraction && *g.power_fraction < T.gpu_bound_power.value) return std::nullopt;
+      if (g.sm_active && *g.sm_active < T.gpm_sm_active_low.value) return std::nullopt;
+    }
+  }
+  return GpuBoundOfRun(c);
 }
 
 }  // namespace stallscope::diagnose

@@ -140,16 +140,26 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 std::optional<Finding> HostSyncRule(const Facts& c) {
   // A GPU timeline shows the syncs' effect directly: the idle they cause.
   if (c.trace && c.trace->gpu_devices > 0) return TraceSyncRule(c);
+  const double other = c.Share(kOther), syncs = c.host_syncs_per_step;
+  const bool with_time =
+      other > FadeIn(T.host_sync_other_share.value) && syncs >= T.host_sync_per_step_low.value;
+  if (c.steps == 0 || !(with_time || syncs >= T.host_sync_per_step_high.value)) return std::nullopt;
+  return HostSyncFinding(c);
+}
+
+std::optional<Finding> HostSyncFinding(const Facts& c) {
   double other = c.Share(kOther);
   double syncs = c.host_syncs_per_step;
-  bool with_time =
-      other >= T.host_sync_other_share.value && syncs >= T.host_sync_per_step_low.value;
-  if (c.steps == 0 || !(with_time || syncs >= T.host_sync_per_step_high.value)) return std::nullopt;
-  Finding f = Make(FindingClass::kHostSyncOrLogging,
-                   with_time ? T.confidence_pattern.value : T.confidence_weak.value, other,
+  double confidence =
+      MarginConfidence(other, T.host_sync_other_share.value, T.confidence_pattern.value);
+  if (syncs >= T.host_sync_per_step_high.value)
+    confidence = std::max(confidence, T.confidence_weak.value);
+  Finding f = Make(FindingClass::kHostSyncOrLogging, confidence, other,
                    fmt::format("{} of each step is spent outside forward/backward/optimizer/data "
                                "with {:.1f} host syncs (.item/.cpu) per step",
                                Pct(other), syncs));
+  f.significant =
+      other >= T.host_sync_other_share.value || syncs >= T.host_sync_per_step_high.value;
   f.evidence.push_back(ShareEvidence(c, kOther, T.host_sync_other_share));
   f.evidence.push_back(
       Ev(fmt::format("{:.1f} host syncs per step (threshold {:.0f} with time "
@@ -212,8 +222,9 @@ std::optional<Finding> PeriodicRule(const Facts& c) {
   std::map<std::string, analysis::PeriodicPhase> by_phase;
   for (auto& g : analysis::FindPeriodicPhases(c.phases)) {
     // Slow forward/backward/optimizer steps are noise or contention, not side work.
-    bool core = analysis::IsComputePhase(g.phase);
-    if (g.phase == kData || core || g.share_of_wall < T.periodic_share.value) continue;
+    // comm_wait in turn is a rank waiting for another's side work: the straggler's, not side work.
+    bool core = analysis::IsComputePhase(g.phase) || g.phase == analysis::kCommWaitPhase;
+    if (g.phase == kData || core || g.share_of_wall <= FadeIn(T.periodic_share.value)) continue;
     auto it = by_phase.find(g.phase);
     if (it == by_phase.end() || g.share_of_wall > it->second.share_of_wall) {
       by_phase[g.phase] = std::move(g);
@@ -238,10 +249,14 @@ std::optional<Finding> PeriodicRule(const Facts& c) {
                        Pct(g.share_of_wall));
   };
   const auto& top = *groups.front();
-  Finding f = Make(FindingClass::kPeriodicSideWork,
-                   top.every_steps > 0 ? T.confidence_pattern.value : T.confidence_weak.value, cost,
-                   fmt::format("{} steps are slow in turn ({})",
-                               Plural(top.occurrences, "of the", "of the"), describe(top)));
+  Finding f = Make(
+      FindingClass::kPeriodicSideWork,
+      MarginConfidence(cost, T.periodic_share.value,
+                       top.every_steps > 0 ? T.confidence_pattern.value : T.confidence_weak.value),
+      cost,
+      fmt::format("{} steps are slow in turn ({})", Plural(top.occurrences, "of the", "of the"),
+                  describe(top)));
+  f.significant = cost >= T.periodic_share.value;
   // One sentence: "every 20 steps: checkpointing, +0.9 s each, 21% of wall time".
   f.reason = fmt::format("{}: {}", FindingClassName(f.cls), describe(top));
   for (const auto* g : groups) {
@@ -251,6 +266,168 @@ std::optional<Finding> PeriodicRule(const Facts& c) {
                             "fraction", T.periodic_share.value));
     PeriodicRecs(*g, c.ranks, f);
   }
+  SortRecs(f);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ledger's host_work and side_work at any share (issue 39: the principal part's finding
+// when no rule above speaks for it)
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> HostWorkFinding(const Facts& c) {
+  if (c.steps == 0) return std::nullopt;
+  if (c.host_syncs_per_step >= T.host_sync_per_step_low.value) return HostSyncFinding(c);
+  const analysis::StepLedger& j = c.ledger.job;
+  const double share = j.Share(analysis::LedgerPart::kHostWork);
+  if (share <= 0) return std::nullopt;
+  // What it is made of, largest first: `other`, the job's own phases, launch overhead.
+  std::vector<std::pair<std::string, double>> parts;
+  for (const auto& [name, s] : j.members) {
+    if (s > 0 && analysis::LedgerPartOfPhase(name) == analysis::LedgerPart::kHostWork)
+      parts.emplace_back(name, s);
+  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string made_of, launch;
+  for (const auto& [name, s] : parts) {
+    const bool is_launch = name.starts_with("launch:");
+    const std::string what = is_launch
+                                 ? fmt::format("the host in {} while the GPU idled", name.substr(7))
+                             : name == kOther ? std::string("outside every phase")
+                                              : fmt::format("in the job's phase {}", name);
+    made_of += fmt::format("{}{} {}", made_of.empty() ? "" : ", ", what, Pct(s));
+    if (is_launch) launch = name.substr(7);
+  }
+  Finding f =
+      Make(FindingClass::kHostSyncOrLogging,
+           MarginConfidence(share, T.host_sync_other_share.value, T.confidence_fair.value), share,
+           fmt::format("{} of each step is the host's own work while no training phase "
+                       "runs ({}), without host syncs",
+                       Pct(share), made_of));
+  f.significant = share >= T.host_sync_other_share.value;
+  f.evidence.push_back(ShareEvidence(c, kOther, T.host_sync_other_share));
+  f.evidence.push_back(Ev(fmt::format("host work {} of the step: {}", Pct(share), made_of),
+                          "ledger.host_work", share, "fraction", T.host_sync_other_share.value));
+  f.evidence.push_back(Ev(fmt::format("{:.1f} host syncs per step (below {:.0f}: not logging's "
+                                      "syncs)",
+                                      c.host_syncs_per_step, T.host_sync_per_step_low.value),
+                          "host_syncs_per_step", c.host_syncs_per_step, "per step",
+                          T.host_sync_per_step_low.value));
+  if (!launch.empty()) {
+    Rec(f, 1,
+        fmt::format("less Python per step in {}: a fused or foreach optimizer "
+                    "(torch.optim.AdamW(..., fused=True)), torch.compile, CUDA graphs",
+                    launch));
+  }
+  Rec(f, 0,
+      "name that work with `with stallscope.phase(\"...\"):` to see it in the phase table, or "
+      "read the lines below (run --stacks)");
+  Rec(f, 1, "run it every N steps, or on a background thread, instead of in every step");
+  SortRecs(f);
+  return f;
+}
+
+std::optional<Finding> SideWorkFinding(const Facts& c) {
+  if (auto f = PeriodicRule(c)) return f;
+  const analysis::StepLedger& j = c.ledger.job;
+  const double share = j.Share(analysis::LedgerPart::kSideWork);
+  if (c.steps == 0 || share <= 0) return std::nullopt;
+  std::string what;
+  bool saves = false;
+  for (const auto& [name, s] : j.members) {
+    if (s <= 0 || analysis::LedgerPartOfPhase(name) != analysis::LedgerPart::kSideWork) continue;
+    what += fmt::format("{}{} {}", what.empty() ? "" : ", ", name, Pct(s));
+    saves = saves || name == phase_name::kCheckpointing;
+  }
+  Finding f = Make(FindingClass::kPeriodicSideWork,
+                   MarginConfidence(share, T.periodic_share.value, T.confidence_weak.value), share,
+                   fmt::format("side work inside the steps takes {} of each step ({}), in every "
+                               "step rather than in turn",
+                               Pct(share), what));
+  f.significant = share >= T.periodic_share.value;
+  f.evidence.push_back(Ev(fmt::format("side work {} of the step: {} (threshold {}, {})", Pct(share),
+                                      what, Pct(T.periodic_share.value), T.periodic_share.cite()),
+                          "ledger.side_work", share, "fraction", T.periodic_share.value));
+  if (saves) {
+    Rec(f, 0, "checkpoint every N steps, not every step");
+    Rec(f, 1,
+        "async checkpointing: torch.distributed.checkpoint.async_save, or copy the state_dict "
+        "to CPU and torch.save it on a background thread");
+  }
+  Rec(f, 0, "evaluate or sample every N steps, not every step");
+  Rec(f, 1, "move eval off the training job: a separate job on saved checkpoints");
+  SortRecs(f);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// communication_bound of a run (issue 39): ranks in lockstep that wait alike in collectives
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Finding> CommWaitRule(const Facts& c) {
+  if (c.trace || !c.lockstep) return std::nullopt;
+  if (c.ledger.job.Share(analysis::LedgerPart::kComm) <= FadeIn(T.comm_wait_share.value))
+    return std::nullopt;
+  return CommWaitFinding(c);
+}
+
+std::optional<Finding> CommWaitFinding(const Facts& c) {
+  if (c.trace || !c.lockstep) return std::nullopt;
+  const analysis::StepLedger& j = c.ledger.job;
+  const double share = j.Share(analysis::LedgerPart::kComm);
+  if (share <= 0) return std::nullopt;
+  const double uneven = j.Share(analysis::LedgerPart::kRankWait);
+  Finding f =
+      Make(FindingClass::kCommunicationBound,
+           MarginConfidence(share, T.comm_wait_share.value, T.confidence_strong.value), share,
+           fmt::format("the {} ranks wait alike in all-reduce {} of each step: the "
+                       "gradients' communication is not hidden by backward",
+                       c.ranks, Pct(share)));
+  f.significant = share >= T.comm_wait_share.value;
+  f.evidence.push_back(
+      Ev(fmt::format("communication (what every rank waits in comm_wait) {} of "
+                     "the step (threshold {}, {})",
+                     Pct(share), Pct(T.comm_wait_share.value), T.comm_wait_share.cite()),
+         "ledger.communication", share, "fraction", T.comm_wait_share.value));
+  for (const analysis::StepLedger& r : c.ledger.ranks) {
+    const double wait =
+        r.Share(analysis::LedgerPart::kComm) + r.Share(analysis::LedgerPart::kRankWait);
+    f.evidence.push_back(Ev(fmt::format("rank {} waits in comm_wait {} of its step ({} per step)",
+                                        r.rank, Pct(wait), Secs(wait * r.step_s)),
+                            fmt::format("rank{}.comm_wait_share", r.rank), wait, "fraction"));
+  }
+  f.evidence.push_back(
+      Ev(fmt::format("the ranks' waits differ by {} of the step (a straggler "
+                     "would make the others wait {} or more: threshold {})",
+                     Pct(uneven), Pct(T.straggler_wait_share.value), T.straggler_wait_share.cite()),
+         "ledger.rank_wait", uneven, "fraction", T.straggler_wait_share.value));
+  Rec(f, 0,
+      "DDP: gradient_as_bucket_view=True and static_graph=True (when the graph does not change "
+      "between steps); tune bucket_cap_mb (default 25): larger buckets make fewer all-reduces, "
+      "smaller ones start them earlier in backward");
+  Rec(f, 0,
+      "gradient accumulation with model.no_sync() on the inner steps: one all-reduce per k "
+      "micro-batches");
+  const std::string batch =
+      c.loader && c.loader->batch_size
+          ? fmt::format(" (batch_size={} → {})", *c.loader->batch_size, 2 * *c.loader->batch_size)
+          : std::string();
+  Rec(f, 0,
+      fmt::format("a larger batch per rank{}: as much communication per step, more compute to "
+                  "hide it",
+                  batch));
+  Rec(f, 0,
+      "see how much all-reduce backward already hides: profile a few steps (torch.profiler) and "
+      "run `stallscope trace` on the trace; a run measures only the wait compute left exposed");
+  Rec(f, 1,
+      "compress the gradients: model.register_comm_hook(None, "
+      "torch.distributed.algorithms.ddp_comm_hooks.default_hooks.bf16_compress_hook)");
+  Rec(f, 1,
+      "NCCL: check the transport and the bus bandwidth (NCCL_DEBUG=INFO, nccl-tests' "
+      "all_reduce_perf) before tuning NCCL_ALGO or NCCL_PROTO");
+  Rec(f, 1, "FSDP: forward_prefetch=True and backward_prefetch=BackwardPrefetch.BACKWARD_PRE");
+  Rec(f, 2, "a faster interconnect (NVLink, InfiniBand), or fewer ranks across the slow link");
   SortRecs(f);
   return f;
 }

@@ -50,6 +50,21 @@ inline Finding Make(FindingClass cls, double confidence, double cost, std::strin
   return f;
 }
 
+/// Issue 39, no cliffs: the confidence of a finding whose measure is `value` against a threshold
+/// it must exceed, out of the `most` its evidence allows: half of it at the threshold, all of it
+/// confidence_margin_span (50%) of the threshold above, none as far below; linear between.
+inline double MarginConfidence(double value, double threshold, double most) {
+  const double span = T.confidence_margin_span.value * threshold;
+  if (span <= 0) return most;
+  return most * std::clamp(0.5 + 0.5 * (value - threshold) / span, 0.0, 1.0);
+}
+
+/// Where a rule whose measure must exceed `threshold` starts to speak: the value at which
+/// MarginConfidence reaches 0 (findings fade in, they do not appear at the threshold).
+inline double FadeIn(double threshold) {
+  return threshold * (1.0 - T.confidence_margin_span.value);
+}
+
 inline void Rec(Finding& f, int cost, std::string text) {
   f.recommendations.push_back({std::move(text), cost});
 }

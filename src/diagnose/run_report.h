@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/ledger.h"
 #include "analysis/phases.h"
 #include "analysis/summary.h"
 #include "base/vocabulary.h"
@@ -103,7 +104,8 @@ struct RunReport {
   /// When no phase was recorded: the cause that applies (first line) and what supports it.
   std::vector<std::string> no_phases;
   RunOverhead overhead;
-  StackReport stacks;  ///< where the Python was (stacks.jsonl); filled by AnalyzeRun
+  StackReport stacks;       ///< where the Python was (stacks.jsonl); filled by AnalyzeRun
+  analysis::Ledger ledger;  ///< where the steady step goes (Facts::ledger); filled by AnalyzeRun
   std::vector<std::string> warnings;
   Verdict verdict;  ///< filled by Diagnose() (verdict.h); empty from BuildRunReport alone
 };

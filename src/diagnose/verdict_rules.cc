@@ -16,11 +16,13 @@
 #include "diagnose/rule_util.h"
 #include "diagnose/trace_rules.h"
 #include "diagnose/verdict.h"
+#include "diagnose/verdict_rules.h"
 
 namespace stallscope::diagnose {
-namespace {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
+
+namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Thread oversubscription facts (shared: data-bound advice must not add workers on top of it)
@@ -462,10 +464,8 @@ std::optional<Finding> DataBoundWithoutHostFacts(const Facts& c, const Loading& 
   return f;
 }
 
-std::optional<Finding> DataBoundRule(const Facts& c) {
-  double share = c.Share(kData);
-  if (c.steps == 0 || share < T.data_bound_share.value) return std::nullopt;
-  Loading l = LoadingOf(c);
+std::optional<Finding> ClassifyDataBound(const Facts& c, const Loading& l) {
+  const double share = c.Share(kData);
   if (!l.known && c.host_cpus == 0) return DataBoundWithoutHostFacts(c, l);
   // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
   bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
@@ -499,6 +499,26 @@ std::optional<Finding> DataBoundRule(const Facts& c) {
                        fmt::format("is mostly waiting, not computing ({:.0f}% CPU)", l.cpu * 100));
   }
   return DataBoundCpu(c, l, T.confidence_guess.value);
+}
+
+}  // namespace
+
+std::optional<Finding> DataBoundFinding(const Facts& c) {
+  const double share = c.Share(kData);
+  if (c.steps == 0 || share <= 0) return std::nullopt;
+  std::optional<Finding> f = ClassifyDataBound(c, LoadingOf(c));
+  if (f) {
+    f->confidence = MarginConfidence(share, T.data_bound_share.value, f->confidence);
+    f->significant = share >= T.data_bound_share.value;
+  }
+  return f;
+}
+
+namespace {
+
+std::optional<Finding> DataBoundRule(const Facts& c) {
+  if (c.Share(kData) <= FadeIn(T.data_bound_share.value)) return std::nullopt;
+  return DataBoundFinding(c);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,7 +683,7 @@ std::optional<Finding> OversubscriptionRule(const Facts& c) {
   return f;
 }
 
-constexpr std::array<NamedRule, 19> kRules{{
+constexpr std::array<NamedRule, 20> kRules{{
     {"data_bound", DataBoundRule},
     {"host_sync_or_logging", HostSyncRule},
     {"periodic_side_work", PeriodicRule},
@@ -681,6 +701,7 @@ constexpr std::array<NamedRule, 19> kRules{{
     {"host_step_boundary", StepBoundaryRule},
     {"host_launch_bound", HostLaunchRule},
     {"communication_bound", CommunicationRule},
+    {"communication_bound_run", CommWaitRule},
     {"trace_idle", TraceIdleRule},
     {"gpu_bound", GpuBoundRule},
 }};

@@ -175,6 +175,7 @@ RunDigest DigestRun(const rundir::RunData& data, const diagnose::RunAnalysis& an
   d.meta = data.meta;
   d.wall_s = report.wall_s;
   d.life = report.life;
+  d.ledger = report.ledger;
   if (const analysis::RankSteps* rank = MeasuredRank(report.phases)) {
     const auto counted = CountedSteps(*rank, skip_through_step);
     d.warmup_steps =

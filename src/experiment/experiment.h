@@ -62,6 +62,7 @@ struct RunDigest {
   std::vector<GpuUse> job_gpus;                   ///< by index
   std::vector<RankDigest> ranks;                  ///< every rank that marked steps, by rank
   std::vector<analysis::PeriodicPhase> periodic;  ///< analysis::FindPeriodicPhases, every rank
+  analysis::Ledger ledger;                        ///< where the steady step goes (the job's)
   std::optional<uint64_t> peak_rss_bytes;         ///< the job's process tree, at its largest sample
   std::optional<double> job_cpus;                 ///< job CPU time / wall time
   /// CPUs other processes on the host used during the run (diagnose::Facts::other_cpu): a run

@@ -7,6 +7,7 @@
 
 #include "base/json_writer.h"
 #include "base/units.h"
+#include "report/ledger_render.h"
 
 namespace stallscope::report {
 namespace {
@@ -207,6 +208,10 @@ std::string RenderCompareText(const CompareReport& r) {
                                        : "B");
   }
   out += SideTable(r);
+  if (const std::string ledger = RenderLedgerChangeText(r.a.ledger, r.b.ledger); !ledger.empty()) {
+    out += '\n';
+    out += ledger;
+  }
   out += PhaseTable(r);
   out += DifferenceLines(r);
   out += '\n';
@@ -246,7 +251,22 @@ std::string RenderCompareJson(const CompareReport& r) {
         .Field("delta_ms_per_step", p.delta_ms_per_step, 3);
     w.Field("a_share", p.a_share, 4).Field("b_share", p.b_share, 4).EndObject();
   }
-  w.EndArray().Key("differences").BeginArray();
+  w.EndArray().Key("ledger");
+  if (r.a.ledger.empty() || r.b.ledger.empty()) {
+    w.Null();
+  } else {
+    w.BeginObject().Key("parts").BeginArray();
+    for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+      w.BeginObject()
+          .Field("part", analysis::LedgerPartName(static_cast<analysis::LedgerPart>(i)))
+          .Field("a", r.a.ledger.job.parts[i], 4)
+          .Field("b", r.b.ledger.job.parts[i], 4)
+          .Field("change", r.b.ledger.job.parts[i] - r.a.ledger.job.parts[i], 4)
+          .EndObject();
+    }
+    w.EndArray().EndObject();
+  }
+  w.Key("differences").BeginArray();
   for (const auto& d : r.differences) {
     w.BeginObject().Field("name", d.name).Field("a", d.a).Field("b", d.b).EndObject();
   }

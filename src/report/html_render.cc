@@ -4,6 +4,7 @@
 
 #include "base/thresholds.h"
 #include "diagnose/findings.h"
+#include "report/ledger_render.h"
 #include "report/life_render.h"
 
 namespace stallscope::embedded {
@@ -46,11 +47,15 @@ std::string VerdictHtml(const diagnose::Verdict* v) {
         "out</p>\n";
   } else {
     const auto& f = *v->principal;
+    // gpu_bound is the good case: its share is the work itself, not time lost (issue 39).
+    const std::string what =
+        f.cls == diagnose::FindingClass::kGpuBound
+            ? fmt::format("the work itself: {:.0f}% of the step", f.cost_fraction * 100)
+            : fmt::format("costs ~{:.0f}% of wall time", f.cost_fraction * 100);
     out += fmt::format(
         "<h2>Verdict <span class=\"cls\">{}</span></h2>\n<p class=\"meta\">confidence {:.2f}, "
-        "costs ~{:.0f}% of wall time</p>\n<p class=\"reason\">{}</p>\n",
-        EscapeHtml(diagnose::FindingClassName(f.cls)), f.confidence, f.cost_fraction * 100,
-        EscapeHtml(f.reason));
+        "{}</p>\n<p class=\"reason\">{}</p>\n",
+        EscapeHtml(diagnose::FindingClassName(f.cls)), f.confidence, what, EscapeHtml(f.reason));
     if (!f.recommendations.empty()) {
       out += "<h3>Fix, cheapest first</h3><ol class=\"fixes\">\n";
       for (const auto& r : f.recommendations)
@@ -128,7 +133,7 @@ std::string EscapeHtml(std::string_view s) {
 
 std::string RenderHtmlPage(std::string_view kind, std::string_view title,
                            const diagnose::Verdict* verdict, std::string_view data_json,
-                           const diagnose::RunLife* life) {
+                           const diagnose::RunLife* life, const analysis::Ledger* ledger) {
   std::string out;
   out.reserve(data_json.size() + embedded::kUplotJs.size() + 16384);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
@@ -146,6 +151,7 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
       EscapeHtml(kind), EscapeHtml(title));
   out += LifeHtml(life);
   out += VerdictHtml(verdict);
+  if (ledger != nullptr) out += RenderLedgerHtml(*ledger);
   out +=
       "<div id=\"app\"><noscript>The charts need JavaScript; the verdict above does not."
       "</noscript></div>\n</main>\n";
@@ -158,7 +164,7 @@ std::string RenderHtmlPage(std::string_view kind, std::string_view title,
 
 std::string RenderRunHtml(const rundir::RunData& data, const diagnose::RunReport& report) {
   return RenderHtmlPage("run", report.meta.name, &report.verdict, RunPageData(data, report),
-                        &report.life);
+                        &report.life, &report.ledger);
 }
 
 std::string RenderRecordingHtml(const std::string& path, const sample::Recording& recording,

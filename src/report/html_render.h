@@ -17,10 +17,12 @@ namespace stallscope::report {
 /// inside a script element) and the verdict rendered as static HTML, so it reads without
 /// scripts too (a mail client). No network: nothing is loaded from anywhere. `life`: a run's
 /// life (start-up, warm-up, steady state, tail), said before the verdict; null otherwise.
+/// `ledger`: where a run's steady step goes, a stacked bar per rank after the verdict.
 [[nodiscard]] std::string RenderHtmlPage(std::string_view kind, std::string_view title,
                                          const diagnose::Verdict* verdict,
                                          std::string_view data_json,
-                                         const diagnose::RunLife* life = nullptr);
+                                         const diagnose::RunLife* life = nullptr,
+                                         const analysis::Ledger* ledger = nullptr);
 
 /// The whole page of a run directory, a recording, or profiler traces (html_data.h's data).
 [[nodiscard]] std::string RenderRunHtml(const rundir::RunData& data,

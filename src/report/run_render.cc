@@ -10,6 +10,7 @@
 #include "base/json_writer.h"
 #include "base/thresholds.h"
 #include "base/units.h"
+#include "report/ledger_render.h"
 #include "report/life_render.h"
 #include "report/render.h"
 #include "report/stacks_render.h"
@@ -184,6 +185,11 @@ std::string MachineLines(const diagnose::RunReport& r) {
 }
 
 std::string FindingHeadline(const diagnose::Finding& f) {
+  // gpu_bound is the good case: its share is the work itself, not time lost (issue 39).
+  if (f.cls == diagnose::FindingClass::kGpuBound) {
+    return fmt::format("{} (confidence {:.2f}, the work itself: {:.0f}% of the step)",
+                       diagnose::FindingClassName(f.cls), f.confidence, f.cost_fraction * 100);
+  }
   return fmt::format("{} (confidence {:.2f}, costs ~{:.0f}% of wall time)",
                      diagnose::FindingClassName(f.cls), f.confidence, f.cost_fraction * 100);
 }
@@ -354,6 +360,10 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   out += RenderLifeHeadline(r.life);
   out += VerdictLines(r);
   out += '\n';
+  if (!r.ledger.empty()) {
+    out += RenderLedgerText(r.ledger);
+    out += '\n';
+  }
   out += JobLines(r);
   out += RenderPhaseTable(r.phases);
   if (!r.phases.counters_total.empty()) {
@@ -544,6 +554,7 @@ void WriteSeriesJson(JsonWriter& w, const diagnose::RunReport& r) {
 void WriteRunReportFields(JsonWriter& w, const diagnose::RunReport& r) {
   w.Field("schema_version", rundir::kRunSchemaVersion);
   WriteVerdictJson(w, r.verdict);
+  WriteLedgerJson(w, r.ledger);
   WriteJobJson(w, r);
   WriteLifeJson(w, r.life, r.meta.start_mono_ns);
   WriteStepsJson(w, r);

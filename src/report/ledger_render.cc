@@ -1,0 +1,197 @@
+#include "report/ledger_render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/units.h"
+#include "report/html_render.h"
+#include "report/render.h"
+
+namespace stallscope::report {
+namespace {
+
+using analysis::LedgerPart;
+using analysis::StepLedger;
+
+/// Ranks shown as columns beside the job's.
+constexpr size_t kMaxRankColumns = 8;
+/// Parts under this share of the step are left out of the text (they stay in the JSON).
+constexpr double kShownShare = 0.001;
+
+std::string Pct1(double share) { return fmt::format("{:.1f}%", share * 100.0); }
+
+/// The parts by share, largest first (ties in enum order), those of at least `least`.
+std::vector<LedgerPart> PartsBySize(const StepLedger& l, double least) {
+  std::vector<LedgerPart> parts;
+  for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+    if (l.parts[i] >= least) parts.push_back(static_cast<LedgerPart>(i));
+  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [&l](LedgerPart a, LedgerPart b) { return l.Share(a) > l.Share(b); });
+  return parts;
+}
+
+/// "forward_pass 3.1%, backward_pass 1.7%": the members of `p`, largest first.
+std::string MembersText(const StepLedger& l, LedgerPart p) {
+  std::vector<std::pair<std::string, double>> members;
+  for (const auto& [name, share] : l.members) {
+    const LedgerPart of =
+        name.starts_with("launch:") ? LedgerPart::kHostWork : analysis::LedgerPartOfPhase(name);
+    if (of == p && share >= kShownShare) members.emplace_back(name, share);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [name, share] : members) {
+    const std::string shown =
+        name.starts_with("launch:") ? fmt::format("{} (host, GPU idle)", name.substr(7)) : name;
+    out += fmt::format("{}{}{}", out.empty() ? "" : ", ", EscapeControl(shown),
+                       members.size() == 1 ? "" : " " + Pct1(share));
+  }
+  return out;
+}
+
+std::string Heading(const analysis::Ledger& ledger) {
+  const StepLedger& j = ledger.job;
+  std::string how = fmt::format("{} steady step{} of {}", j.steps, j.steps == 1 ? "" : "s",
+                                FormatDurationSeconds(j.step_s));
+  if (ledger.ranks.size() > 1) {
+    how = fmt::format("{} ranks{}; {}", ledger.ranks.size(),
+                      ledger.lockstep ? " in lockstep, the job's part the least any rank spends"
+                                      : ", the job's part weighted by each rank's time",
+                      how);
+  }
+  if (j.compute_on_gpu) how += "; compute is the GPU's time by CUDA events";
+  return fmt::format("Where the steady step goes ({})\n", how);
+}
+
+void WriteStepLedger(JsonWriter& w, const StepLedger& l) {
+  w.BeginObject();
+  if (l.rank < 0) {
+    w.Key("rank").Null();
+  } else {
+    w.Field("rank", l.rank);
+  }
+  w.Field("steps", l.steps)
+      .Field("step_s", l.step_s, 6)
+      .Field("compute_clock", l.compute_on_gpu ? "gpu" : "host")
+      .Field("gpu_busy", l.gpu_busy, 4)
+      .Field("host_compute", l.host_compute, 4)
+      .Field("host_wait", l.host_wait, 4);
+  w.Key("parts").BeginObject();
+  for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+    w.Key(analysis::LedgerPartName(static_cast<LedgerPart>(i))).Double(l.parts[i], 4);
+  }
+  w.EndObject().Key("members").BeginObject();
+  for (const auto& [name, share] : l.members) w.Key(name).Double(share, 4);
+  w.EndObject().EndObject();
+}
+
+std::string BarHtml(const std::string& label, const StepLedger& l) {
+  std::string out = fmt::format(
+      "<div class=\"row\"><span class=\"who\">{}</span><div class=\"bar\">", EscapeHtml(label));
+  for (LedgerPart p : PartsBySize(l, 0.0005)) {
+    const std::string text =
+        fmt::format("{} {}", analysis::LedgerPartLabel(p, l.compute_on_gpu), Pct1(l.Share(p)));
+    out += fmt::format("<span class=\"p-{}\" style=\"width:{:.2f}%\" title=\"{}\">{}</span>",
+                       analysis::LedgerPartName(p), l.Share(p) * 100.0, EscapeHtml(text),
+                       l.Share(p) >= 0.08 ? EscapeHtml(text) : "");
+  }
+  return out + "</div></div>\n";
+}
+
+}  // namespace
+
+std::string RenderLedgerText(const analysis::Ledger& ledger) {
+  if (ledger.empty()) return "";
+  const StepLedger& j = ledger.job;
+  std::string out = Heading(ledger);
+  if (ledger.ranks.size() <= 1) {
+    for (LedgerPart p : PartsBySize(j, kShownShare)) {
+      out += fmt::format("  {:<29} {:>6}  {}\n", analysis::LedgerPartLabel(p, j.compute_on_gpu),
+                         Pct1(j.Share(p)), MembersText(j, p));
+      if (p == LedgerPart::kCompute && j.compute_on_gpu && j.host_wait >= kShownShare) {
+        out += fmt::format(
+            "  {:<29} {:>6}  the host waiting for the GPU (a sync, or loading "
+            "ahead), inside GPU compute\n",
+            "", fmt::format("({})", Pct1(j.host_wait)));
+      }
+    }
+    return out;
+  }
+  const size_t shown = std::min(ledger.ranks.size(), kMaxRankColumns);
+  out += fmt::format("  {:<29} {:>6}", "", "job");
+  for (size_t k = 0; k < shown; ++k)
+    out += fmt::format(" {:>8}", fmt::format("rank {}", ledger.ranks[k].rank));
+  out += shown < ledger.ranks.size() ? "  (more ranks: report.json ledger.ranks)\n" : "\n";
+  for (LedgerPart p : PartsBySize(j, 0.0)) {
+    bool any = j.Share(p) >= kShownShare;
+    for (size_t k = 0; k < shown; ++k) any = any || ledger.ranks[k].Share(p) >= kShownShare;
+    if (!any) continue;
+    out += fmt::format("  {:<29} {:>6}", analysis::LedgerPartLabel(p, j.compute_on_gpu),
+                       Pct1(j.Share(p)));
+    for (size_t k = 0; k < shown; ++k) out += fmt::format(" {:>8}", Pct1(ledger.ranks[k].Share(p)));
+    out += "\n";
+  }
+  return out;
+}
+
+void WriteLedgerJson(JsonWriter& w, const analysis::Ledger& ledger) {
+  w.Key("ledger");
+  if (ledger.empty()) {
+    w.Null();
+    return;
+  }
+  w.BeginObject().FieldBool("lockstep", ledger.lockstep).Key("job");
+  WriteStepLedger(w, ledger.job);
+  w.Key("ranks").BeginArray();
+  for (const StepLedger& r : ledger.ranks) WriteStepLedger(w, r);
+  w.EndArray().EndObject();
+}
+
+std::string RenderLedgerHtml(const analysis::Ledger& ledger) {
+  if (ledger.empty()) return "";
+  std::string out =
+      "<section id=\"ledger\" class=\"ledger\">\n<h2>Where the steady step goes</h2>\n";
+  std::string heading = Heading(ledger);
+  heading = heading.substr(heading.find('(') + 1);
+  heading = heading.substr(0, heading.rfind(')'));
+  out += fmt::format("<p class=\"meta\">{}</p>\n", EscapeHtml(heading));
+  if (ledger.ranks.size() > 1) out += BarHtml("job", ledger.job);
+  for (const StepLedger& r : ledger.ranks) out += BarHtml(fmt::format("rank {}", r.rank), r);
+  out += "<p class=\"legend\">";
+  for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+    const auto p = static_cast<LedgerPart>(i);
+    out += fmt::format("<span class=\"key p-{}\"></span>{} ", analysis::LedgerPartName(p),
+                       EscapeHtml(analysis::LedgerPartLabel(p, ledger.job.compute_on_gpu)));
+  }
+  return out + "</p>\n</section>\n";
+}
+
+std::string RenderLedgerChangeText(const analysis::Ledger& a, const analysis::Ledger& b) {
+  if (a.empty() || b.empty()) return "";
+  std::vector<std::pair<LedgerPart, double>> moved;
+  for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
+    if (a.job.parts[i] < 0.005 && b.job.parts[i] < 0.005) continue;
+    moved.emplace_back(static_cast<LedgerPart>(i), b.job.parts[i] - a.job.parts[i]);
+  }
+  std::stable_sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) {
+    return std::fabs(x.second) > std::fabs(y.second);
+  });
+  const bool gpu = a.job.compute_on_gpu || b.job.compute_on_gpu;
+  std::string out =
+      fmt::format("Where the steady step goes: A {} vs B {} per step\n",
+                  FormatDurationSeconds(a.job.step_s), FormatDurationSeconds(b.job.step_s));
+  out += fmt::format("  {:<29} {:>6} {:>6} {:>8}\n", "", "A", "B", "change");
+  for (const auto& [p, d] : moved) {
+    out += fmt::format("  {:<29} {:>6} {:>6} {:>+7.1f} pt\n", analysis::LedgerPartLabel(p, gpu),
+                       Pct1(a.job.Share(p)), Pct1(b.job.Share(p)), d * 100.0);
+  }
+  return out;
+}
+
+}  // namespace stallscope::report
