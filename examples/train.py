@@ -74,6 +74,9 @@ SITUATIONS = {
     # their next all-reduce (in backward).
     "ddp_main_rank": dict(model="mlp", size=256, batch_size=32, transform_ms=1.0,
                           sample_every=10, sample_iters=40, side_work_rank=0, steps=60),
+    # Communication-bound DDP: a wide model (~4.7 M parameters, 19 MB of gradients per step) on a
+    # small batch with cheap loading: both ranks wait alike in the gradients' all-reduce.
+    "ddp_comm": dict(model="mlp", size=2048, batch_size=4, optimizer="sgd", steps=60),
 }
 
 
@@ -412,6 +415,7 @@ def build_parser():
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     p.add_argument("--size", type=int, default=128, help="mlp hidden width / cnn base channels")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, ...")
     p.add_argument("--threads", type=int, default=1,
@@ -593,7 +597,8 @@ def main(argv=None):
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    opt = (torch.optim.SGD(model.parameters(), lr=args.lr) if args.optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=args.lr))
     os.makedirs(args.out_dir, exist_ok=True)
     ckpt_path = os.path.join(args.out_dir, "checkpoint.pt")
     log_file = None

@@ -7,6 +7,8 @@
 #
 #   tools/record_fixture_runs.sh BUILD [NAME...]      (default: every NAME listed by --list)
 #   tools/record_fixture_runs.sh --list
+#   tools/record_fixture_runs.sh --repeat N BUILD [NAME...]   (default: every situation, into
+#     tests/data/repeat/NAME.N: the same job again, for the one-job-one-class test)
 #
 # Kept: what `stallscope diagnose` reads (run.json, recording.jsonl, events.bin,
 # events.names.jsonl, phases/*.meta.jsonl, python.jsonl). Dropped: what it derives (report.*)
@@ -19,19 +21,29 @@
 set -euo pipefail
 
 ALL="compute data_cpu data_cpu_workers data_io periodic logging oversub ddp ddp_straggler
-ddp_main_rank startup_data_cpu startup_compute compare_io0 compare_io0_again compare_io2"
+ddp_main_rank ddp_comm startup_data_cpu startup_compute compare_io0 compare_io0_again compare_io2"
+# Every examples/train.py situation, recorded again by --repeat N into tests/data/repeat/NAME.N
+# (issue 39: one job, one class; RecordedRun.EachSituationRecordedThreeTimesGetsOneClass).
+SITUATIONS="compute data_cpu data_cpu_workers data_io periodic logging oversub ddp ddp_straggler
+ddp_main_rank ddp_comm"
 
 if [[ "${1:-}" == "--list" ]]; then
   echo $ALL
   exit 0
 fi
+REPEAT=""
+if [[ "${1:-}" == "--repeat" ]]; then
+  REPEAT=${2:?--repeat N}
+  shift 2
+fi
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 BUILD [NAME...] | --list" >&2
+  echo "usage: $0 [--repeat N] BUILD [NAME...] | --list" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd)
 shift
 NAMES=${*:-$ALL}
+[[ -n "$REPEAT" ]] && NAMES=${*:-$SITUATIONS}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 STALLSCOPE="$BUILD/stallscope"
@@ -56,7 +68,8 @@ IO=(--steps 30 --print-every 1000 --situation data_io --io-mode cached --io-late
 
 # record NAME [ENV=VALUE...] -- RUN_FLAGS... -- JOB...
 record() {
-  local name=$1 out="$SCRATCH/$1"
+  local name=$1 out="$SCRATCH/$1" dest="tests/data/runs/$1"
+  [[ -n "$REPEAT" ]] && dest="tests/data/repeat/$1.$REPEAT"
   shift
   local env=() flags=()
   while [[ $1 != -- ]]; do env+=("$1"); shift; done
@@ -71,11 +84,11 @@ record() {
     { tail -20 "$SCRATCH/$name.log"; echo "$name: the run failed" >&2; exit 1; }
   rm -f "$out"/report.txt "$out"/report.json "$out"/report.html "$out"/job.log
   find "$out" -name '*.ring' -delete
-  rm -rf "tests/data/runs/$name"
-  mkdir -p tests/data/runs
-  cp -r "$out" "tests/data/runs/$name"
-  echo "   $(du -sh "tests/data/runs/$name" | cut -f1)  $("$STALLSCOPE" diagnose --json \
-    "tests/data/runs/$name" | /usr/bin/python3 -c \
+  rm -rf "$dest"
+  mkdir -p "$(dirname "$dest")"
+  cp -r "$out" "$dest"
+  echo "   $(du -sh "$dest" | cut -f1)  $("$STALLSCOPE" diagnose --json \
+    "$dest" | /usr/bin/python3 -c \
     'import json,sys; p=json.load(sys.stdin)["verdict"]["principal"]; print(p and p["class"])')"
 }
 
@@ -106,6 +119,8 @@ for name in $NAMES; do
     ddp_main_rank)
       record ddp_main_rank -- -i 200ms -- "${DDP[@]}" --situation ddp_main_rank --steps 30 \
         --print-every 0 --transform-reps 1 --io-latency-ms 1 ;;
+    ddp_comm)
+      record ddp_comm -- -i 200ms -- "${DDP[@]}" --situation ddp_comm --steps 40 --print-every 0 ;;
     startup_data_cpu)
       record startup_data_cpu -- -i 200ms -- "$TRAIN" --situation data_cpu --steps 16 \
         --transform-reps 16 --setup-s 10 --print-every 0 ;;

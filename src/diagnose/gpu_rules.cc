@@ -331,15 +331,24 @@ std::optional<Finding> ThrottledRule(const Facts& c) {
   return f;
 }
 
+/// With CUDA events: they time the GPU busy through the step, which argues against "a trickle of
+/// kernels" (the events' gpu_bound names a low power as evidence, with the same fixes). Issue 39:
+/// the finding fades out as the events' busy share nears gpu_bound_util (half confident at it,
+/// none from 95%) instead of vanishing at it, and it never outranks gpu_bound (verdict.cc).
+std::optional<Finding> FadedByEvents(const Facts& c, std::optional<Finding> f) {
+  if (!f || !c.gpu_busy_by_events) return f;
+  const double idle = 1.0 - *c.gpu_busy_by_events, bar = 1.0 - T.gpu_bound_util.value / 100.0;
+  if (idle <= FadeIn(bar)) return std::nullopt;
+  f->confidence = MarginConfidence(idle, bar, f->confidence);
+  f->significant = idle >= bar;
+  return f;
+}
+
 std::optional<Finding> UtilMisleadingRule(const Facts& c) {
-  // CUDA events timing the GPU busy through the step argue against "a trickle of kernels": the
-  // events' gpu_bound names the low power as evidence and gives the same fixes.
-  if (c.gpu_busy_by_events && *c.gpu_busy_by_events * 100.0 >= T.gpu_bound_util.value)
-    return std::nullopt;
   for (const auto& g : c.gpus) {
     if (g.util_mean * 100.0 <= T.util_misleading_util.value) continue;
     // GPM measures what clock and power only suggest: its SM active decides either way.
-    if (auto f = UtilMisleadingByGpm(c, g)) return f;
+    if (auto f = UtilMisleadingByGpm(c, g)) return FadedByEvents(c, std::move(f));
     if (g.sm_active) continue;
     // A low clock from throttling is gpu_throttled's finding, not a misleading util.
     bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
@@ -383,7 +392,7 @@ std::optional<Finding> UtilMisleadingRule(const Facts& c) {
     Rec(f, 1,
         "fewer, bigger kernels: a larger batch, torch.compile(mode=\"reduce-overhead\") "
         "for CUDA graphs (seed 001 T15)");
-    return f;
+    return FadedByEvents(c, std::move(f));
   }
   return std::nullopt;
 }

@@ -160,9 +160,11 @@ bool Explains(FindingClass cls, LedgerPart p, const Facts& c) {
   switch (cls) {
     case FindingClass::kGpuBound:
     case FindingClass::kGpuThrottled:
-    case FindingClass::kUtilMisleading:
     case FindingClass::kSmallBatch:
       return p == LedgerPart::kCompute;
+    case FindingClass::kUtilMisleading:
+      // CUDA events measured the compute part itself: NVML's utilization misleads no one then.
+      return p == LedgerPart::kCompute && !c.compute_on_gpu;
     case FindingClass::kThreadOversubscription:
       return p == LedgerPart::kCompute || p == LedgerPart::kData;
     case FindingClass::kDataBoundCpu:
