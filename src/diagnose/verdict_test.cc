@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnose/rule_util.h"
 #include "verdict_test_util.h"
 
 namespace stallscope::diagnose {
@@ -444,6 +445,45 @@ TEST(GpuTimes, GpuTimesShowTheGpuIsTheLimit) {
   EXPECT_NEAR(*c.gpu_busy_by_events, 0.90, 1e-9) << "forward 30%, backward 55%, optimizer 5%";
 }
 
+// Issue 39's ResNet-50 on an H100: CUDA events keep the GPU busy 88% of each step and the host
+// waits for it 27% of the step; the verdict said none at 88% and gpu_bound 0.90 at 91%. Now
+// gpu_bound at both, with nearly one confidence, saying what the other 12% is.
+TEST(GpuTimes, EightyEightAndNinetyOnePercentBusyAreOneVerdict) {
+  auto run_at = [](double busy) {
+    FakeRun run;
+    run.Cpus(16)
+        .Gpus({{.util_pct = 90}})
+        .Steps({MakeRank(0, FakeRun::kMainPid,
+                         Steady(60, {{"data_loading", 0.07},
+                                     {"forward_pass", 0.20},
+                                     {"backward_pass", 0.35},
+                                     {"optimizer_step", 0.06},
+                                     {"other", 0.32}}),
+                         {{"host_sync.item", 1}})})
+        .Main(60, 0.6)
+        .GpuTime("forward_pass", 0.3 * busy / 0.88)
+        .GpuTime("backward_pass", 0.5 * busy / 0.88)
+        .GpuTime("optimizer_step", 0.08 * busy / 0.88);
+    run.Loader(8);
+    return run;
+  };
+  FakeRun at88 = run_at(0.88), at91 = run_at(0.91);
+  Facts c = at88.Context();
+  ASSERT_TRUE(c.gpu_busy_by_events);
+  EXPECT_NEAR(*c.gpu_busy_by_events, 0.88, 1e-9);
+  EXPECT_NEAR(c.gpu_moved_share, 0.27, 1e-9);
+  const Verdict v88 = at88.Diagnose(), v91 = at91.Diagnose();
+  ASSERT_EQ(ClassOf(v88), "gpu_bound") << AllRecs(v88);
+  ASSERT_EQ(ClassOf(v91), "gpu_bound");
+  EXPECT_NEAR(v88.principal->confidence, v91.principal->confidence, 0.05);
+  EXPECT_NE(v88.principal->reason.find("keep the GPU busy 88% of each steady step: the GPU itself "
+                                       "is the limit, and the host waits for it 27% of the step; "
+                                       "the other 12% is waiting for data 7.0%, host work outside "
+                                       "the phases 5.0%"),
+            std::string::npos)
+      << v88.principal->reason;
+}
+
 TEST(GpuTimes, TheGainComesOutOfOtherThenDataLoading) {
   FakeRun run;
   run.Cpus(8)
@@ -710,6 +750,26 @@ TEST(RankFindings, NothingFoundNoPrincipal) {
 // ---------------------------------------------------------------------------------------------
 // Tables
 // ---------------------------------------------------------------------------------------------
+
+// Issue 39: the confidence curve is continuous in the margin over the threshold: half the
+// rule's confidence at it, all of it 50% of it above, none as far below, linear between.
+TEST(MarginConfidence, GrowsWithTheMarginWithoutAStep) {
+  using rule_util::FadeIn;
+  using rule_util::MarginConfidence;
+  EXPECT_DOUBLE_EQ(MarginConfidence(0.30, 0.30, 0.9), 0.45);
+  EXPECT_DOUBLE_EQ(MarginConfidence(0.45, 0.30, 0.9), 0.9);
+  EXPECT_DOUBLE_EQ(MarginConfidence(0.90, 0.30, 0.9), 0.9);
+  EXPECT_NEAR(MarginConfidence(0.15, 0.30, 0.9), 0.0, 1e-12);
+  EXPECT_DOUBLE_EQ(MarginConfidence(0.0, 0.30, 0.9), 0.0);
+  EXPECT_DOUBLE_EQ(FadeIn(0.30), 0.15);
+  // No step anywhere: a 0.001 move changes the confidence by at most 0.001 × slope.
+  const double slope = 0.9 / (2 * kThresholds.confidence_margin_span.value * 0.30);
+  for (double v = 0.0; v < 1.0; v += 0.001) {
+    EXPECT_LE(std::abs(MarginConfidence(v + 0.001, 0.30, 0.9) - MarginConfidence(v, 0.30, 0.9)),
+              0.001 * slope + 1e-12)
+        << v;
+  }
+}
 
 TEST(FindingClassName, EveryClassHasAUniqueName) {
   std::set<std::string_view> names;
