@@ -613,6 +613,12 @@ void AnalyzeMain(const ProcessScan& scan, int32_t rank, int32_t pid, int32_t wor
       bounds.back() - steady_begin));
   out.phases.insert(out.phases.end(), std::make_move_iterator(stats.begin()),
                     std::make_move_iterator(stats.end()));
+  rs.intervals.reserve(scan.intervals.size());
+  for (const Interval& i : scan.intervals)
+    rs.intervals.push_back({names.Name(i.name), i.begin_ns, i.end_ns});
+  std::stable_sort(
+      rs.intervals.begin(), rs.intervals.end(),
+      [](const PhaseInterval& a, const PhaseInterval& b) { return a.begin_ns < b.begin_ns; });
   out.ranks.push_back(std::move(rs));
 }
 
@@ -639,19 +645,6 @@ int64_t InstancesIn(const StepRecord& s, const std::string& phase) {
   if (auto n = s.phase_n.find(phase); n != s.phase_n.end()) return n->second;
   auto t = s.phase_s.find(phase);
   return t != s.phase_s.end() && t->second > 0 && phase != kOtherName ? 1 : 0;
-}
-
-std::vector<PhaseInterval> PhaseIntervalsOf(const phase::EventLog& log, int32_t pid) {
-  std::vector<PhaseInterval> out;
-  for (const ProcessInfo& p : GroupProcesses(log)) {
-    if (p.pid != pid) continue;
-    NameTable names;
-    const ProcessScan scan = ScanProcess(log, p, names);
-    out.reserve(scan.intervals.size());
-    for (const Interval& i : scan.intervals)
-      out.push_back({names.Name(i.name), i.begin_ns, i.end_ns});
-  }
-  return out;
 }
 
 PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t) {

@@ -80,6 +80,14 @@ struct RankLife {
 /// in the step (a phase that began in the step before and crosses into it counts there too).
 [[nodiscard]] int64_t InstancesIn(const StepRecord& s, const std::string& phase);
 
+/// One closed phase instance of one process, for drawing (the HTML report's phase bands) and for
+/// placing a sample in its phase (the stacks' attribution).
+struct PhaseInterval {
+  std::string name;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
 /// Per-rank step series (seed 003: steps/s, variation ratio, oscillation flag), over the steady
 /// state: the warm-up steps are apart, and every statistic here and in PhaseStats leaves them out.
 struct RankSteps {
@@ -95,6 +103,10 @@ struct RankSteps {
   std::vector<StepRecord> steps;   ///< the steady steps (StepRecord::index counts from step 1)
   std::vector<StepRecord> warmup;  ///< the warm-up steps before them (WarmupSteps)
   RankLife life;
+  /// Every closed phase instance of the rank's main process over the whole run (nested ones
+  /// included), by begin: kept from the one scan of the event log (issue 39), for the readers
+  /// that place a moment in its phase.
+  std::vector<PhaseInterval> intervals;
 };
 
 /// Phases of processes that mark no steps (e.g. DataLoader workers with user markers).
@@ -134,17 +146,6 @@ struct PhaseAnalysis {
 /// GPU times, "other") cover the steady steps only; phase time before and after them is
 /// outside_steps_s.
 [[nodiscard]] PhaseAnalysis AnalyzePhases(const phase::EventLog& log, const ThresholdSet& t);
-
-/// One closed phase instance of one process, for drawing (the HTML report's phase bands).
-struct PhaseInterval {
-  std::string name;
-  int64_t begin_ns = 0;
-  int64_t end_ns = 0;
-};
-
-/// The closed phase instances of process `pid`, by begin time (nested ones included; empty for
-/// a pid without events). The same scan AnalyzePhases makes.
-[[nodiscard]] std::vector<PhaseInterval> PhaseIntervalsOf(const phase::EventLog& log, int32_t pid);
 
 /// The same analysis for steps measured elsewhere (a profiler trace): each rank's `steps` come
 /// with their windows, per-phase seconds (including "other") and counters; fills each rank's

@@ -51,24 +51,17 @@ struct StackRankWindow {
   const GpuIdle* gpu_idle = nullptr;  ///< its GPU's idle periods, when known
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
-  std::vector<analysis::PhaseInterval> intervals;
+  const std::vector<analysis::PhaseInterval>* intervals = nullptr;
   bool Holds(int64_t t) const { return t >= begin_ns && t <= end_ns; }
 };
 
-std::vector<StackRankWindow> StackRankWindows(const rundir::RunData& data,
-                                              const RunReport& report) {
+std::vector<StackRankWindow> StackRankWindows(const RunReport& report) {
   std::vector<StackRankWindow> out;
   for (const analysis::RankSteps& r : report.phases.ranks) {
     if (r.steps.empty()) continue;
-    StackRankWindow w{r.rank,
-                      r.pid,
-                      nullptr,
-                      r.life.steady_begin_ns,
-                      r.life.steady_end_ns,
-                      analysis::PhaseIntervalsOf(data.events, r.pid)};
-    std::sort(w.intervals.begin(), w.intervals.end(),
-              [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
-    out.push_back(std::move(w));
+    // The rank's phase instances from the one scan of the event log (AnalyzePhases), by begin.
+    out.push_back(
+        {r.rank, r.pid, nullptr, r.life.steady_begin_ns, r.life.steady_end_ns, &r.intervals});
   }
   return out;
 }
@@ -257,7 +250,7 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
   NoteStackTotals(log, out);
   std::vector<bool> library(log.frames.size());
   for (size_t i = 0; i < log.frames.size(); ++i) library[i] = IsLibraryFile(log.frames[i].file);
-  std::vector<StackRankWindow> ranks = StackRankWindows(data, report);
+  std::vector<StackRankWindow> ranks = StackRankWindows(report);
   const std::vector<GpuIdle> idle = IdlePeriods(data.recording);
   for (StackRankWindow& r : ranks) {
     if (auto g = GpuOfProcess(data.recording, r.pid, idle.size()); g && !idle[*g].periods.empty())
@@ -273,7 +266,7 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
     if (rank != ranks.end()) {
       if (!rank->Holds(s.t_ns)) continue;
       ++out.steady_samples;
-      const std::string_view phase = PhaseAtTime(rank->intervals, s.t_ns);
+      const std::string_view phase = PhaseAtTime(*rank->intervals, s.t_ns);
       auto in = phases.find(phase);  // no string made per sample
       if (in == phases.end()) in = phases.emplace(std::string(phase), GroupTally{}).first;
       CountSample(in->second, stack, library);

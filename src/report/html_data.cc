@@ -51,10 +51,11 @@ bool BandPhase(std::string_view name) {
 
 /// Each band phase of one process as merged intervals: neighbours closer than `merge_s` join,
 /// then the closest pairs join until at most `max` remain.
-void WriteBands(JsonWriter& w, const phase::EventLog& events, int32_t rank, int32_t pid,
-                int64_t t0_ns, double span_s, const PageLimits& limits) {
+void WriteBands(JsonWriter& w, const analysis::RankSteps& rank_steps, int64_t t0_ns, double span_s,
+                const PageLimits& limits) {
+  const int32_t rank = rank_steps.rank;
   std::map<std::string, std::vector<std::pair<double, double>>> by_phase;
-  for (const auto& i : analysis::PhaseIntervalsOf(events, pid)) {
+  for (const auto& i : rank_steps.intervals) {
     if (!BandPhase(i.name)) continue;
     by_phase[i.name].emplace_back(NsToSeconds(i.begin_ns - t0_ns), NsToSeconds(i.end_ns - t0_ns));
   }
@@ -284,7 +285,7 @@ std::string RunPageData(const rundir::RunData& data, const diagnose::RunReport& 
   WriteSeriesList(w, diagnose::RawMachineSeries(data.recording, t0), limits);
   w.Key("bands").BeginArray();
   for (const auto& r : report.phases.ranks)
-    WriteBands(w, data.events, r.rank, r.pid, t0, std::max(report.wall_s, 1e-3), limits);
+    WriteBands(w, r, t0, std::max(report.wall_s, 1e-3), limits);
   w.EndArray().EndObject();
   WriteSteps(w, report.phases, t0, limits);
   WriteStepPhases(w, report.phases, limits);
