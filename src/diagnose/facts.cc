@@ -45,8 +45,8 @@ void HostFacts(const rundir::RunData& data, std::span<const sample::Sample> samp
     }
   }
   if (procs_running.count() > 0) c.host_procs_running = procs_running.mean();
-  if (iowait.count() > 0) c.iowait_share = iowait.mean();
-  if (psi_io.count() > 0) c.psi_io_share = psi_io.mean();
+  if (iowait.count() > 0) c.iowait_fraction = iowait.mean();
+  if (psi_io.count() > 0) c.psi_io_fraction = psi_io.mean();
   if (job_runnable.count() > 0) c.job_runnable_threads = job_runnable.mean();
 
   for (const auto& t : c.torch) {
@@ -151,10 +151,12 @@ void ProcessFacts(std::span<const sample::Sample> samples, const RunReport& repo
     return rows.empty() ? 0.0 : sum / static_cast<double>(rows.size());
   };
   c.main_cpu = mean_of(mains, [](const ProcessRow& p) { return p.cpu_mean_pct; }) / 100.0;
-  c.main_running_share = mean_of(mains, [](const ProcessRow& p) { return p.running_share; });
-  c.main_blocked_share = mean_of(mains, [](const ProcessRow& p) { return p.blocked_share; });
-  c.worker_running_share = mean_of(workers, [](const ProcessRow& p) { return p.running_share; });
-  c.worker_blocked_share = mean_of(workers, [](const ProcessRow& p) { return p.blocked_share; });
+  c.main_running_fraction = mean_of(mains, [](const ProcessRow& p) { return p.running_fraction; });
+  c.main_blocked_fraction = mean_of(mains, [](const ProcessRow& p) { return p.blocked_fraction; });
+  c.worker_running_fraction =
+      mean_of(workers, [](const ProcessRow& p) { return p.running_fraction; });
+  c.worker_blocked_fraction =
+      mean_of(workers, [](const ProcessRow& p) { return p.blocked_fraction; });
   bool first = true;
   for (const ProcessRow* p : workers) {
     if (p->samples < 2) continue;  // a worker seen once has no CPU rate yet
@@ -210,7 +212,8 @@ void GpuFactsOf(const rundir::RunData& data, std::span<const sample::Sample> sam
     if (f.memory_total_mib && *f.memory_total_mib > 0 && g.memory_used_mib.count() > 0) {
       f.memory_used_fraction = f.memory_used_max_mib / *f.memory_total_mib;
     }
-    f.throttled_share = static_cast<double>(g.throttled_samples) / static_cast<double>(g.samples);
+    f.throttled_fraction =
+        static_cast<double>(g.throttled_samples) / static_cast<double>(g.samples);
     auto fraction = [](const RunningStats& pct) -> std::optional<double> {
       if (pct.count() == 0) return std::nullopt;
       return pct.mean() / 100.0;

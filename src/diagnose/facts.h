@@ -3,7 +3,9 @@
 // report built from them) or a profiler trace tells the rules, derived once. Rules are pure
 // functions of Facts (verdict.h). Shares, utilizations and CPU use are fractions (0..1; CPU use
 // in CPUs, so 1.0 is one busy core): percentages are converted here, once, and back only in
-// rendered text.
+// rendered text. A "share" is a fraction of the steady step's wall time (of a profiled trace's
+// window: its steps); every other fraction is named for what it is a fraction of (issue 39):
+// `*_fraction` of samples (running, blocked, throttled) or of the host's CPU time (iowait).
 
 #include <cstdint>
 #include <map>
@@ -31,7 +33,7 @@ struct GpuFacts {
   double memory_used_max_mib = 0;
   std::optional<double> memory_total_mib;
   std::optional<double> memory_used_fraction;  ///< max used / total
-  double throttled_share = 0;  ///< samples with a slowdown clock-event reason / samples
+  double throttled_fraction = 0;  ///< samples with a slowdown clock-event reason / samples
   /// Slowdown reasons ("sw_power_cap", "hw_thermal", ...) with their sample counts, most first.
   std::vector<std::pair<std::string, int64_t>> throttle_reasons;
   /// GPM hardware counters (Hopper+), fractions 0..1, means over the GPM windows inside the
@@ -106,20 +108,20 @@ struct Facts {
   int64_t main_procs = 0;    ///< kMain / kRank processes seen
   int64_t worker_procs = 0;  ///< kDataLoaderWorker processes seen
   double main_cpu = 0;       ///< mean over main processes, CPUs (1 = one core)
-  double main_running_share = 0;
-  double main_blocked_share = 0;
+  double main_running_fraction = 0;
+  double main_blocked_fraction = 0;
   double worker_cpu_sum = 0;  ///< concurrent workers' CPU summed, mean over samples, CPUs
   double worker_cpu_min = 0;  ///< the least busy worker's mean, CPUs
-  double worker_running_share = 0;
-  double worker_blocked_share = 0;
+  double worker_running_fraction = 0;
+  double worker_blocked_fraction = 0;
   uint32_t worker_threads_max = 0;             ///< the most threads any worker ran
   uint64_t main_read_bytes = 0;                ///< storage reads of the main processes
   uint64_t worker_read_bytes = 0;              ///< storage reads of the workers
   std::optional<double> job_runnable_threads;  ///< sum of threads_running, mean over samples
   std::optional<double> host_procs_running;    ///< /proc/loadavg, mean
   double job_nvcsw_per_s = 0;                  ///< involuntary switches of the job's processes
-  std::optional<double> iowait_share;          ///< host CPU time in iowait, mean
-  std::optional<double> psi_io_share;          ///< PSI io some avg10, mean
+  std::optional<double> iowait_fraction;       ///< host CPU time in iowait, mean
+  std::optional<double> psi_io_fraction;       ///< PSI io some avg10, mean
   std::optional<uint64_t> shm_total_bytes;     ///< /dev/shm, last sample
   std::optional<uint64_t> shm_used_bytes;
 

@@ -278,8 +278,8 @@ using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 std::optional<Finding> ThrottledRule(const Facts& c) {
   const GpuFacts* worst = nullptr;
   for (const auto& g : c.gpus) {
-    if (g.throttled_share > FadeIn(T.throttled_share.value) &&
-        (!worst || g.throttled_share > worst->throttled_share)) {
+    if (g.throttled_fraction > FadeIn(T.throttled_share.value) &&
+        (!worst || g.throttled_fraction > worst->throttled_fraction)) {
       worst = &g;
     }
   }
@@ -296,21 +296,21 @@ std::optional<Finding> ThrottledRule(const Facts& c) {
   if (reasons.empty()) reasons = "slowdown";
   double clock_loss =
       worst->sm_clock_fraction ? std::max(0.0, 1.0 - *worst->sm_clock_fraction) : 0.1;
-  double cost = worst->throttled_share * std::max(0.05, clock_loss);
+  double cost = worst->throttled_fraction * std::max(0.05, clock_loss);
   std::string clock = worst->sm_clock_fraction
                           ? fmt::format(" (SM clock {} of max)", Pct(*worst->sm_clock_fraction))
                           : std::string();
-  Finding f = Make(
-      FindingClass::kGpuThrottled,
-      MarginConfidence(worst->throttled_share, T.throttled_share.value, T.confidence_strong.value),
-      cost,
-      fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}", worst->index,
-                  reasons, Pct(worst->throttled_share), clock));
-  f.significant = worst->throttled_share >= T.throttled_share.value;
+  Finding f = Make(FindingClass::kGpuThrottled,
+                   MarginConfidence(worst->throttled_fraction, T.throttled_share.value,
+                                    T.confidence_strong.value),
+                   cost,
+                   fmt::format("GPU {} ran with {} clock-event reasons in {} of samples{}",
+                               worst->index, reasons, Pct(worst->throttled_fraction), clock));
+  f.significant = worst->throttled_fraction >= T.throttled_share.value;
   f.evidence.push_back(
       Ev(fmt::format("GPU {} throttled in {} of samples (threshold {}): {}", worst->index,
-                     Pct(worst->throttled_share), Pct(T.throttled_share.value), counts),
-         fmt::format("gpu{}.throttled_share", worst->index), worst->throttled_share, "fraction",
+                     Pct(worst->throttled_fraction), Pct(T.throttled_share.value), counts),
+         fmt::format("gpu{}.throttled_share", worst->index), worst->throttled_fraction, "fraction",
          T.throttled_share.value));
   if (power) {
     Rec(f, 0,
@@ -352,7 +352,7 @@ std::optional<Finding> UtilMisleadingRule(const Facts& c) {
     if (g.sm_active) continue;
     // A low clock from throttling is gpu_throttled's finding, not a misleading util.
     bool clock_low = g.sm_clock_fraction && *g.sm_clock_fraction < T.util_misleading_clock.value &&
-                     g.throttled_share <= T.throttled_share.value;
+                     g.throttled_fraction <= T.throttled_share.value;
     bool power_low = g.power_fraction && *g.power_fraction < T.util_misleading_power.value;
     if (!clock_low && !power_low) continue;
     double cost = power_low ? 1.0 - *g.power_fraction / T.gpu_bound_power.value

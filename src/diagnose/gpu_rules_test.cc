@@ -161,7 +161,7 @@ TEST(GpuThrottled, ThermalReasonsInAThirdOfSamples) {
              .power_w = 500,
              .mem_used_gib = 50,
              .clock_reasons = gpu::kClockEventHwThermal | gpu::kClockEventGpuIdle,
-             .throttled_share = 0.35}});
+             .throttled_fraction = 0.35}});
   Verdict v = run.Diagnose();
   const Finding* f = FindClass(v, FindingClass::kGpuThrottled);
   ASSERT_NE(f, nullptr);

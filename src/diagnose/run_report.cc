@@ -113,9 +113,9 @@ std::vector<ProcessRow> Processes(const rundir::RunData& d, std::span<const samp
     r.role = RoleOf(pid, root, workers, rank_of_main, launchers, world);
     r.cpu_mean_pct = a.cpu_n > 0 ? a.cpu_sum / static_cast<double>(a.cpu_n) : 0;
     double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
-    r.running_share = static_cast<double>(a.running) / n;
-    r.sleeping_share = static_cast<double>(a.sleeping) / n;
-    r.blocked_share = static_cast<double>(a.blocked) / n;
+    r.running_fraction = static_cast<double>(a.running) / n;
+    r.sleeping_fraction = static_cast<double>(a.sleeping) / n;
+    r.blocked_fraction = static_cast<double>(a.blocked) / n;
     if (a.first_read && a.last_read)
       r.read_bytes = *a.last_read - std::min(*a.first_read, *a.last_read);
     if (a.first_write && a.last_write)

@@ -34,9 +34,9 @@ struct ProcessRow {
   int64_t samples = 0;
   double cpu_mean_pct = 0;  ///< 100 = one core
   double cpu_max_pct = 0;
-  double running_share = 0;   ///< share of samples in state R
-  double sleeping_share = 0;  ///< S or I
-  double blocked_share = 0;   ///< D (uninterruptible: usually I/O)
+  double running_fraction = 0;   ///< fraction of samples in state R
+  double sleeping_fraction = 0;  ///< S or I
+  double blocked_fraction = 0;   ///< D (uninterruptible: usually I/O)
   uint32_t threads_max = 0;
   uint64_t read_bytes = 0;  ///< growth over the run
   uint64_t write_bytes = 0;

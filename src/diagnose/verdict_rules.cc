@@ -81,15 +81,15 @@ Loading LoadingOf(const Facts& c) {
   if (l.num_workers == 0) {
     l.known = c.main_procs > 0;
     l.cpu = c.main_cpu;
-    l.running = c.main_running_share;
-    l.blocked = c.main_blocked_share;
+    l.running = c.main_running_fraction;
+    l.blocked = c.main_blocked_fraction;
     l.who = "the main process";
     return l;
   }
   l.known = c.worker_procs > 0 && c.worker_cpu_sum > 0;
   l.cpu = c.worker_cpu_sum / static_cast<double>(l.num_workers);
-  l.running = c.worker_running_share;
-  l.blocked = c.worker_blocked_share;
+  l.running = c.worker_running_fraction;
+  l.blocked = c.worker_blocked_fraction;
   l.who = fmt::format("the {}", Plural(l.num_workers, "DataLoader worker", "DataLoader workers"));
   return l;
 }
@@ -203,8 +203,8 @@ void AddLoaderCpuEvidence(const Facts& c, const Loading& l, Finding& f) {
     f.evidence.push_back(
         Ev(fmt::format("main process CPU {:.0f}% of one core, running in {} of samples "
                        "(threshold {}, {})",
-                       c.main_cpu * 100.0, Pct(c.main_running_share), Pct(T.loader_cpu_busy.value),
-                       T.loader_cpu_busy.cite()),
+                       c.main_cpu * 100.0, Pct(c.main_running_fraction),
+                       Pct(T.loader_cpu_busy.value), T.loader_cpu_busy.cite()),
            "process.main.cpu_mean_pct", c.main_cpu * 100.0, "%", T.loader_cpu_busy.value * 100));
     return;
   }
@@ -355,15 +355,15 @@ double AddIoEvidence(const Facts& c, const Loading& l, Finding& f) {
       Ev(fmt::format("{} CPU {:.0f}% of one core{} (low below {:.0f}%)", l.who, l.cpu * 100,
                      l.num_workers > 0 ? " each" : "", T.io_low_cpu.value * 100),
          "loaders.cpu_pct", l.cpu * 100, "%", T.io_low_cpu.value * 100));
-  if (c.iowait_share || c.psi_io_share) {
+  if (c.iowait_fraction || c.psi_io_fraction) {
     std::string what;
-    if (c.iowait_share) what = fmt::format("host iowait {:.1f}%", *c.iowait_share * 100.0);
-    if (c.psi_io_share) {
-      what +=
-          fmt::format("{}PSI io some {:.1f}%", what.empty() ? "" : ", ", *c.psi_io_share * 100.0);
+    if (c.iowait_fraction) what = fmt::format("host iowait {:.1f}%", *c.iowait_fraction * 100.0);
+    if (c.psi_io_fraction) {
+      what += fmt::format("{}PSI io some {:.1f}%", what.empty() ? "" : ", ",
+                          *c.psi_io_fraction * 100.0);
     }
     // The threshold is in percent.
-    double io = std::max(c.iowait_share.value_or(0), c.psi_io_share.value_or(0)) * 100.0;
+    double io = std::max(c.iowait_fraction.value_or(0), c.psi_io_fraction.value_or(0)) * 100.0;
     f.evidence.push_back(Ev(fmt::format("{} (threshold {:.0f}%)", what, T.io_wait_pct.value),
                             "host.io_wait_pct", io, "%", T.io_wait_pct.value));
   }
@@ -476,7 +476,7 @@ std::optional<Finding> ClassifyDataBound(const Facts& c, const Loading& l) {
         (c.worker_procs > 0 && c.worker_cpu_min >= T.worker_cpu_pegged.value);
   }
   bool blocked = l.blocked >= T.io_blocked_share.value;
-  double io_pct = std::max(c.iowait_share.value_or(0), c.psi_io_share.value_or(0)) * 100.0;
+  double io_pct = std::max(c.iowait_fraction.value_or(0), c.psi_io_fraction.value_or(0)) * 100.0;
   bool low_cpu = l.known && l.cpu < T.io_low_cpu.value && l.running < T.io_low_cpu.value;
   bool io_pressure = io_pct >= T.io_wait_pct.value && low_cpu;
   // With num_workers=0 the main process also runs (computes) outside data_loading: compare D

@@ -140,8 +140,8 @@ std::string ProcessTable(const std::vector<diagnose::ProcessRow>& rows) {
     const std::string cmd = Elide(EscapeControl(p.cmdline.empty() ? p.comm : p.cmdline), 26);
     out += fmt::format(
         "{:>7}  {:<18} {:<26} {:>6.1f} {:>6.1f} {:>4.0f}% {:>4.0f}% {:>4.0f}% {:>4} {:>9} {:>9}\n",
-        p.pid, ToString(p.role), cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_share * 100,
-        p.sleeping_share * 100, p.blocked_share * 100, p.threads_max,
+        p.pid, ToString(p.role), cmd, p.cpu_mean_pct, p.cpu_max_pct, p.running_fraction * 100,
+        p.sleeping_fraction * 100, p.blocked_fraction * 100, p.threads_max,
         FormatBytes(static_cast<double>(p.read_bytes)),
         FormatBytes(static_cast<double>(p.write_bytes)));
   }
@@ -507,9 +507,9 @@ void WriteProcessesJson(JsonWriter& w, const std::vector<diagnose::ProcessRow>& 
     w.Field("samples", p.samples)
         .Field("cpu_mean_pct", p.cpu_mean_pct, 1)
         .Field("cpu_max_pct", p.cpu_max_pct, 1);
-    w.Field("running_share", p.running_share, 3)
-        .Field("sleeping_share", p.sleeping_share, 3)
-        .Field("blocked_share", p.blocked_share, 3);
+    w.Field("running_share", p.running_fraction, 3)
+        .Field("sleeping_share", p.sleeping_fraction, 3)
+        .Field("blocked_share", p.blocked_fraction, 3);
     w.Field("threads_max", p.threads_max)
         .Field("read_bytes", p.read_bytes)
         .Field("write_bytes", p.write_bytes);

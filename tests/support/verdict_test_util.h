@@ -59,7 +59,7 @@ struct GpuSpec {
   double power_w = 600;
   double mem_used_gib = 40;
   uint64_t clock_reasons = 0;
-  double throttled_share = 0;  ///< share of samples with clock_reasons set
+  double throttled_fraction = 0;  ///< share of samples with clock_reasons set
   /// GPM (Hopper+): when sm_active_pct is set, every 5th sample closes a 5 s GPM window.
   std::optional<double> sm_active_pct = std::nullopt;
   std::optional<double> tensor_pct = std::nullopt;
@@ -106,9 +106,9 @@ class FakeRun {
     p.role = role;
     p.samples = kSamples;
     p.cpu_mean_pct = cpu_pct;
-    p.running_share = running;
-    p.blocked_share = blocked;
-    p.sleeping_share = 1 - running - blocked;
+    p.running_fraction = running;
+    p.blocked_fraction = blocked;
+    p.sleeping_fraction = 1 - running - blocked;
     p.nonvoluntary_switches_per_s = nvcsw_per_s;
     report_.processes.push_back(p);
     for (auto& s : data_.recording.samples) {
@@ -203,7 +203,7 @@ class FakeRun {
         x.power_mw = static_cast<uint32_t>(g.power_w * 1000);
         x.mem_used_bytes = static_cast<uint64_t>(g.mem_used_gib * kGiB);
         x.mem_total_bytes = 80ULL << 30;
-        bool throttled = static_cast<double>(k) < g.throttled_share * kSamples;
+        bool throttled = static_cast<double>(k) < g.throttled_fraction * kSamples;
         x.clock_event_reasons = throttled ? g.clock_reasons : 0;
         if (g.sm_active_pct && k % 5 == 4) {
           gpu::GpmMetrics& m = x.gpm.emplace();
