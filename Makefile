@@ -27,7 +27,7 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build build-asan build-release-tiers wheel dist demo check test test-release \
-  test-asan test-dist gpu-check format-check bench overhead trace-bench format clean fuzz
+  test-asan test-dist gpu-check format-check bench verdicts overhead trace-bench format clean fuzz
 
 all: build
 
@@ -175,6 +175,12 @@ bench: build
 	./$(BUILD)/src/gpu/gpu_bench || true
 	./$(BUILD)/src/host/host_bench || true
 	./$(BUILD)/bench/reader_bench || true
+	$(PY) bench/verdict_table.py $(BUILD)/stallscope
+
+# The verdict and the step ledger of every recorded run (tests/data/runs, tests/data/repeat, the
+# H100 gpu-check in ../shared) in one table; fails when a run with steady steps has no verdict.
+verdicts: build
+	$(PY) bench/verdict_table.py $(BUILD)/stallscope
 
 overhead: build
 	bench/overhead.sh $(BUILD)

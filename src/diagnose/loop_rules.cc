@@ -398,9 +398,11 @@ std::optional<Finding> CommWaitFinding(const Facts& c) {
                             fmt::format("rank{}.comm_wait_share", r.rank), wait, "fraction"));
   }
   f.evidence.push_back(
-      Ev(fmt::format("the ranks' waits differ by {} of the step (a straggler "
-                     "would make the others wait {} or more: threshold {})",
-                     Pct(uneven), Pct(T.straggler_wait_share.value), T.straggler_wait_share.cite()),
+      Ev(fmt::format("the ranks' waits differ by {} of the step: {} (a rank the others wait for "
+                     "costs {} or more, {})",
+                     Pct(uneven),
+                     uneven < T.straggler_wait_share.value ? "no straggler" : "a straggler too",
+                     Pct(T.straggler_wait_share.value), T.straggler_wait_share.cite()),
          "ledger.rank_wait", uneven, "fraction", T.straggler_wait_share.value));
   Rec(f, 0,
       "DDP: gradient_as_bucket_view=True and static_graph=True (when the graph does not change "

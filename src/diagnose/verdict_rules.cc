@@ -467,8 +467,23 @@ std::optional<Finding> DataBoundWithoutHostFacts(const Facts& c, const Loading& 
 std::optional<Finding> ClassifyDataBound(const Facts& c, const Loading& l) {
   const double share = c.Share(kData);
   if (!l.known && c.host_cpus == 0) return DataBoundWithoutHostFacts(c, l);
+  // With num_workers=0 a CPU-only job's main process is CPU-busy in its compute, side work and
+  // host work (the ledger's parts; not while it waits in comm_wait): what it used inside the data
+  // phase is what is left (issue 39: a process at 45% CPU loading 60% of each step loads at ~10%
+  // CPU, waiting, not computing; its whole-step 45% put it between the CPU and I/O bars, one run
+  // each way). A GPU job's main process may wait for the GPU outside the data phase: its
+  // whole-step values stand.
+  const analysis::StepLedger& j = c.ledger.job;
+  const double busy_outside = j.Share(analysis::LedgerPart::kCompute) +
+                              j.Share(analysis::LedgerPart::kSideWork) +
+                              j.Share(analysis::LedgerPart::kHostWork);
+  const bool inside = l.num_workers == 0 && !c.has_gpu && share > 0 && !c.ledger.empty();
+  auto in_data = [&](double whole) {
+    return inside ? std::clamp((whole - busy_outside) / share, 0.0, 1.0) : whole;
+  };
+  const double cpu = in_data(l.cpu), running = in_data(l.running);
   // Runnable most of the time counts as CPU-busy even when contention leaves less CPU time.
-  bool cpu_busy = std::max(l.running, l.cpu) >= T.loader_cpu_busy.value;
+  bool cpu_busy = std::max(running, cpu) >= T.loader_cpu_busy.value;
   if (l.num_workers > 0) {
     cpu_busy =
         cpu_busy ||
@@ -477,7 +492,7 @@ std::optional<Finding> ClassifyDataBound(const Facts& c, const Loading& l) {
   }
   bool blocked = l.blocked >= T.io_blocked_share.value;
   double io_pct = std::max(c.iowait_fraction.value_or(0), c.psi_io_fraction.value_or(0)) * 100.0;
-  bool low_cpu = l.known && l.cpu < T.io_low_cpu.value && l.running < T.io_low_cpu.value;
+  bool low_cpu = l.known && cpu < T.io_low_cpu.value && running < T.io_low_cpu.value;
   bool io_pressure = io_pct >= T.io_wait_pct.value && low_cpu;
   // With num_workers=0 the main process also runs (computes) outside data_loading: compare D
   // with the running time left inside the data phase.
@@ -495,8 +510,12 @@ std::optional<Finding> ClassifyDataBound(const Facts& c, const Loading& l) {
   }
   if (low_cpu) {
     // Neither computing nor in D: sleeping on a network filesystem or remote store.
-    return DataBoundIo(c, l, T.confidence_weak.value,
-                       fmt::format("is mostly waiting, not computing ({:.0f}% CPU)", l.cpu * 100));
+    return DataBoundIo(
+        c, l, T.confidence_weak.value,
+        inside ? fmt::format("is mostly waiting, not computing ({:.0f}% CPU while "
+                             "loading, {:.0f}% over the step)",
+                             cpu * 100, l.cpu * 100)
+               : fmt::format("is mostly waiting, not computing ({:.0f}% CPU)", l.cpu * 100));
   }
   return DataBoundCpu(c, l, T.confidence_guess.value);
 }

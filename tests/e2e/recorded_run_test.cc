@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,40 @@ class RecordedRun : public ::testing::Test {
     return j;
   }
 };
+
+// Issue 39: one job, one answer. Every examples/train.py situation recorded three times
+// (tests/data/runs/NAME, tests/data/repeat/NAME.2 and NAME.3: tools/record_fixture_runs.sh
+// --repeat N, the same flags) gets one principal class, and a ledger.
+TEST_F(RecordedRun, EachSituationRecordedThreeTimesGetsOneClass) {
+  const fs::path repeat = kRuns.parent_path() / "repeat";
+  std::map<std::string, std::vector<fs::path>> by_situation;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(repeat, ec)) {
+    const std::string name = e.path().filename().string();
+    by_situation[name.substr(0, name.rfind('.'))].push_back(e.path());
+  }
+  EXPECT_GE(by_situation.size(), 11u) << repeat;
+  for (auto& [situation, dirs] : by_situation) {
+    SCOPED_TRACE(situation);
+    dirs.insert(dirs.begin(), kRuns / situation);
+    EXPECT_EQ(dirs.size(), 3u);
+    std::set<std::string> classes;
+    std::string all;
+    for (const fs::path& dir : dirs) {
+      ProcessOutput o = Stallscope({"diagnose", "--json", dir.string()});
+      ASSERT_EQ(o.exit_code, 0) << o.err;
+      const json j = json::parse(o.out, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << o.out;
+      ASSERT_TRUE(j["ledger"].is_object()) << dir;
+      ASSERT_FALSE(j["verdict"]["principal"].is_null()) << dir;
+      const std::string cls = j["verdict"]["principal"]["class"];
+      classes.insert(cls);
+      all += "\n  " + dir.filename().string() + ": " + cls + " (" +
+             j["verdict"]["principal"]["reason"].get<std::string>() + ")";
+    }
+    EXPECT_EQ(classes.size(), 1u) << all;
+  }
+}
 
 // From RunE2e.ComputeBoundIsForwardAndBackward: compute, 20 steps.
 TEST_F(RecordedRun, ComputeBoundIsForwardAndBackward) {
