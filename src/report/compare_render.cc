@@ -262,6 +262,8 @@ std::string RenderCompareJson(const CompareReport& r) {
           .Field("a", r.a.ledger.job.parts[i], 4)
           .Field("b", r.b.ledger.job.parts[i], 4)
           .Field("change", r.b.ledger.job.parts[i] - r.a.ledger.job.parts[i], 4)
+          .Field("a_s_per_step", r.a.ledger.job.parts[i] * r.a.ledger.job.step_s, 6)
+          .Field("b_s_per_step", r.b.ledger.job.parts[i] * r.b.ledger.job.step_s, 6)
           .EndObject();
     }
     w.EndArray().EndObject();

@@ -174,22 +174,32 @@ std::string RenderLedgerHtml(const analysis::Ledger& ledger) {
 
 std::string RenderLedgerChangeText(const analysis::Ledger& a, const analysis::Ledger& b) {
   if (a.empty() || b.empty()) return "";
-  std::vector<std::pair<LedgerPart, double>> moved;
+  // Per part the time per step in A and B: a part's share can stay while its time halves.
+  struct Moved {
+    LedgerPart part;
+    double a_s, b_s;
+  };
+  std::vector<Moved> moved;
   for (size_t i = 0; i < analysis::kLedgerParts; ++i) {
     if (a.job.parts[i] < 0.005 && b.job.parts[i] < 0.005) continue;
-    moved.emplace_back(static_cast<LedgerPart>(i), b.job.parts[i] - a.job.parts[i]);
+    moved.push_back(
+        {static_cast<LedgerPart>(i), a.job.parts[i] * a.job.step_s, b.job.parts[i] * b.job.step_s});
   }
-  std::stable_sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) {
-    return std::fabs(x.second) > std::fabs(y.second);
+  std::stable_sort(moved.begin(), moved.end(), [](const Moved& x, const Moved& y) {
+    return std::fabs(x.b_s - x.a_s) > std::fabs(y.b_s - y.a_s);
   });
   const bool gpu = a.job.compute_on_gpu || b.job.compute_on_gpu;
-  std::string out =
-      fmt::format("Where the steady step goes: A {} vs B {} per step\n",
-                  FormatDurationSeconds(a.job.step_s), FormatDurationSeconds(b.job.step_s));
-  out += fmt::format("  {:<29} {:>6} {:>6} {:>8}\n", "", "A", "B", "change");
-  for (const auto& [p, d] : moved) {
-    out += fmt::format("  {:<29} {:>6} {:>6} {:>+7.1f} pt\n", analysis::LedgerPartLabel(p, gpu),
-                       Pct1(a.job.Share(p)), Pct1(b.job.Share(p)), d * 100.0);
+  std::string out = fmt::format("{:<31} {:>17} {:>17} {:>19}\n", "Where the steady step goes",
+                                fmt::format("A {}", FormatDurationSeconds(a.job.step_s)),
+                                fmt::format("B {}", FormatDurationSeconds(b.job.step_s)), "change");
+  for (const Moved& m : moved) {
+    const double a_share = a.job.Share(m.part), b_share = b.job.Share(m.part);
+    out +=
+        fmt::format("  {:<29} {:>10} {:>6} {:>10} {:>6} {:>10} {:>+6.1f} pt\n",
+                    analysis::LedgerPartLabel(m.part, gpu), FormatDurationSeconds(m.a_s),
+                    Pct1(a_share), FormatDurationSeconds(m.b_s), Pct1(b_share),
+                    (m.b_s >= m.a_s ? "+" : "-") + FormatDurationSeconds(std::fabs(m.b_s - m.a_s)),
+                    (b_share - a_share) * 100.0);
   }
   return out;
 }

@@ -25,8 +25,9 @@ void WriteLedgerJson(JsonWriter& w, const analysis::Ledger& ledger);
 /// a legend, the shares in each part's title. "" without steady steps.
 [[nodiscard]] std::string RenderLedgerHtml(const analysis::Ledger& ledger);
 
-/// `compare`: each part of the job's ledger in A and in B and the change in points, the parts
-/// that moved most first (parts under 0.5% in both left out). "" when either has no steps.
+/// `compare`: each part of the job's ledger in A and in B, time per step and share, and the
+/// change; the parts whose time per step moved most first (parts under 0.5% in both left out).
+/// "" when either has no steps.
 [[nodiscard]] std::string RenderLedgerChangeText(const analysis::Ledger& a,
                                                  const analysis::Ledger& b);
 
