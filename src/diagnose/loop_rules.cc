@@ -21,6 +21,10 @@ namespace {
 
 using namespace rule_util;  // NOLINT: the rules' shared vocabulary
 
+constexpr std::string_view kAsyncCheckpoint =
+    "async checkpointing: torch.distributed.checkpoint.async_save, or copy the state_dict to CPU "
+    "and torch.save it on a background thread";
+
 /// "40 eval forwards", "1 checkpointing", "3 forward_pass" for `n` extra instances of `phase`.
 std::string InstancesText(const std::string& phase, double n) {
   const auto k = static_cast<int64_t>(std::llround(n));
@@ -102,9 +106,7 @@ void PeriodicRecs(const analysis::PeriodicPhase& g, int64_t ranks, Finding& f) {
     Rec(f, 0,
         fmt::format("checkpoint {} instead of {} (halves its {} of wall time)", doubled, interval,
                     Pct(g.share_of_wall)));
-    Rec(f, 1,
-        "async checkpointing: torch.distributed.checkpoint.async_save, or copy the "
-        "state_dict to CPU and torch.save it on a background thread");
+    Rec(f, 1, std::string(kAsyncCheckpoint));
     if (ranks > 1) Rec(f, 1, "save from rank 0 only (or shard the save across ranks)");
   } else if (g.phase == "eval_forward" || g.phase == "sampling" || g.phase == "evaluation" ||
              n("eval_forward") >= 0.5) {
@@ -351,9 +353,7 @@ std::optional<Finding> SideWorkFinding(const Facts& c) {
                           "ledger.side_work", share, "fraction", T.periodic_share.value));
   if (saves) {
     Rec(f, 0, "checkpoint every N steps, not every step");
-    Rec(f, 1,
-        "async checkpointing: torch.distributed.checkpoint.async_save, or copy the state_dict "
-        "to CPU and torch.save it on a background thread");
+    Rec(f, 1, std::string(kAsyncCheckpoint));
   }
   Rec(f, 0, "evaluate or sample every N steps, not every step");
   Rec(f, 1, "move eval off the training job: a separate job on saved checkpoints");
