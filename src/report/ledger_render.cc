@@ -55,6 +55,23 @@ std::string MembersText(const StepLedger& l, LedgerPart p) {
   return out;
 }
 
+/// Where the main thread was during `other` (the stacks' top lines of the job's code):
+/// "<indent> the main thread at train.py:391 (65% of other's samples), train.py:392 (15%)", or "".
+std::string OtherLinesText(const diagnose::StackReport& stacks) {
+  for (const diagnose::StackGroup& g : stacks.phases) {
+    if (g.name != "other" || g.lines.empty()) continue;
+    std::string lines;
+    for (size_t i = 0; i < g.lines.size() && i < 2; ++i) {
+      lines += i == 0 ? fmt::format("{} ({} of other's samples)", EscapeControl(g.lines[i].where),
+                                    Pct1(g.lines[i].share))
+                      : fmt::format(", {} ({})", EscapeControl(g.lines[i].where),
+                                    Pct1(g.lines[i].share));
+    }
+    return fmt::format("  {:<29} {:>6}  the main thread at {}\n", "", "", lines);
+  }
+  return "";
+}
+
 std::string Heading(const analysis::Ledger& ledger) {
   const StepLedger& j = ledger.job;
   std::string how = fmt::format("{} steady step{} of {}", j.steps, j.steps == 1 ? "" : "s",
@@ -106,7 +123,7 @@ std::string BarHtml(const std::string& label, const StepLedger& l) {
 
 }  // namespace
 
-std::string RenderLedgerText(const analysis::Ledger& ledger) {
+std::string RenderLedgerText(const analysis::Ledger& ledger, const diagnose::StackReport* stacks) {
   if (ledger.empty()) return "";
   const StepLedger& j = ledger.job;
   std::string out = Heading(ledger);
@@ -114,6 +131,7 @@ std::string RenderLedgerText(const analysis::Ledger& ledger) {
     for (LedgerPart p : PartsBySize(j, kShownShare)) {
       out += fmt::format("  {:<29} {:>6}  {}\n", analysis::LedgerPartLabel(p, j.compute_on_gpu),
                          Pct1(j.Share(p)), MembersText(j, p));
+      if (p == LedgerPart::kHostWork && stacks != nullptr) out += OtherLinesText(*stacks);
       if (p == LedgerPart::kCompute && j.compute_on_gpu && j.host_wait >= kShownShare) {
         out += fmt::format(
             "  {:<29} {:>6}  the host waiting for the GPU (a sync, or loading "

@@ -7,13 +7,16 @@
 
 #include "analysis/ledger.h"
 #include "base/json_writer.h"
+#include "diagnose/stack_attribution.h"
 
 namespace stallscope::report {
 
 /// report.txt: one line per part, largest first (parts under 0.1% left out), with what it is
-/// made of for one rank; a column per rank (up to 8) beside the job's for several. "" when the
-/// run measured no steady steps.
-[[nodiscard]] std::string RenderLedgerText(const analysis::Ledger& ledger);
+/// made of for one rank; a column per rank (up to 8) beside the job's for several. With the
+/// stacks' lines (`stacks`, may be null), host work says where the main thread was during
+/// `other`. "" when the run measured no steady steps.
+[[nodiscard]] std::string RenderLedgerText(const analysis::Ledger& ledger,
+                                           const diagnose::StackReport* stacks = nullptr);
 
 /// report.json "ledger": null without steady steps, else {lockstep, job: {...}, ranks: [{...}]},
 /// each {rank (null for the job), steps, step_s, compute_clock ("gpu" | "host"), gpu_busy

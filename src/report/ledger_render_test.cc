@@ -68,6 +68,26 @@ TEST(RenderLedgerText, OneRankLargestFirstWithWhatEachPartHolds) {
             "  host work outside the phases    5.0%  other 3.0%, my\\x1b[2Jphase 2.0%\n");
 }
 
+TEST(RenderLedgerText, HostWorkSaysWhereTheMainThreadWasDuringOther) {
+  diagnose::StackReport stacks;
+  stacks.present = true;
+  diagnose::StackLine line;
+  line.where = "train.py:391\x1b[2J";
+  line.share = 0.646;
+  diagnose::StackLine next = line;
+  next.where = "train.py:392";
+  next.share = 0.152;
+  stacks.phases.push_back({"data_loading", 50, {next}});
+  stacks.phases.push_back({"other", 240, {line, next}});
+  const std::string text = RenderLedgerText(GpuLedger(), &stacks);
+  EXPECT_NE(text.find("  host work outside the phases    5.0%  other 3.0%, my\\x1b[2Jphase 2.0%\n"
+                      "                                        the main thread at "
+                      "train.py:391\\x1b[2J (64.6% of other's samples), train.py:392 (15.2%)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(RenderLedgerText(GpuLedger(), &stacks).find("data_loading ("), std::string::npos);
+}
+
 TEST(RenderLedgerText, RanksAsColumnsBesideTheJob) {
   const std::string text = RenderLedgerText(LockstepLedger());
   EXPECT_NE(text.find("2 ranks in lockstep, the job's part the least any rank spends"),

@@ -361,7 +361,7 @@ std::string RenderRunReportText(const diagnose::RunReport& r) {
   out += VerdictLines(r);
   out += '\n';
   if (!r.ledger.empty()) {
-    out += RenderLedgerText(r.ledger);
+    out += RenderLedgerText(r.ledger, &r.stacks);
     out += '\n';
   }
   out += JobLines(r);
