@@ -69,9 +69,10 @@ struct RankPhases {
 std::set<std::string> GpuTimedPhases(const std::vector<RankPhases>& ranks) {
   std::set<std::string> out;
   if (ranks.empty()) return out;
-  for (const auto& [name, share] : ranks.front().gpu) {
+  for (const auto& entry : ranks.front().gpu) {
+    const std::string& name = entry.first;
     bool all = std::all_of(ranks.begin(), ranks.end(),
-                           [&](const RankPhases& r) { return r.gpu.count(name) > 0; });
+                           [&name](const RankPhases& r) { return r.gpu.count(name) > 0; });
     if (all) out.insert(name);
   }
   return out;
