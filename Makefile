@@ -111,7 +111,11 @@ check: build
 # ASan+UBSan the in-process unit tests, the goldens, the binary's e2e tests and the fuzz harnesses
 # (not the Python tiers: the Python extension cannot load a sanitized runtime into Debian's
 # python3, so the jobs would run without their hooks).
-test: format-check test-release test-dist test-asan
+# Every tier runs even when one before it failed, each logged in $(BUILD)/test-logs/TIER.log;
+# then one summary of every failure (tools/test_tiers.sh), and a non-zero exit if any.
+TEST_TIERS := format-check test-release test-dist test-asan
+test:
+	+@MAKE="$(MAKE)" tools/test_tiers.sh $(BUILD)/test-logs $(TEST_TIERS)
 
 format-check: deps
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
