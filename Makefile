@@ -63,7 +63,7 @@ wheel: dist
 # runtime, fmt and zlib inside) and Python package, assembled by tools/make_dist.sh →
 # $(BUILD)/stallscope-<version>-linux-<machine>.tar.gz
 dist: deps $(BUILD)/build.ninja
-	cmake --build $(BUILD) -j $(JOBS) --target stallscope stallscope_python
+	cmake --build $(BUILD) -j $(JOBS) --target stallscope stallscope_python demo_gpu
 	tools/make_dist.sh $(BUILD)
 
 # The ASan+UBSan build uses clang 14 where it is installed (`make deps` installs it): then it also

@@ -86,6 +86,8 @@ class PlatformWheelFileTest(unittest.TestCase):
                      "stallscope/_bundle/bin/stallscope-nvml-cost",
                      "stallscope/_bundle/lib/stallscope/python/sitecustomize.py",
                      "stallscope/_bundle/lib/stallscope/python/stallscope/__init__.py",
+                     "stallscope/_bundle/lib/stallscope/demo-gpu/libnvidia-ml.so.1",
+                     "stallscope/_bundle/lib/stallscope/demo-gpu/scenario.json",
                      f"stallscope-{self.version}.data/scripts/stallscope"):
             self.assertIn(name, names)
         for name in self.names:
@@ -181,6 +183,17 @@ class PlatformWheelInstallTest(VenvTestCase):
     def test_top_once(self):
         out = self.call(["stallscope", "top", "--once"]).stdout
         self.assertIn("CPU", out)
+
+    def test_top_demo_shows_the_demo_gpus_the_wheel_carries(self):
+        # Issue 41: the fake NVML as a clearly named demo device, loaded only when asked.
+        proc = self.call(["stallscope", "top", "--once", "--json", "--demo"])
+        sample = json.loads(proc.stdout)
+        names = [g["gpu_name"] for g in sample["header"]["gpus"]]
+        self.assertEqual(names, ["DEMO GPU 0 (fake NVML)", "DEMO GPU 1 (fake NVML)"])
+        self.assertIn(os.path.join("stallscope", "_bundle", "lib", "stallscope", "demo-gpu"),
+                      proc.stderr)
+        plain = json.loads(self.call(["stallscope", "top", "--once", "--json"]).stdout)
+        self.assertNotIn("DEMO", json.dumps(plain["header"]["gpus"]))
 
     def test_run_records_the_phases_of_a_job(self):
         job = os.path.join(self.dir, "phase_job.py")

@@ -81,6 +81,13 @@ void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
   }
 }
 
+/// --demo (record_args.h DemoOptionSpecs): on the commands that show GPUs.
+void AddDemoFlag(CLI::App* cmd, SamplingOptions& o) {
+  for (const OptionSpec& spec : DemoOptionSpecs()) {
+    cmd->add_flag(spec.names, *spec.sampling_flag(o), spec.help);
+  }
+}
+
 /// From the specs the front binary parses too (record_args.h).
 CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
@@ -92,6 +99,7 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
       "With a command, the recording ends when it exits and its exit code is returned.\n" +
       PollingHelp());
   AddSamplingFlags(record, rec.sampling);
+  AddDemoFlag(record, rec.sampling);
   return record;
 }
 
@@ -114,6 +122,7 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& o) {
       "Examples:\n  stallscope serve\n  stallscope serve --listen 0.0.0.0:9400\n"
       "GPU metrics use dcgm-exporter's names and labels; see docs/commands/serve.md.\n");
   AddSamplingFlags(serve, o.sampling);
+  AddDemoFlag(serve, o.sampling);
   return serve;
 }
 
@@ -144,6 +153,7 @@ CLI::App* AddTop(CLI::App& app, TopOptions& top) {
   top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)")
       ->check(AtLeast(1));
   AddSamplingFlags(top_cmd, top.sampling);
+  AddDemoFlag(top_cmd, top.sampling);
   return top_cmd;
 }
 
