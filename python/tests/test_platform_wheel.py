@@ -120,6 +120,23 @@ class PlatformWheelFileTest(unittest.TestCase):
 
 
 @unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
+class ReadmeWheelLinesTest(unittest.TestCase):
+    """README's wheel lines work as copied, from the repository root (issue 41: the pip line
+    named the wheel without its build/dist/ folder)."""
+
+    def test_readme_names_the_wheel_make_wheel_wrote(self):
+        rel = os.path.relpath(WHEEL, SOURCE_DIR)
+        if rel != os.path.join("build", "dist", os.path.basename(WHEEL)):
+            self.skipTest(f"{WHEEL}: not the default build's (BUILD=build)")
+        with open(os.path.join(SOURCE_DIR, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        made = re.findall(r"^make wheel +# → (\S+\.whl)", readme, re.M)
+        installed = re.findall(r"^python -m pip install --no-index (\S+\.whl)$", readme, re.M)
+        self.assertEqual(made, [rel], "README's `make wheel` line")
+        self.assertEqual(installed, [rel], "README's `pip install` line")
+
+
+@unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
 class PlatformWheelInstallTest(VenvTestCase):
     """Installed offline into a fresh venv of this interpreter, as a user would."""
 
