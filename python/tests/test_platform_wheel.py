@@ -207,7 +207,7 @@ class PlatformWheelInstallTest(VenvTestCase):
         sample = json.loads(proc.stdout)
         names = [g["gpu_name"] for g in sample["header"]["gpus"]]
         self.assertEqual(names, ["DEMO GPU 0 (fake NVML)", "DEMO GPU 1 (fake NVML)"])
-        self.assertIn(os.path.join("stallscope", "_bundle", "lib", "stallscope", "demo-gpu"),
+        self.assertIn(os.path.join("stallscope", "_bundle", "lib", "stallscope", "demo-gpu)"),
                       proc.stderr)
         plain = json.loads(self.call(["stallscope", "top", "--once", "--json"]).stdout)
         self.assertNotIn("DEMO", json.dumps(plain["header"]["gpus"]))

@@ -52,9 +52,11 @@ Result<std::string> DemoGpuDir() {
   if (n <= 0 || static_cast<size_t>(n) == sizeof buf) {
     return MakeError(ErrorCode::kNotFound, "--demo: cannot find this executable's folder");
   }
+  // /proc/self/exe is absolute: "/" + the folders to the executable.
   std::string exe_dir(buf, static_cast<size_t>(n));
-  exe_dir.resize(exe_dir.rfind('/') + 1);
-  const std::string dirs[] = {exe_dir + "demo-gpu", exe_dir + "../lib/stallscope/demo-gpu"};
+  exe_dir.resize(exe_dir.rfind('/'));
+  const std::string prefix = exe_dir.substr(0, exe_dir.rfind('/'));
+  const std::string dirs[] = {exe_dir + "/demo-gpu", prefix + "/lib/stallscope/demo-gpu"};
   for (const std::string& dir : dirs) {
     if (access((dir + "/libnvidia-ml.so.1").c_str(), R_OK) == 0 &&
         access((dir + "/scenario.json").c_str(), R_OK) == 0) {

@@ -167,13 +167,16 @@ TEST_F(Dist, VersionAndTopRunWithAnEmptyEnvironment) {
 TEST_F(Dist, TopDemoShowsTheBundledDemoGpusAndNothingElseLoadsThem) {
   ProcessOutput demo = Run({Bin(), "top", "--once", "--json", "--demo"});
   ASSERT_EQ(demo.exit_code, 0) << demo.err;
+  const json doc = json::parse(demo.out);
   std::vector<std::string> names;
-  for (const auto& gpu : json::parse(demo.out)["header"]["gpus"]) names.push_back(gpu["gpu_name"]);
+  for (const auto& gpu : doc["header"]["gpus"]) names.push_back(gpu["gpu_name"]);
   EXPECT_EQ(names, (std::vector<std::string>{"DEMO GPU 0 (fake NVML)", "DEMO GPU 1 (fake NVML)"}));
   EXPECT_NE(demo.err.find("demo GPUs: stallscope's fake NVML, not real hardware ("),
             std::string::npos)
       << demo.err;
-  EXPECT_NE(demo.err.find("/bin/../lib/stallscope/demo-gpu)\n"), std::string::npos) << demo.err;
+  EXPECT_NE(demo.err.find((root_ / "lib" / "stallscope" / "demo-gpu").string() + ")\n"),
+            std::string::npos)
+      << demo.err;
   ProcessOutput plain = Run({Bin(), "top", "--once", "--json"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out.find("DEMO"), std::string::npos) << plain.out;
