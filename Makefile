@@ -26,8 +26,9 @@ DEB_PACKAGES := build-essential cmake ninja-build pkg-config git \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan build-release-tiers wheel dist demo check test test-release \
-  test-asan test-dist gpu-check format-check bench verdicts overhead trace-bench format clean fuzz
+.PHONY: all deps build build-demo build-asan build-release-tiers wheel dist demo check test \
+  test-release test-asan test-dist gpu-check format-check bench verdicts overhead trace-bench \
+  format clean fuzz
 
 all: build
 
@@ -88,9 +89,17 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 # The main job on a built-in default: a snapshot, a 10 s recording and its summary, then a
 # data-bound PyTorch training under `stallscope run` with its verdict, and the same training
 # with the recommended fix: measured speed-up beside the predicted one. In between, `trace` on a
-# real torch.profiler trace (checked in).
-demo: build
+# real torch.profiler trace (checked in). It builds what it runs and nothing else (issue 41:
+# `build` compiled every test binary first): the two binaries, the Python package the job's
+# hooks come from (without its optional extension _core: the hooks record through ctypes), and
+# the demo GPUs (`top --demo`: the GPU view on a machine without one).
+DEMO_TARGETS := stallscope stallscope_python_package demo_gpu
+build-demo: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
+
+demo: build-demo
 	./$(BUILD)/stallscope top --once
+	./$(BUILD)/stallscope top --once --demo
 	./$(BUILD)/stallscope record -i 500ms --duration 10s --force -o $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope summary $(BUILD)/demo.jsonl
 	./$(BUILD)/stallscope report $(BUILD)/demo.jsonl --html $(BUILD)/demo.html --force
