@@ -66,7 +66,9 @@ for tier in "$@"; do
 done
 
 echo
-echo "==== make test: $# tiers, $failures failed"
+tiers="$# tiers"
+[ $# -eq 1 ] && tiers="1 tier"
+echo "==== make test: $tiers, $failures failed"
 printf '%s\n' "${results[@]}"
 if [ "$failures" -gt 0 ]; then
   echo "Rerun one failed test: cd <build> && ctest -R '^NAME\$' --output-on-failure (docs/tests.md)"
