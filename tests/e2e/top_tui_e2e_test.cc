@@ -236,7 +236,9 @@ TEST_F(TopTuiSharedJob, RunRowFollowsALiveRunUntilItFinishes) {
   EXPECT_TRUE(Contains(screen, " steps/s")) << screen;
   EXPECT_TRUE(Contains(screen, "data_loading ")) << screen;  // "data_loading 71%"
   // The job's process tree, while it runs.
-  if (!Contains(screen, "finished: ")) EXPECT_TRUE(Contains(screen, "python3")) << screen;
+  if (!Contains(screen, "finished: ")) {
+    EXPECT_TRUE(Contains(screen, "python3")) << screen;
+  }
   // The job ends (its exit, however long the steps take here), then the row says so and keeps
   // its last numbers.
   if (!job_done()) exit_code = stallscope::testing::WaitExit(job, kHangS);
