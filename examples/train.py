@@ -30,11 +30,13 @@ autotuning in the first steps).
 """
 
 import argparse
+import fcntl
 import functools
 import json
 import mmap
 import multiprocessing
 import os
+import platform
 import random
 import shutil
 import sys
@@ -137,25 +139,72 @@ def augment(x, reps, seed, kernel):
         return (x - x.mean()) / (x.std() + 1e-5)
 
 
-def calibrate_transform(transform_ms, seed):
-    """Number of augment() rounds that cost about transform_ms per sample on one thread."""
-    if transform_ms <= 0:
-        return 0
+def measure_round_ms():
+    """What one augment() round costs here on one thread, in ms (the median of 5 trials)."""
     kernel = gaussian_kernel5()
     x = torch.rand(3, IMAGE_RES, IMAGE_RES)
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # workers run with 1 thread (DataLoader's default), so measure that
     try:
-        augment(x, 5, seed, kernel)  # warm-up
+        augment(x, 5, 0, kernel)  # warm-up
         trials = []
         for _ in range(5):
             t = time.perf_counter()
-            augment(x, 20, seed, kernel)
+            augment(x, 20, 0, kernel)
             trials.append((time.perf_counter() - t) / 20)
     finally:
         torch.set_num_threads(saved_threads)
-    per_round_ms = sorted(trials)[len(trials) // 2] * 1e3
-    return max(1, round(transform_ms / per_round_ms))
+    return sorted(trials)[len(trials) // 2] * 1e3
+
+
+def calibration_key():
+    """What a stored round cost holds for: this machine, this torch, this image size."""
+    return {"version": 1, "host": platform.node(), "torch": torch.__version__,
+            "image_res": IMAGE_RES}
+
+
+def round_cost_ms(path, recalibrate=False):
+    """(ms per augment() round, True when measured now): stored in `path` the first time and
+    read back after, so that two runs of one command do the same work per sample (a cost
+    measured at every start varied 9-18 rounds for 4 ms, by the machine's load at that moment).
+    Measured again with `recalibrate`, or when the file holds another machine's or torch's
+    number, or is unreadable. Processes started together (the ranks of a job) take a lock:
+    the first measures, the others read its number."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        key = calibration_key()
+        if not recalibrate:
+            try:
+                with open(path) as f:
+                    stored = json.load(f)
+                if (isinstance(stored, dict) and all(stored.get(k) == v for k, v in key.items())
+                        and isinstance(stored.get("round_ms"), (int, float))
+                        and stored["round_ms"] > 0):
+                    return float(stored["round_ms"]), False
+            except (OSError, ValueError):
+                pass
+        ms = measure_round_ms()
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(dict(key, round_ms=ms, measured=time.strftime("%Y-%m-%dT%H:%M:%S%z")), f)
+            f.write("\n")
+        os.replace(tmp, path)
+        return ms, True
+
+
+def transform_rounds(args):
+    """augment() rounds per sample: --transform-reps as given, else --transform-ms at the round
+    cost stored for this machine (round_cost_ms). Prints where the count came from."""
+    if args.transform_reps or args.transform_ms <= 0:
+        return args.transform_reps
+    path = args.calibration or os.path.join(args.data_dir, "transform-calibration.json")
+    ms, measured = round_cost_ms(path, args.recalibrate)
+    reps = max(1, round(args.transform_ms / ms))
+    print(f"transform: {reps} rounds a sample for --transform-ms {args.transform_ms:g} at "
+          f"{ms:.3f} ms a round, {'measured now' if measured else 'as measured before'} "
+          f"({path}; --recalibrate measures again)", flush=True)
+    return reps
 
 
 class FirstBatchDelay:
@@ -424,9 +473,16 @@ def build_parser():
     p.add_argument("--dataset", choices=["memory", "files"], default="memory")
     p.add_argument("--dataset-size", type=int, default=1024, help="number of samples")
     p.add_argument("--transform-ms", type=float, default=0.0,
-                   help="CPU cost of the per-sample augmentation (calibrated at start)")
+                   help="CPU cost of the per-sample augmentation, made a round count with the "
+                        "cost of one round on this machine, measured once and stored "
+                        "(--calibration), so every run of a command does the same work")
     p.add_argument("--transform-reps", type=int, default=0,
-                   help="fix the augmentation round count instead of calibrating --transform-ms")
+                   help="fix the augmentation round count instead of converting --transform-ms")
+    p.add_argument("--calibration", metavar="FILE", default=None,
+                   help="where the cost of one augmentation round is stored (default: "
+                        "DATA_DIR/transform-calibration.json)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="measure the cost of one augmentation round again and store it")
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--worker-threads", type=int, default=0,
                    help="intra-op threads inside each worker (0: DataLoader default of 1)")
@@ -576,7 +632,7 @@ def main(argv=None):
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
 
-    reps = args.transform_reps or calibrate_transform(args.transform_ms, args.seed)
+    reps = transform_rounds(args)
     latency_ms = args.io_latency_ms
     if dist.rank == args.slow_rank:  # the straggler: more of whatever its loading costs
         reps = max(1, round(reps * args.slow_factor)) if reps else 0

@@ -4,6 +4,7 @@
 #   P/bin/stallscope --version                 prints "stallscope VERSION" (through stallscope-full)
 #   P/lib/stallscope/python/stallscope/         the package, its _version.py and libstallscope_rec.so
 #   P/lib/stallscope/python/sitecustomize.py    the startup shim
+#   P/lib/stallscope/demo-gpu/                  the demo GPUs of `top --demo` (src/cli/machine.h)
 # and the installed package imports from there, finds its recorder library, and is what
 # `P/bin/stallscope run` gives a job.
 #   tests/install_check.sh BUILD VERSION
@@ -20,7 +21,8 @@ rm -f "$prefix.log"
 
 for f in bin/stallscope bin/stallscope-full bin/stallscope-gpu-check lib/stallscope/python/sitecustomize.py \
   lib/stallscope/python/stallscope/__init__.py lib/stallscope/python/stallscope/_version.py \
-  lib/stallscope/python/stallscope/libstallscope_rec.so; do
+  lib/stallscope/python/stallscope/libstallscope_rec.so lib/stallscope/demo-gpu/libnvidia-ml.so.1 \
+  lib/stallscope/demo-gpu/scenario.json; do
   [ -f "$prefix/$f" ] || fail "$f not installed (prefix $prefix)"
 done
 for f in bin/stallscope bin/stallscope-full; do
@@ -45,4 +47,7 @@ job=$("$prefix/bin/stallscope" run -- /usr/bin/python3 -c 'import stallscope; pr
   fail "bin/stallscope run failed: $job"
 grep -qx "PKG $prefix/lib/stallscope/python/stallscope/__init__.py" <<<"$job" ||
   fail "bin/stallscope run: the job did not import the installed package: $job"
+# --demo finds the installed demo GPUs (DemoGpuDir: <exe>/../lib/stallscope/demo-gpu).
+demo=$("$prefix/bin/stallscope" top --once --json --demo 2>&1) || fail "top --demo failed: $demo"
+grep -q '"DEMO GPU 1 (fake NVML)"' <<<"$demo" || fail "top --demo shows no demo GPU: $demo"
 echo "install_check: OK ($prefix)"

@@ -20,12 +20,21 @@ slug gets `-1`, `-2`, ... in order.
 `BIN --help` lists, and checks every `*.md` path (and `file.md#anchor`) in that text exists
 relative to ROOT. A `--help` that lists no command is an error.
 
-Prints one line per problem, `FILE:LINE: link to missing file X` or `FILE:LINE: missing anchor
-#Y in X`, and exits 1; else prints `N links in M files: all resolve` and exits 0. Exit 2 on a
+The program's own text is checked too (issue 41: a rule's advice cited references/multinode.md,
+which exists nowhere): every string literal of src/**/*.cc and *.h (but *_test.cc; adjacent
+literals joined, as the compiler joins them) and every string of python/stallscope/*.py (but
+docstrings), which is what reports, recommendations, errors and --help print. Each `*.md` path
+in them must exist relative to ROOT, and so must the `*.md` paths of --help: and, being read by
+users of the bundle and the wheel, name a document that ships: README.md or docs/*.md,
+docs/commands/*.md (tools/make_dist.sh copies those into the bundle).
+
+Prints one line per problem, `FILE:LINE: link to missing file X`, `FILE:LINE: missing anchor
+#Y in X` or `FILE:LINE: cites X, which does not ship ...`, and exits 1; else prints `N links in M files: all resolve` and exits 0. Exit 2 on a
 usage error. Standard library only, Python >= 3.8.
 """
 
 import argparse
+import ast
 import os
 import re
 import subprocess
@@ -47,6 +56,8 @@ REF_DEF_RE = re.compile(r'^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)')
 BARE_RE = re.compile(r'(?<![\w./-])((?:docs/[\w./-]*?|README[\w.-]*?)\.md)(#[\w-]+)?(?![\w/])')
 # In --help text: any *.md path.
 HELP_MD_RE = re.compile(r'(?<![\w./-])([\w][\w./-]*?\.md)(#[\w-]+)?(?![\w/])')
+# What program output may cite: the documents the bundle ships (tools/make_dist.sh).
+SHIPPED_RE = re.compile(r'^(?:README\.md|docs/(?:commands/)?[\w.-]+\.md)$')
 SCHEME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*:')
 HTML_ANCHOR_RE = re.compile(r'<a\s+(?:[^>]*?\s)?(?:id|name)\s*=\s*"([^"]+)"', re.I)
 
@@ -192,8 +203,99 @@ class Checker:
     def check_help_text(self, label, text):
         self.files += 1
         for number, line in enumerate(text.split('\n'), 1):
-            for m in HELP_MD_RE.finditer(line):
-                self.check_target(f'{label}:{number}', self.root, m.group(1) + (m.group(2) or ''))
+            self.check_citations(f'{label}:{number}', line)
+
+    def check_citations(self, where, text):
+        """Every *.md path in program output: it exists under ROOT and ships."""
+        for m in HELP_MD_RE.finditer(text):
+            path = m.group(1)
+            if not os.path.exists(os.path.join(self.root, path)):
+                self.check_target(where, self.root, path + (m.group(2) or ''))
+            elif not SHIPPED_RE.match(path):
+                self.links += 1
+                self.problems.append(f'{where}: cites {path}, which does not ship (program '
+                                     'output may cite README.md and docs/: tools/make_dist.sh)')
+            else:
+                self.check_target(where, self.root, path + (m.group(2) or ''))
+
+    def check_program(self):
+        """The *.md paths in the program's own text (program_sources)."""
+        for path in program_sources(self.root):
+            with open(path, encoding='utf-8', errors='replace') as f:
+                text = f.read()
+            self.files += 1
+            strings = python_strings(text) if path.endswith('.py') else cpp_strings(text)
+            for number, literal in strings:
+                self.check_citations(f'{self.rel(path)}:{number}', literal)
+
+
+def program_sources(root):
+    """The files whose text the program prints: src/**/*.cc and *.h but tests, and the Python
+    package python/stallscope/*.py."""
+    files = []
+    for folder, dirs, names in os.walk(os.path.join(root, 'src')):
+        dirs.sort()
+        files.extend(os.path.join(folder, n) for n in sorted(names)
+                     if n.endswith(('.cc', '.h')) and not n.endswith('_test.cc'))
+    package = os.path.join(root, 'python', 'stallscope')
+    if os.path.isdir(package):
+        files.extend(os.path.join(package, n) for n in sorted(os.listdir(package))
+                     if n.endswith('.py'))
+    return files
+
+
+CPP_TOKEN_RE = re.compile(
+    r'(?P<comment>//[^\n]*|/\*.*?\*/)'
+    r'|(?:u8|[uUL])?R"(?P<delim>[^(\s]{0,16})\((?P<raw>.*?)\)(?P=delim)"'
+    r'|(?:u8|[uUL])?"(?P<str>(?:[^"\\\n]|\\.)*)"'
+    r"|'(?:[^'\\\n]|\\.)*'"
+    r'|(?P<space>\s+)', re.S)
+
+
+def cpp_strings(text):
+    """[(line, text)] of a C++ source's string literals; adjacent literals (only blanks or
+    comments between them) are one text, at the line of the first. Escapes stay as written
+    (a path has none)."""
+    out = []
+    joined = None  # [line, text] of the literals being joined
+    pos = 0
+    while pos < len(text):
+        m = CPP_TOKEN_RE.match(text, pos)
+        if m is None:  # code: ends a run of literals
+            if joined:
+                out.append(tuple(joined))
+                joined = None
+            pos += 1
+            continue
+        pos = m.end()
+        literal = m.group('str') if m.group('str') is not None else m.group('raw')
+        if literal is not None:
+            if joined is None:
+                joined = [text.count('\n', 0, m.start()) + 1, '']
+            joined[1] += literal
+        elif m.group('comment') is None and m.group('space') is None and joined:
+            out.append(tuple(joined))  # a character literal
+            joined = None
+    if joined:
+        out.append(tuple(joined))
+    return out
+
+
+def python_strings(text):
+    """[(line, text)] of a Python module's string constants, docstrings left out."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]
 
 
 def blank_target(m):
@@ -287,6 +389,7 @@ def main(argv=None):
     checker = Checker(args.root)
     for path in markdown_files(checker.root):
         checker.check_markdown(path)
+    checker.check_program()
     if args.help_from:
         checker.check_help(args.help_from)
     if checker.problems:

@@ -196,6 +196,42 @@ class CheckLinksTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertEqual(out, ['3 links in 4 files: all resolve'])
 
+    def test_program_text_cites_only_documents_that_ship(self):
+        # Issue 41: a rule's advice cited references/multinode.md, which exists nowhere.
+        self.tree.write('docs/formats.md', '# Formats\n\n## Recording\n')
+        self.tree.write('docs/internal/notes.md', '# Notes\n')
+        self.tree.write('src/diagnose/README.md', '# diagnose\n')
+        self.tree.write('src/diagnose/rules.cc', """\
+            // A comment may cite references/nowhere.md: comments are not output.
+            void CommRecs() {
+              Rec(f, 2, "check NCCL's transport (references/multinode.md)");
+              Rec(f, 1, "as docs/formats.md#recording says");  // fine
+              Rec(f, 1, "docs/"
+                        "formats.md#nowhere");  // joined, as the compiler joins them
+              char quote = '"';
+              Rec(f, 1, R"(see docs/internal/notes.md)");
+              Rec(f, 0, "src/diagnose/README.md");
+            }
+            """)
+        self.tree.write('src/diagnose/rules_test.cc', 'auto t = "references/test_only.md";\n')
+        self.tree.write('python/stallscope/hooks.py', """\
+            \"\"\"Docstrings may cite src/phase/README.md: they are not output.\"\"\"
+
+
+            def warn():
+                print(f"stallscope: see {'docs/missing.md'}")
+            """)
+        rc, out = self.tree.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out, [
+            'src/diagnose/rules.cc:3: link to missing file references/multinode.md',
+            'src/diagnose/rules.cc:5: missing anchor #nowhere in docs/formats.md',
+            'src/diagnose/rules.cc:8: cites docs/internal/notes.md, which does not ship '
+            '(program output may cite README.md and docs/: tools/make_dist.sh)',
+            'src/diagnose/rules.cc:9: cites src/diagnose/README.md, which does not ship '
+            '(program output may cite README.md and docs/: tools/make_dist.sh)',
+            'python/stallscope/hooks.py:5: link to missing file docs/missing.md'])
+
     def test_help_that_lists_no_command_is_an_error(self):
         binary = self.tree.write('bin/tool', """\
             #!/bin/sh
@@ -208,6 +244,12 @@ class CheckLinksTest(unittest.TestCase):
 
 
 class ParseTest(unittest.TestCase):
+    def test_cpp_strings(self):
+        text = ('a = "x" /* c */ "y";\nb = R"d(raw "q")d" "z";\nc = \'"\'; d = "e\\"f";\n'
+                'e = 1\'000\'000; f = "g";\n')
+        self.assertEqual(check_links.cpp_strings(text),
+                         [(1, 'xy'), (2, 'raw "q"z'), (3, 'e\\"f'), (4, 'g')])
+
     def test_slugs(self):
         for heading, slug in [
                 ('`stallscope top`', 'stallscope-top'),

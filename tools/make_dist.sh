@@ -14,6 +14,8 @@
 #   lib/<soname>                   every library the binary needs beyond the system runtime
 #   lib/stallscope/python/         the Python package + sitecustomize.py (`run` finds it here)
 #   lib/stallscope/*.whl           the same package as a wheel, for `pip install`
+#   lib/stallscope/demo-gpu/       the demo GPUs of `top --demo` (src/cli/machine.h DemoGpuDir):
+#                                  the fake NVML (tests/fakes/nvml) and its scenario.json
 #   examples/  README.md  docs/  VERSION  Makefile (gpu-check only)
 #
 # The tarball is reproducible for a given build: sorted entries, owner 0, mtime of the last
@@ -91,6 +93,15 @@ install -m 755 "$build/python/stallscope/libstallscope_rec.so" "$py/stallscope/"
 strip --strip-unneeded "$py/stallscope/libstallscope_rec.so"
 python3 python/make_wheel.py --package "$py/stallscope" --out "$stage/lib/stallscope" --force \
   > /dev/null
+
+# The demo GPUs, as the build put them beside its binary (`make dist` builds target demo_gpu).
+demo=$stage/lib/stallscope/demo-gpu
+[ -f "$build/demo-gpu/libnvidia-ml.so.1" ] ||
+  { echo "make_dist: $build/demo-gpu not built: run \`make dist\`" >&2; exit 1; }
+mkdir -p "$demo"
+install -m 755 "$build/demo-gpu/libnvidia-ml.so.1" "$demo/"
+strip --strip-unneeded "$demo/libnvidia-ml.so.1"
+install -m 644 "$build/demo-gpu/scenario.json" "$demo/"
 
 install -m 644 examples/*.py examples/README.md "$stage/examples/"
 install -m 755 examples/*.sh "$stage/examples/"

@@ -86,6 +86,8 @@ class PlatformWheelFileTest(unittest.TestCase):
                      "stallscope/_bundle/bin/stallscope-nvml-cost",
                      "stallscope/_bundle/lib/stallscope/python/sitecustomize.py",
                      "stallscope/_bundle/lib/stallscope/python/stallscope/__init__.py",
+                     "stallscope/_bundle/lib/stallscope/demo-gpu/libnvidia-ml.so.1",
+                     "stallscope/_bundle/lib/stallscope/demo-gpu/scenario.json",
                      f"stallscope-{self.version}.data/scripts/stallscope"):
             self.assertIn(name, names)
         for name in self.names:
@@ -115,6 +117,23 @@ class PlatformWheelFileTest(unittest.TestCase):
             data = self.zip.read(path)
             self.assertEqual(digest, record_hash(data), path)
             self.assertEqual(int(size), len(data), path)
+
+
+@unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
+class ReadmeWheelLinesTest(unittest.TestCase):
+    """README's wheel lines work as copied, from the repository root (issue 41: the pip line
+    named the wheel without its build/dist/ folder)."""
+
+    def test_readme_names_the_wheel_make_wheel_wrote(self):
+        rel = os.path.relpath(WHEEL, SOURCE_DIR)
+        if rel != os.path.join("build", "dist", os.path.basename(WHEEL)):
+            self.skipTest(f"{WHEEL}: not the default build's (BUILD=build)")
+        with open(os.path.join(SOURCE_DIR, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        made = re.findall(r"^make wheel +# → (\S+\.whl)", readme, re.M)
+        installed = re.findall(r"^python -m pip install --no-index (\S+\.whl)$", readme, re.M)
+        self.assertEqual(made, [rel], "README's `make wheel` line")
+        self.assertEqual(installed, [rel], "README's `pip install` line")
 
 
 @unittest.skipIf(WHEEL is None, "STALLSCOPE_PLATFORM_WHEEL is not set (make test-dist sets it)")
@@ -181,6 +200,17 @@ class PlatformWheelInstallTest(VenvTestCase):
     def test_top_once(self):
         out = self.call(["stallscope", "top", "--once"]).stdout
         self.assertIn("CPU", out)
+
+    def test_top_demo_shows_the_demo_gpus_the_wheel_carries(self):
+        # Issue 41: the fake NVML as a clearly named demo device, loaded only when asked.
+        proc = self.call(["stallscope", "top", "--once", "--json", "--demo"])
+        sample = json.loads(proc.stdout)
+        names = [g["gpu_name"] for g in sample["header"]["gpus"]]
+        self.assertEqual(names, ["DEMO GPU 0 (fake NVML)", "DEMO GPU 1 (fake NVML)"])
+        self.assertIn(os.path.join("stallscope", "_bundle", "lib", "stallscope", "demo-gpu)"),
+                      proc.stderr)
+        plain = json.loads(self.call(["stallscope", "top", "--once", "--json"]).stdout)
+        self.assertNotIn("DEMO", json.dumps(plain["header"]["gpus"]))
 
     def test_run_records_the_phases_of_a_job(self):
         job = os.path.join(self.dir, "phase_job.py")

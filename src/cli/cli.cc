@@ -2,18 +2,22 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include "base/thresholds.h"
 
 #include "base/units.h"
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/record_args.h"
 
@@ -32,6 +36,11 @@ std::string EscapeLines(std::string_view text) {
   }
   return out;
 }
+
+/// The job's command of `run`, `passes` and `sweep` (command_line.h FindJobStart).
+constexpr const char* kJobCommandHelp =
+    "The job's command and its arguments: every word from the job's command on is the job's, "
+    "with or without a `--` before it";
 
 /// A whole number of at least `min`, said in words ("must be 1 or more") rather than as CLI11's
 /// range of doubles.
@@ -72,6 +81,13 @@ void AddSamplingFlags(CLI::App* cmd, SamplingOptions& o) {
   }
 }
 
+/// --demo (record_args.h DemoOptionSpecs): on the commands that show GPUs.
+void AddDemoFlag(CLI::App* cmd, SamplingOptions& o) {
+  for (const OptionSpec& spec : DemoOptionSpecs()) {
+    cmd->add_flag(spec.names, *spec.sampling_flag(o), spec.help);
+  }
+}
+
 /// From the specs the front binary parses too (record_args.h).
 CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
   auto* record = app.add_subcommand("record", "Sample GPUs and host to a JSON Lines file");
@@ -83,6 +99,7 @@ CLI::App* AddRecord(CLI::App& app, RecordOptions& rec) {
       "With a command, the recording ends when it exits and its exit code is returned.\n" +
       PollingHelp());
   AddSamplingFlags(record, rec.sampling);
+  AddDemoFlag(record, rec.sampling);
   return record;
 }
 
@@ -105,6 +122,7 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& o) {
       "Examples:\n  stallscope serve\n  stallscope serve --listen 0.0.0.0:9400\n"
       "GPU metrics use dcgm-exporter's names and labels; see docs/commands/serve.md.\n");
   AddSamplingFlags(serve, o.sampling);
+  AddDemoFlag(serve, o.sampling);
   return serve;
 }
 
@@ -135,6 +153,7 @@ CLI::App* AddTop(CLI::App& app, TopOptions& top) {
   top_cmd->add_option("-n,--count", top.count, "Stop after N refreshes (default: until Ctrl-C)")
       ->check(AtLeast(1));
   AddSamplingFlags(top_cmd, top.sampling);
+  AddDemoFlag(top_cmd, top.sampling);
   return top_cmd;
 }
 
@@ -182,7 +201,7 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
       ->default_val(50)
       ->check(CLI::Range(1, 1000));
   run_cmd->add_flag("--no-stacks", run.no_stacks, "Do not sample Python stacks");
-  run_cmd->add_option("command", run.command, "The job's command (after --)")->required();
+  run_cmd->add_option("command", run.command, kJobCommandHelp)->required();
   run_cmd->footer(
       "Examples:\n  stallscope run -- python train.py --epochs 1\n"
       "  stallscope run --name resnet -i 500ms -- torchrun --nproc_per_node 8 train.py\n"
@@ -292,7 +311,7 @@ void AddExperimentFlags(CLI::App* cmd, ExperimentOptions& e) {
       ->default_val("1s");
   cmd->add_flag("--json", e.json, "JSON output (also written to the folder)");
   cmd->add_flag("--force", e.force, "Reuse a non-empty --out (its runs are replaced)");
-  cmd->add_option("command", e.command, "The job's command (after --)")->required();
+  cmd->add_option("command", e.command, kJobCommandHelp)->required();
   AddSamplingFlags(cmd, e.sampling);
 }
 
@@ -424,6 +443,102 @@ DumpCommand AddDump(CLI::App& app) {
   return out;
 }
 
+/// `stallscope rnu` (issue 41): one line naming the word and the command it likely meant, or
+/// every command when none is near; nullopt for a command's name or an option.
+std::optional<std::string> UnknownCommand(const CLI::App& app, std::string_view word) {
+  if (word.empty() || word[0] == '-') return std::nullopt;
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands({})) {
+    if (c->get_name() == word) return std::nullopt;
+    names.push_back(c->get_name());
+  }
+  const std::vector<std::string> near = NearestNames(word, names);
+  if (!near.empty()) {
+    return fmt::format("stallscope: unknown command '{}' — did you mean {}?", EscapeControl(word),
+                       fmt::join(near, " or "));
+  }
+  return fmt::format(
+      "stallscope: unknown command '{}'; the commands are {} (`stallscope --help` "
+      "says what each does)",
+      EscapeControl(word), fmt::join(names, ", "));
+}
+
+/// How `run`, `passes` and `sweep` are given a job: said when there is none.
+struct JobUsage {
+  const char* name;
+  const char* usage;    ///< after "stallscope NAME "
+  const char* example;  ///< a whole command line
+};
+
+constexpr JobUsage kJobUsages[] = {
+    {"run", "[OPTIONS] [--] COMMAND [ARGS...]", "stallscope run python train.py"},
+    {"passes", "[OPTIONS] [--] COMMAND [ARGS...]", "stallscope passes python train.py"},
+    {"sweep", "--set KEY=V1,V2,... [OPTIONS] [--] COMMAND [ARGS...]",
+     "stallscope sweep --set num_workers=0,2,4 python train.py"}};
+
+/// `run`, `passes`, `sweep` ARGS (args[1] names the command): a `--` goes before the job's first
+/// word where the user wrote none, so that CLI11 gives every word from there to the job (issue
+/// 41: `run python train.py --out x` gave `--out x` to `run`). Returns the usage error when
+/// there is no job.
+std::optional<std::string> SeparateJob(const CLI::App& cmd, const JobUsage& job,
+                                       std::vector<std::string>& args) {
+  const std::span<const std::string> words(args.begin() + 2, args.end());
+  const JobStart start = FindJobStart(words, [&cmd](std::string_view name) {
+    const CLI::Option* opt = cmd.get_option_no_throw(std::string(name));
+    return opt != nullptr && opt->get_items_expected_min() > 0;
+  });
+  if (start.help) return std::nullopt;  // CLI11 prints the help
+  if (start.index == words.size()) {
+    return fmt::format(
+        "stallscope {0}: no job to run: give its command, e.g. {1}\n"
+        "usage: stallscope {0} {2}   (stallscope {0} --help: the options)",
+        cmd.get_name(), job.example, job.usage);
+  }
+  if (!start.dashes) args.insert(args.begin() + 2 + static_cast<std::ptrdiff_t>(start.index), "--");
+  return std::nullopt;
+}
+
+/// The command line as CLI11 is to read it: a typo of a command's name (UnknownCommand) and a
+/// job-running command without a job (SeparateJob) are refused here, with their message on
+/// stderr (false: exit 2).
+bool PrepareArgs(const CLI::App& app, std::vector<std::string>& args) {
+  if (args.size() < 2) return true;
+  if (auto unknown = UnknownCommand(app, args[1]))
+    return fmt::print(stderr, "{}\n", *unknown), false;
+  for (const JobUsage& job : kJobUsages) {
+    if (args[1] != job.name) continue;
+    // The command by name without CLI11's get_subcommand, which throws when there is none.
+    for (const CLI::App* cmd : app.get_subcommands({})) {
+      if (cmd->get_name() != job.name) continue;
+      if (auto no_job = SeparateJob(*cmd, job, args)) {
+        return fmt::print(stderr, "{}\n", *no_job), false;
+      }
+    }
+  }
+  return true;
+}
+
+/// CLI11 reads the command line (after PrepareArgs). The exit code when that ends the command
+/// (its help: 0; a usage error: 2), nullopt when the command is to run.
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (!PrepareArgs(app, args)) return 2;
+  std::vector<const char*> words;
+  for (const std::string& a : args) words.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(words.size()), words.data());
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the help or the error; a usage error exits 2 (README "Commands"), whatever
+    // CLI11's own code for it (105 for a value out of range, 109 for an unknown flag, ...).
+    std::ostringstream out, err;
+    int code = app.exit(e, out, err);
+    fmt::print(stdout, "{}", EscapeLines(out.str()));
+    fmt::print(stderr, "{}", EscapeLines(err.str()));
+    return code == 0 ? 0 : 2;
+  }
+  return std::nullopt;
+}
+
 /// `stallscope` alone and `stallscope --help`: what it is, where to start, and every command
 /// with its one line, as `git` and `py-spy` greet a user (issue 30).
 std::string Greeting(const CLI::App& app) {
@@ -491,17 +606,7 @@ int Run(int argc, char** argv) {
     fmt::print(stdout, "{}", Greeting(app));
     return argc == 1 ? 2 : 0;
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // CLI11 prints the help or the error; a usage error exits 2 (README "Commands"), whatever
-    // CLI11's own code for it (105 for a value out of range, 109 for an unknown flag, ...).
-    std::ostringstream out, err;
-    int code = app.exit(e, out, err);
-    fmt::print(stdout, "{}", EscapeLines(out.str()));
-    fmt::print(stderr, "{}", EscapeLines(err.str()));
-    return code == 0 ? 0 : 2;
-  }
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   if (doctor_cmd->parsed()) {
     if (workers_opt->count() > 0) doc.workers = doctor_workers;
     return RunDoctor(doc);

@@ -39,7 +39,34 @@ Result<std::optional<int64_t>> GpmIntervalNs(const SamplingOptions& options) {
 Status CheckSamplingOptions(const SamplingOptions& options) {
   TRY(auto gpm_ns, GpmIntervalNs(options));
   (void)gpm_ns;
+  if (options.demo && !options.nvml_lib.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "give either --demo or --nvml-lib");
+  }
   return OkStatus();
+}
+
+Result<std::string> DemoGpuDir() {
+  // POSIX calls, not <filesystem>: this file is in the front binary (src/front.cc).
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) == sizeof buf) {
+    return MakeError(ErrorCode::kNotFound, "--demo: cannot find this executable's folder");
+  }
+  // /proc/self/exe is absolute: "/" + the folders to the executable.
+  std::string exe_dir(buf, static_cast<size_t>(n));
+  exe_dir.resize(exe_dir.rfind('/'));
+  const std::string prefix = exe_dir.substr(0, exe_dir.rfind('/'));
+  const std::string dirs[] = {exe_dir + "/demo-gpu", prefix + "/lib/stallscope/demo-gpu"};
+  for (const std::string& dir : dirs) {
+    if (access((dir + "/libnvidia-ml.so.1").c_str(), R_OK) == 0 &&
+        access((dir + "/scenario.json").c_str(), R_OK) == 0) {
+      return dir;
+    }
+  }
+  return MakeError(ErrorCode::kNotFound,
+                   "--demo: the demo GPUs are not in this installation (no libnvidia-ml.so.1 and "
+                   "scenario.json in {} or {})",
+                   EscapeControl(dirs[0]), EscapeControl(dirs[1]));
 }
 
 Result<Machine> OpenMachine(const SamplingOptions& options, const Clock& clock,
@@ -54,7 +81,14 @@ Result<Machine> OpenMachine(const SamplingOptions& options, const Clock& clock,
   nvml.query_pcie_throughput = options.pcie;
   nvml.pcie_period_ns = static_cast<int64_t>(kThresholds.poll_pcie_s.value * 1e9);
   nvml.gpm = !options.no_gpm;
-  if (nvml.library_path.empty()) {
+  if (options.demo) {
+    TRY(const std::string dir, DemoGpuDir());
+    nvml.library_path = dir + "/libnvidia-ml.so.1";
+    // The fake reads its scenario at nvmlInit (tests/fakes/nvml/README.md).
+    setenv("STALLSCOPE_FAKE_NVML_SCENARIO", (dir + "/scenario.json").c_str(), 1);
+    fmt::print(stderr, "demo GPUs: stallscope's fake NVML, not real hardware ({})\n",
+               EscapeControl(dir));
+  } else if (nvml.library_path.empty()) {
     if (const char* env = std::getenv("STALLSCOPE_NVML_LIB")) nvml.library_path = env;
   }
   auto opened = gpu::OpenNvml(nvml);

@@ -70,6 +70,15 @@ constexpr OptionSpec kSampling[] = {
      .sampling = [](SamplingOptions& o) { return &o.gpm_interval; }},
 };
 
+constexpr OptionSpec kDemo[] = {
+    {.names = "--demo",
+     .help = "Sample stallscope's demo GPUs, not NVIDIA's driver: a fake NVML shipped with "
+             "stallscope (two made-up GPUs named DEMO, under a changing load), to try the GPU "
+             "views on a machine without a GPU",
+     .default_value = nullptr,
+     .sampling_flag = [](SamplingOptions& o) { return &o.demo; }},
+};
+
 /// Whether `arg` ("-i", "--interval") is one of the comma-separated `names`.
 bool Names(const OptionSpec& spec, std::string_view arg) {
   std::string_view names = spec.names;
@@ -120,6 +129,7 @@ std::string PollingHelp() {
       t.poll_pcie_s.value);
 }
 std::span<const OptionSpec> SamplingOptionSpecs() { return kSampling; }
+std::span<const OptionSpec> DemoOptionSpecs() { return kDemo; }
 
 std::optional<RecordOptions> ParseRecordArgs(int argc, const char* const* argv) {
   if (argc < 2 || std::string_view(argv[1]) != "record") return std::nullopt;
@@ -142,7 +152,8 @@ std::optional<RecordOptions> ParseRecordArgs(int argc, const char* const* argv) 
       return std::nullopt;  // -i100ms, -abc: CLI11's short forms
     }
     const OptionSpec* spec = nullptr;
-    for (std::span<const OptionSpec> table : {RecordOptionSpecs(), SamplingOptionSpecs()}) {
+    for (std::span<const OptionSpec> table :
+         {RecordOptionSpecs(), SamplingOptionSpecs(), DemoOptionSpecs()}) {
       for (const OptionSpec& s : table) {
         if (Names(s, arg)) spec = &s;
       }

@@ -27,6 +27,8 @@ struct OptionSpec {
 std::span<const OptionSpec> RecordOptionSpecs();
 /// --nvml-lib, --proc-root, --pcie, --no-gpm, --gpm-interval: every sampling command takes them.
 std::span<const OptionSpec> SamplingOptionSpecs();
+/// --demo (machine.h DemoGpuDir): the commands that show GPUs, `top`, `record` and `serve`.
+std::span<const OptionSpec> DemoOptionSpecs();
 
 /// What `record --help` (and run's) says about how often each GPU field is read (issue 28): the
 /// tiers with their periods from the thresholds table.

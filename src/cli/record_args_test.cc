@@ -34,6 +34,7 @@ void ExpectSame(const RecordOptions& a, const RecordOptions& b, const std::strin
   EXPECT_EQ(a.sampling.pcie, b.sampling.pcie) << what;
   EXPECT_EQ(a.sampling.no_gpm, b.sampling.no_gpm) << what;
   EXPECT_EQ(a.sampling.gpm_interval, b.sampling.gpm_interval) << what;
+  EXPECT_EQ(a.sampling.demo, b.sampling.demo) << what;
 }
 
 std::string Join(const std::vector<const char*>& args) {
@@ -55,6 +56,7 @@ TEST(RecordArgs, AgreesWithCli11OnWhatItParses) {
       {"--nvml-lib=/x.so", "--proc-root=/p", "-i", "1s"},
       {"--pcie", "--gpm-interval", "500ms", "-i", "100ms"},
       {"--no-gpm", "--pcie"},
+      {"--demo", "-i", "500ms"},
       {"--", "python3", "train.py", "--epochs", "1", "-i", "--"},
       {"-i", "250ms", "--", "sh", "-c", "exit 3"},
       {"--"},
@@ -108,7 +110,7 @@ TEST(RecordArgs, LeavesTheRestToCli11) {
 
 // Each spec is an option CLI11 knows under the same names (AddRecord builds them from it).
 TEST(RecordArgs, EverySpecIsParsedBothWays) {
-  for (auto specs : {RecordOptionSpecs(), SamplingOptionSpecs()}) {
+  for (auto specs : {RecordOptionSpecs(), SamplingOptionSpecs(), DemoOptionSpecs()}) {
     for (const OptionSpec& spec : specs) {
       std::string names = spec.names;
       const std::string name = names.substr(names.rfind(',') + 1);  // the long name

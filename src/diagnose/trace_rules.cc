@@ -112,7 +112,11 @@ void CommRecs(const Facts& c, Finding& f) {
   if (c.ranks > 1) {
     Rec(f, 1, "look for a straggler rank: the others wait for it at every collective");
   }
-  Rec(f, 2, "a faster interconnect, or check NCCL's transport (references/multinode.md)");
+  // Issue 41: the citation names a document that ships (the bundle's docs/).
+  Rec(f, 2,
+      "a faster interconnect, or check NCCL's transport: NCCL_DEBUG=INFO names each channel's "
+      "(P2P, SHM, NET/IB, NET/Socket); `stallscope doctor` flags NCCL_P2P_DISABLE, "
+      "NCCL_SHM_DISABLE and NCCL_IB_DISABLE (docs/commands/doctor.md)");
   SortRecs(f);
 }
 

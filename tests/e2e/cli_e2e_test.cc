@@ -402,6 +402,45 @@ TEST_F(E2e, NoNvmlStillWorksAndSaysSoOnce) {
   EXPECT_TRUE(doc["sample"]["host"]["cpu_busy_pct"].is_number());
 }
 
+// Issue 41: a user without a GPU sees the GPU views on the demo GPUs (the fake NVML and its
+// scenario, beside the binary in build/demo-gpu), only with --demo: NoNvmlStillWorksAndSaysSoOnce
+// above runs beside them and loads none.
+TEST_F(E2e, DemoGpusOnlyWhenAsked) {
+  auto top = Run({"top", "--once", "--json", "--demo"});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  const fs::path demo_dir = fs::path(STALLSCOPE_BIN).parent_path() / "demo-gpu";
+  EXPECT_EQ(top.err,
+            "demo GPUs: stallscope's fake NVML, not real hardware (" + demo_dir.string() + ")\n");
+  auto doc = nlohmann::json::parse(top.out);
+  ASSERT_EQ(doc["header"]["gpus"].size(), 2u) << top.out;
+  EXPECT_EQ(doc["sample"]["multi_gpu_data"][0]["gpu_name"], "DEMO GPU 0 (fake NVML)");
+  EXPECT_EQ(doc["sample"]["multi_gpu_data"][1]["gpu_name"], "DEMO GPU 1 (fake NVML)");
+  // `record` (the front binary parses --demo itself) and the text screen.
+  const std::string rec = (dir_ / "demo.jsonl").string();
+  auto r = Run({"record", "--demo", "-i", "100ms", "--duration", "300ms", "-o", rec});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Slurp(rec).find("\"DEMO GPU 1 (fake NVML)\""), std::string::npos);
+  auto text = Run({"top", "--once", "--demo"});
+  EXPECT_NE(text.out.find("DEMO GPU 0"), std::string::npos) << text.out;
+  // With a library of one's own, or without its files: one line, exit 2.
+  auto both = Run({"top", "--once", "--demo", "--nvml-lib", FAKE_NVML_LIB});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_EQ(both.err, "stallscope top: give either --demo or --nvml-lib\n");
+  const fs::path alone = dir_ / "bin";
+  fs::create_directories(alone);
+  for (const char* b : {"stallscope", "stallscope-full"}) {
+    fs::copy_file(fs::path(STALLSCOPE_BIN).parent_path() / b, alone / b);
+  }
+  auto missing = RunBinary((alone / "stallscope").string(), {"top", "--once", "--demo"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err.rfind("stallscope top: --demo: the demo GPUs are not in this "
+                              "installation (no libnvidia-ml.so.1 and scenario.json in " +
+                                  (alone / "demo-gpu").string() + " or ",
+                              0),
+            0u)
+      << missing.err;
+}
+
 TEST_F(E2e, TopOnceJsonWithEightFakeGpus) {
   auto o = Run({"top", "--once", "--json"}, Scenario(8));
   ASSERT_EQ(o.exit_code, 0) << o.err;

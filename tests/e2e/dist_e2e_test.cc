@@ -124,8 +124,9 @@ TEST_F(Dist, HasTheDocumentedLayout) {
        {"bin/stallscope", "bin/stallscope-gpu-check", "bin/stallscope-nvml-cost",
         "lib/libsimdjson.so.14", "lib/stallscope/python/sitecustomize.py",
         "lib/stallscope/python/stallscope/__init__.py",
-        "lib/stallscope/python/stallscope/libstallscope_rec.so", "examples/train.py", "README.md",
-        "docs/commands/run.md", "VERSION", "Makefile"}) {
+        "lib/stallscope/python/stallscope/libstallscope_rec.so",
+        "lib/stallscope/demo-gpu/libnvidia-ml.so.1", "lib/stallscope/demo-gpu/scenario.json",
+        "examples/train.py", "README.md", "docs/commands/run.md", "VERSION", "Makefile"}) {
     EXPECT_TRUE(fs::exists(root_ / rel)) << rel;
   }
   bool wheel = false;
@@ -160,6 +161,25 @@ TEST_F(Dist, VersionAndTopRunWithAnEmptyEnvironment) {
   fs::create_symlink(Bin(), link);
   ProcessOutput linked = Run({link.string(), "--version"});
   EXPECT_EQ(linked.exit_code, 0) << linked.err;
+}
+
+// Issue 41: the fake NVML ships as a clearly named demo device, loaded only when asked.
+TEST_F(Dist, TopDemoShowsTheBundledDemoGpusAndNothingElseLoadsThem) {
+  ProcessOutput demo = Run({Bin(), "top", "--once", "--json", "--demo"});
+  ASSERT_EQ(demo.exit_code, 0) << demo.err;
+  const json doc = json::parse(demo.out);
+  std::vector<std::string> names;
+  for (const auto& gpu : doc["header"]["gpus"]) names.push_back(gpu["gpu_name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"DEMO GPU 0 (fake NVML)", "DEMO GPU 1 (fake NVML)"}));
+  EXPECT_NE(demo.err.find("demo GPUs: stallscope's fake NVML, not real hardware ("),
+            std::string::npos)
+      << demo.err;
+  EXPECT_NE(demo.err.find((root_ / "lib" / "stallscope" / "demo-gpu").string() + ")\n"),
+            std::string::npos)
+      << demo.err;
+  ProcessOutput plain = Run({Bin(), "top", "--once", "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("DEMO"), std::string::npos) << plain.out;
 }
 
 TEST_F(Dist, TraceReadsGzipThroughTheBundledLibraries) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -70,6 +71,18 @@ inline pid_t Spawn(std::vector<std::string> argv, std::vector<std::string> env,
   return pid;
 }
 
+/// An exit status as a code: the exit code, 128+N when killed by signal N.
+inline int ExitCode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// The exit code of `pid` (reaped now) when it has ended, else nullopt; never blocks.
+inline std::optional<int> PollExit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  return ExitCode(status);
+}
+
 /// Waits for `pid` up to `timeout_s` (then SIGKILL and a test failure); returns its exit code,
 /// 128+N when killed by signal N.
 inline int WaitExit(pid_t pid, double timeout_s) {
@@ -84,7 +97,7 @@ inline int WaitExit(pid_t pid, double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ExitCode(status);
 }
 
 /// What a finished process left.
