@@ -35,8 +35,9 @@ struct DumpedProcess {
   std::string cmdline;  ///< argv joined with spaces, or "[comm]" when there is none
   std::optional<pystack::PythonProcess> python;
   std::vector<pystack::ThreadStack> threads;  ///< main thread first
-  std::optional<Error> error;                 ///< why no stack was read
-  bool not_python = false;                    ///< the process runs no CPython we know of
+  std::string cut;  ///< what the reader's per-process budget left out (ProcessStacks::cut)
+  std::optional<Error> error;  ///< why no stack was read
+  bool not_python = false;     ///< the process runs no CPython we know of
 };
 
 /// kernel.yama.ptrace_scope, or empty without Yama.
@@ -88,7 +89,8 @@ DumpedProcess DumpOne(const host::ProcessSample& p) {
       out.error = threads.take_error();
       return out;
     }
-    out.threads = std::move(*threads);
+    out.threads = std::move(threads->threads);
+    out.cut = std::move(threads->cut);
     if (std::none_of(out.threads.begin(), out.threads.end(),
                      [](const pystack::ThreadStack& t) { return t.error.has_value(); })) {
       break;
@@ -159,6 +161,7 @@ std::string RenderText(const std::vector<DumpedProcess>& shown, int32_t root,
                        EscapeControl(CutUtf8(p.cmdline, kMaxCmdlineBytes)), p.python->layout.minor,
                        EscapeControl(p.python->binary),
                        p.pid == root ? "" : fmt::format(", child of {}", p.ppid));
+    if (!p.cut.empty()) out += fmt::format("  (cut: {})\n", EscapeControl(p.cut));
     for (const pystack::ThreadStack& t : p.threads) ThreadText(p, t, sources, out);
   }
   return out;
@@ -205,6 +208,7 @@ std::string RenderJson(const std::vector<DumpedProcess>& shown, int32_t root,
     } else if (p.error) {
       w.Field("error", p.error->message);
     }
+    if (!p.cut.empty()) w.Field("cut", p.cut);
     w.Key("threads").BeginArray();
     for (const pystack::ThreadStack& t : p.threads) ThreadJson(p, t, sources, w);
     w.EndArray().EndObject();

@@ -36,6 +36,16 @@ struct ThreadStack {
   std::optional<Error> error;
 };
 
+/// Every thread of a process (SampleAll), and what the per-process budget left out.
+struct ProcessStacks {
+  std::vector<ThreadStack> threads;  ///< in thread-list order
+  /// Empty when every thread state was read and walked; else why some were not, one line
+  /// ("the thread lists hold more than 4096 thread states: the rest are not read; ..."). A forged
+  /// or corrupt interpreter (a thread list that loops, lists shared between interpreters, a
+  /// million thread states) is cut here instead of costing memory without bound.
+  std::string cut;
+};
+
 /// Where a process's interpreter lives and how to read it. Found once per process (FindPython).
 struct PythonProcess {
   pid_t pid = 0;
@@ -56,6 +66,29 @@ struct ReaderStats {
   int64_t code_cache_hits = 0;    ///< frames whose code object was known and still valid
   int64_t code_cache_misses = 0;  ///< code objects read whole (new, or changed since cached)
   int64_t reads = 0;              ///< MemoryReader Read/ReadMany calls (process_vm_readv calls)
+};
+
+/// What one StackReader may hold and read, whatever the target's memory says (the target is
+/// not trusted: a C extension's bug or a hostile script can forge its interpreter). Each bound
+/// is per process; README.md "Budgets" says what a forged interpreter gets.
+struct ReaderBudget {
+  /// Thread states read per thread search or SampleAll, all interpreters together; a thread
+  /// state met a second time (a list that loops, or one shared by two interpreters) ends its
+  /// list and is not read again.
+  static constexpr size_t kThreadStates = 4096;
+  static constexpr size_t kInterpreters = 256;
+  /// Frames and bytes of frame names (file + function) one SampleAll returns, all threads
+  /// together: Dump of 4096 threads 4096 frames deep stays within this.
+  static constexpr size_t kFramesPerProcess = 65536;
+  static constexpr size_t kNameBytesPerProcess = size_t{16} << 20;
+  /// Bytes of frame names one walk (one thread) returns: a deeper stack of long names is cut
+  /// at its innermost frames, `truncated` set.
+  static constexpr size_t kNameBytesPerWalk = size_t{4} << 20;
+  /// The code cache: entries, and bytes of names and line tables held. Line tables are kept
+  /// once per bytes object (code objects may share one: `code.replace(co_linetable=...)`); past
+  /// the byte bound a code object's table is not kept but read again when its line is needed.
+  static constexpr size_t kCodeCacheEntries = 16384;
+  static constexpr size_t kCodeCacheBytes = size_t{16} << 20;
 };
 
 /// Reads one process's Python stacks repeatedly and cheaply, never stopping it: FindPython once;
@@ -93,12 +126,16 @@ class StackReader {
   /// Sample into `stack`, reusing its storage: a sampler that passes the same ThreadStack every
   /// time allocates nothing once its strings have grown (`frames` is left empty on an error).
   [[nodiscard]] Status SampleInto(pid_t tid, size_t max_frames, ThreadStack& stack);
-  /// Every thread of every interpreter. A thread whose walk was torn carries the kIo error in
-  /// ThreadStack::error (and counts in stats().torn); the call fails only when the thread list
-  /// cannot be read, or the process is gone or unreadable.
-  [[nodiscard]] Result<std::vector<ThreadStack>> SampleAll(size_t max_frames = 256);
+  /// Every thread of every interpreter, within ReaderBudget (what it left out is in `cut`). A
+  /// thread whose walk was torn carries the kIo error in ThreadStack::error (and counts in
+  /// stats().torn); the call fails only when the thread list cannot be read, or the process is
+  /// gone or unreadable.
+  [[nodiscard]] Result<ProcessStacks> SampleAll(size_t max_frames = 256);
 
   const ReaderStats& stats() const;
+  /// Bytes of names and line tables the code cache holds now: at most
+  /// ReaderBudget::kCodeCacheBytes, plus what one walk added past it.
+  size_t code_cache_bytes() const;
   pid_t pid() const;
   const PythonProcess& process() const;
 
