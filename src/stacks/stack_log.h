@@ -66,10 +66,19 @@ struct StackTotals {
   int64_t failed = 0;  ///< reads that failed otherwise (the process exiting, no thread state yet)
   double cpu_s = 0;    ///< the sampling thread's own CPU time
   int64_t reads = 0;   ///< process_vm_readv calls
+  /// Samples not written: they needed a frame or stack past the writer's bound
+  /// (StackLogWriter::kMaxFrames, kMaxStacks).
+  int64_t dropped = 0;
 };
 
-/// A stacks.jsonl read back.
+/// A stacks.jsonl read back. Frames and stacks are found by the ids their lines give (a damaged
+/// line costs only the stacks and samples that name it); they are renumbered 0..n-1 here, so
+/// `stacks` hold indices into `frames` and samples into `stacks`. At most kMaxFrames frames and
+/// kMaxStacks stacks are kept (ReadStackLog says how many more were skipped).
 struct StackLog {
+  static constexpr size_t kMaxFrames = size_t{1} << 20;
+  static constexpr size_t kMaxStacks = size_t{1} << 20;
+  static constexpr size_t kMaxStackDepth = 4096;  ///< frames in one stack line
   int main_hz = 0;
   int worker_hz = 0;
   std::vector<StackProcess> processes;
@@ -77,7 +86,10 @@ struct StackLog {
   std::vector<std::vector<uint32_t>> stacks;  ///< frame ids, innermost first
   std::vector<StackSample> samples;           ///< in file order (time order per thread)
   std::optional<StackTotals> totals;          ///< empty when the file has no end line
-  int64_t malformed = 0;                      ///< lines skipped: not JSON, unknown ids, ...
+  int64_t malformed = 0;  ///< lines skipped: not JSON, wrong types, an id defined twice, ...
+  /// Stack and sample lines skipped because they name a frame or stack no line defines (a
+  /// damaged or skipped line) or one past kMaxFrames/kMaxStacks.
+  int64_t unresolved = 0;
   std::vector<std::string> warnings;
 
   bool empty() const { return samples.empty() && processes.empty(); }
@@ -88,6 +100,12 @@ struct StackLog {
 /// mid-run leaves whole lines. Not thread-safe (the sampling thread owns it).
 class StackLogWriter {
  public:
+  /// Frames and stacks interned (held in memory for the whole run): a sample that needs one
+  /// more is not written, and counted in StackTotals::dropped. A job that keeps making new code
+  /// (exec of generated source) costs the monitor no more than this.
+  static constexpr size_t kMaxFrames = 65536;
+  static constexpr size_t kMaxStacks = 65536;
+
   /// Creates (or truncates, as events.bin: the run directory is stallscope's) `path` and buffers
   /// the header line. Errors name the file.
   [[nodiscard]] static Result<StackLogWriter> Open(const std::string& path, int main_hz,
@@ -100,11 +118,12 @@ class StackLogWriter {
   /// The source text of a frame seen for the first time ("" when unknown).
   using TextOf = std::function<std::string(const FrameView&)>;
   /// Interns `frames` (innermost first) and buffers a sample of them. Allocates only for frames
-  /// and stacks seen for the first time (and `text` is asked only then).
-  void AddSample(int64_t t_ns, int32_t pid, int32_t tid, std::span<const FrameView> frames,
+  /// and stacks seen for the first time (and `text` is asked only then). False (and nothing
+  /// written) when a new frame or stack would pass kMaxFrames/kMaxStacks: the caller counts it.
+  bool AddSample(int64_t t_ns, int32_t pid, int32_t tid, std::span<const FrameView> frames,
                  const TextOf& text = {});
   /// The same with whole frames (their `text` as given).
-  void AddSample(int64_t t_ns, int32_t pid, int32_t tid, const std::vector<StackFrame>& frames);
+  bool AddSample(int64_t t_ns, int32_t pid, int32_t tid, const std::vector<StackFrame>& frames);
   /// Buffers the end line.
   void AddTotals(const StackTotals& totals);
   /// Writes what is buffered. The first error is kept (later calls return it again and write

@@ -147,12 +147,13 @@ bool StackSampler::SampleOne(Process& p, int64_t now) {
   views_.clear();
   for (const pystack::Frame& f : stack_.frames)
     views_.push_back({f.file, f.function, f.line.value_or(0)});
-  writer_.AddSample(now, p.target.pid, p.target.pid, views_, [&](const FrameView& f) {
-    auto text = sources_.Line(p.target.pid, std::string(f.file), f.line);
-    return text ? CutUtf8(*text, kMaxTextBytes) : std::string();
-  });
+  const bool written =
+      writer_.AddSample(now, p.target.pid, p.target.pid, views_, [&](const FrameView& f) {
+        auto text = sources_.Line(p.target.pid, std::string(f.file), f.line);
+        return text ? CutUtf8(*text, kMaxTextBytes) : std::string();
+      });
   std::lock_guard lock(mu_);
-  ++totals_.samples;
+  ++(written ? totals_.samples : totals_.dropped);
   return true;
 }
 
