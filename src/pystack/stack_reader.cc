@@ -188,7 +188,7 @@ struct StackReader::Impl {
   Result<std::optional<int>> LineOf(CodeEntry& entry, uint64_t unit);
   Error Classify(Error error);
   Status SampleThread(pid_t tid, size_t max_frames, ThreadStack& stack);
-  Result<ProcessStacks> SampleThreads(size_t max_frames);
+  Status SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out);
 
   PythonProcess process;
   std::unique_ptr<MemoryReader> owned;
@@ -748,7 +748,7 @@ std::string CutText(const ListCut& list, size_t not_walked) {
   if (not_walked > 0) {
     add(
         fmt::format("{} thread{} not walked: the budget of {} frames and {} MiB of names per "
-                    "process is spent",
+                    "process (or of threads per sample) is spent",
                     not_walked, not_walked == 1 ? "" : "s", ReaderBudget::kFramesPerProcess,
                     ReaderBudget::kNameBytesPerProcess >> 20));
   }
@@ -759,9 +759,9 @@ std::string CutText(const ListCut& list, size_t not_walked) {
 
 // Every thread read, the main thread (tid == pid) walked first, within the process's budget of
 // frames and name bytes: threads past it are left out of the result (counted in `cut`).
-Result<ProcessStacks> StackReader::Impl::SampleThreads(size_t max_frames) {
+Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out) {
   TRY_STATUS(ReadThreads(std::nullopt));
-  ProcessStacks out;
+  size_t n = 0;  // threads of `out` filled (their storage is reused)
   size_t frames_left = ReaderBudget::kFramesPerProcess;
   size_t bytes_left = ReaderBudget::kNameBytesPerProcess;
   size_t not_walked = 0;
@@ -771,11 +771,14 @@ Result<ProcessStacks> StackReader::Impl::SampleThreads(size_t max_frames) {
   std::stable_partition(threads.begin(), threads.end(),
                         [&](const ThreadInfo& t) { return t.native_tid == process.pid; });
   for (const ThreadInfo& thread : threads) {
-    if (frames_left == 0 || bytes_left == 0) {
+    if (frames_left == 0 || bytes_left == 0 || n == max_threads) {
       ++not_walked;
       continue;
     }
-    ThreadStack& stack = out.threads.emplace_back();
+    if (n == out.threads.size()) out.threads.emplace_back();
+    ThreadStack& stack = out.threads[n++];
+    stack.truncated = false;
+    stack.error.reset();
     stack.thread_id = thread.thread_id;
     stack.native_thread_id = thread.native_tid;
     size_t name_bytes = 0;
@@ -791,8 +794,11 @@ Result<ProcessStacks> StackReader::Impl::SampleThreads(size_t max_frames) {
     stack.frames.clear();
     stack.truncated = false;
   }
+  out.threads.resize(n);
   out.cut = CutText(list_cut, not_walked);
-  return out;
+  out.list_cut = list_cut.any();
+  out.not_walked = not_walked;
+  return OkStatus();
 }
 
 StackReader::StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory)
@@ -824,11 +830,20 @@ Status StackReader::SampleInto(pid_t tid, size_t max_frames, ThreadStack& stack)
 }
 
 Result<ProcessStacks> StackReader::SampleAll(size_t max_frames) {
+  ProcessStacks out;
+  TRY_STATUS(SampleAllInto(max_frames, ReaderBudget::kThreadStates, out));
+  return out;
+}
+
+Status StackReader::SampleAllInto(size_t max_frames, size_t max_threads, ProcessStacks& out) {
   if (impl_->layout_error) return *impl_->layout_error;
-  auto stacks = impl_->SampleThreads(max_frames);
-  if (!stacks.ok()) return impl_->Classify(stacks.take_error());
+  Status sampled = impl_->SampleThreads(max_frames, max_threads, out);
+  if (!sampled.ok()) {
+    out.threads.clear();
+    return impl_->Classify(sampled.take_error());
+  }
   ++impl_->stats.samples;
-  return stacks;
+  return OkStatus();
 }
 
 const ReaderStats& StackReader::stats() const { return impl_->stats; }

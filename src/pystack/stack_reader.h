@@ -38,12 +38,16 @@ struct ThreadStack {
 
 /// Every thread of a process (SampleAll), and what the per-process budget left out.
 struct ProcessStacks {
-  std::vector<ThreadStack> threads;  ///< in thread-list order
+  std::vector<ThreadStack> threads;  ///< the main thread first, then in thread-list order
   /// Empty when every thread state was read and walked; else why some were not, one line
   /// ("the thread lists hold more than 4096 thread states: the rest are not read; ..."). A forged
   /// or corrupt interpreter (a thread list that loops, lists shared between interpreters, a
   /// million thread states) is cut here instead of costing memory without bound.
   std::string cut;
+  /// The thread lists were cut (the budget of thread states or interpreters spent, or a thread
+  /// state met twice): no real interpreter does that.
+  bool list_cut = false;
+  size_t not_walked = 0;  ///< threads read but not walked: the frames or threads budget spent
 };
 
 /// Where a process's interpreter lives and how to read it. Found once per process (FindPython).
@@ -131,6 +135,9 @@ class StackReader {
   /// stats().torn); the call fails only when the thread list cannot be read, or the process is
   /// gone or unreadable.
   [[nodiscard]] Result<ProcessStacks> SampleAll(size_t max_frames = 256);
+  /// SampleAll into `out`, reusing its storage, walking at most `max_threads` threads (the main
+  /// thread first): a sampler that passes the same ProcessStacks allocates nothing once warm.
+  [[nodiscard]] Status SampleAllInto(size_t max_frames, size_t max_threads, ProcessStacks& out);
 
   const ReaderStats& stats() const;
   /// Bytes of names and line tables the code cache holds now: at most

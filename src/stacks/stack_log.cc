@@ -67,6 +67,15 @@ struct StackLogWriter::Interner {
   std::vector<uint32_t> ids;  // reused per sample
 };
 
+bool IsStallscopeFile(std::string_view file) {
+  const size_t slash = file.rfind('/');
+  if (slash == std::string_view::npos) return false;
+  const std::string_view dir = file.substr(0, slash), base = file.substr(slash + 1);
+  if (dir != "stallscope" && !dir.ends_with("/stallscope")) return false;
+  return base == "__init__.py" || base == "__main__.py" || base == "auto.py" ||
+         (base.starts_with('_') && base.ends_with(".py"));
+}
+
 const StackProcess* StackLog::Process(int32_t pid) const {
   for (const auto& p : processes) {
     if (p.pid == pid) return &p;
@@ -112,6 +121,8 @@ void StackLogWriter::AddProcess(const StackProcess& p) {
   field("binary", p.binary);
   field("cwd", p.cwd);
   field("error", p.error);
+  if (p.other) buffer_ += R"(,"other":true)";
+  if (p.exec) buffer_ += R"(,"exec":true)";
   buffer_ += "}\n";
 }
 
@@ -252,6 +263,8 @@ bool ApplyProcessLine(const json& j, StackLog& log) {
   p.binary = JsonOpt<std::string>(j, "binary").value_or("");
   p.cwd = JsonOpt<std::string>(j, "cwd").value_or("");
   p.error = JsonOpt<std::string>(j, "error").value_or("");
+  p.other = JsonOpt<bool>(j, "other").value_or(false);
+  p.exec = JsonOpt<bool>(j, "exec").value_or(false);
   log.processes.push_back(std::move(p));
   return true;
 }
@@ -328,6 +341,8 @@ void Resolve(StackLog& log, FileIds& ids) {
   SortById(log.stacks, ids.stacks, log.malformed);
   std::vector<uint32_t> kept_ids;  // the file ids of the stacks kept, in order
   size_t kept = 0;
+  std::vector<bool> own(log.frames.size());  // stallscope's frames: left out of every stack
+  for (size_t f = 0; f < own.size(); ++f) own[f] = IsStallscopeFile(log.frames[f].file);
   for (size_t s = 0; s < log.stacks.size(); ++s) {
     std::vector<uint32_t>& frames = log.stacks[s];
     bool whole = true;
@@ -340,6 +355,7 @@ void Resolve(StackLog& log, FileIds& ids) {
       ++log.unresolved;
       continue;
     }
+    std::erase_if(frames, [&](uint32_t id) { return own[id]; });
     if (kept != s) log.stacks[kept] = std::move(frames);
     kept_ids.push_back(ids.stacks[s]);
     ++kept;

@@ -43,12 +43,22 @@ struct StackProcess {
   int32_t pid = 0;
   int32_t rank = 0;
   bool worker = false;  ///< a DataLoader worker (forked from a rank's process), else a rank's main
+  /// A process of the job that runs no hooks (StackTarget::other): neither a rank's nor a worker.
+  bool other = false;
   int32_t forked_from = 0;
   std::string python;  ///< "3.11"
   std::string binary;  ///< the file holding _PyRuntime
   std::string cwd;     ///< its working directory when first read (relative co_filenames)
   std::string error;   ///< why it could not be read (one line); empty when it was
+  /// Read again after it exec'd into another Python (a later line for the same pid).
+  bool exec = false;
 };
+
+/// Whether `file` is one of stallscope's own Python files: its package (a folder named
+/// `stallscope` holding `__init__.py`, `__main__.py`, `auto.py` and `_*.py`), wherever it is
+/// installed. Their frames are in no stack stallscope writes or reads back (issue 40 P06: the
+/// step wrapper of auto.py was reported as the job's line).
+[[nodiscard]] bool IsStallscopeFile(std::string_view file);
 
 /// One sample: thread `tid` of process `pid` at `t_ns` (CLOCK_MONOTONIC, the phase ring's clock)
 /// was in stack `stack`.

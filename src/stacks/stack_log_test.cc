@@ -197,6 +197,39 @@ TEST(StackLog, TheWriterHoldsAtMostItsBoundOfFrames) {
   EXPECT_NE(log.warnings[0].find("10 samples not recorded"), std::string::npos);
 }
 
+TEST(IsStallscopeFile, ThePackageWhereverItIsInstalled) {
+  for (const char* own :
+       {"/work/build/python/stallscope/auto.py",
+        "/venv/lib/python3.11/site-packages/stallscope/__init__.py", "stallscope/_hooks.py",
+        "/opt/lib/stallscope/python/stallscope/__main__.py"})
+    EXPECT_TRUE(IsStallscopeFile(own)) << own;
+  for (const char* job : {"/home/u/stallscope/train.py", "/home/u/proj/auto.py", "auto.py",
+                          "/home/u/mystallscope/auto.py", "/x/stallscope/sub/auto.py", ""})
+    EXPECT_FALSE(IsStallscopeFile(job)) << job;
+}
+
+// P06, for files written before the sampler left them out: stallscope's frames are taken out of
+// every stack when it is read back (the job's own line is then the innermost).
+TEST(StackLog, StallscopesOwnFramesAreLeftOutWhenRead) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub(kStacksFile);
+  {
+    auto w = StackLogWriter::Open(path, 50, 10);
+    ASSERT_TRUE(w.ok());
+    w->AddSample(1, 42, 42,
+                 {{"/b/python/stallscope/auto.py", "step", 158, ""},
+                  {"/b/python/stallscope/__init__.py", "phase", 9, ""},
+                  kInner[1],
+                  kInner[2]});
+    ASSERT_TRUE(w->Flush().ok());
+  }
+  const StackLog log = ReadStackLog(dir.path().string());
+  ASSERT_EQ(log.samples.size(), 1u);
+  const std::vector<uint32_t>& stack = log.stacks[log.samples[0].stack];
+  ASSERT_EQ(stack.size(), 2u);
+  EXPECT_EQ(log.frames[stack[0]], kInner[1]);
+}
+
 TEST(StackLog, AnUnwritableFileIsAnErrorNamingIt) {
   auto w = StackLogWriter::Open("/nonexistent-dir/stacks.jsonl", 50, 10);
   ASSERT_FALSE(w.ok());
