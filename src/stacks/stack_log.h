@@ -86,8 +86,10 @@ struct StackTotals {
 /// `stacks` hold indices into `frames` and samples into `stacks`. At most kMaxFrames frames and
 /// kMaxStacks stacks are kept (ReadStackLog says how many more were skipped).
 struct StackLog {
-  static constexpr size_t kMaxFrames = size_t{1} << 20;
-  static constexpr size_t kMaxStacks = size_t{1} << 20;
+  /// 4x what StackLogWriter writes (older files had no bound): ~90 MB of `diagnose` at the
+  /// bound (docs/guarantees.md).
+  static constexpr size_t kMaxFrames = size_t{1} << 18;
+  static constexpr size_t kMaxStacks = size_t{1} << 18;
   static constexpr size_t kMaxStackDepth = 4096;  ///< frames in one stack line
   int main_hz = 0;
   int worker_hz = 0;
