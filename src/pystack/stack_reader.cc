@@ -768,8 +768,11 @@ Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, P
   if (!process.layout.tstate_native_thread_id) {
     for (ThreadInfo& thread : threads) thread.native_tid = NativeTid(thread.thread_id);
   }
-  std::stable_partition(threads.begin(), threads.end(),
-                        [&](const ThreadInfo& t) { return t.native_tid == process.pid; });
+  // The main thread first (its stack is the one a budget must not cut), the others in order;
+  // a rotation, not a partition: nothing allocated.
+  auto main_thread = std::find_if(threads.begin(), threads.end(),
+                                  [&](const ThreadInfo& t) { return t.native_tid == process.pid; });
+  if (main_thread != threads.end()) std::rotate(threads.begin(), main_thread, main_thread + 1);
   for (const ThreadInfo& thread : threads) {
     if (frames_left == 0 || bytes_left == 0 || n == max_threads) {
       ++not_walked;

@@ -512,6 +512,29 @@ TEST(StackReader, AMillionThreadStatesCostTheBudgetNotMore) {
   }
 }
 
+// The main thread is walked first, wherever it is in the list (CPython puts new threads at the
+// head, so the main thread is last): a budget spent by other threads never cuts it.
+TEST(StackReader, SampleAllWalksTheMainThreadFirst) {
+  for (const Layout& layout : AllLayouts()) {
+    if (!layout.tstate_native_thread_id) continue;  // 3.8-3.10: tids through real pthreads
+    SCOPED_TRACE(Name(layout));
+    FakePython python(layout, getpid());
+    size_t code = python.AddCode("t.py", "f", "f", 1, 0);
+    python.AddThread(getpid() + 1, {{code, 0}});
+    python.AddThread(getpid() + 2, {{code, 0}});
+    python.AddThread(getpid(), {{code, 0}, {code, 0}});
+    FakeImage image = python.Build();
+    StackReader reader(image.process, image.Memory().Share());
+    auto all = reader.SampleAll();
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    ASSERT_EQ(all->threads.size(), 3u);
+    EXPECT_EQ(all->threads[0].native_thread_id, getpid());
+    EXPECT_EQ(all->threads[0].frames.size(), 2u);
+    EXPECT_EQ(all->threads[1].native_thread_id, getpid() + 1);
+    EXPECT_EQ(all->threads[2].native_thread_id, getpid() + 2);
+  }
+}
+
 // glibc's count of bytes the heap has handed out (0 under ASan, which keeps its own heap).
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
