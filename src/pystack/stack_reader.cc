@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <string_view>
@@ -123,11 +124,12 @@ struct FrameRef {
 };
 
 // The thread states one thread-list read has met: each is read once. Open addressing in a table
-// twice the budget's size, reset by clearing only the slots used (no allocation once made).
+// of a power of two at least twice the budget, reset by clearing only the slots used (no
+// allocation once made).
 class SeenSet {
  public:
-  SeenSet() : slots_(2 * ReaderBudget::kThreadStates, 0) {
-    used_.reserve(ReaderBudget::kThreadStates);
+  explicit SeenSet(size_t capacity) : slots_(std::bit_ceil(2 * capacity + 2), 0) {
+    used_.reserve(capacity);
   }
   void Clear() {
     for (uint32_t at : used_) slots_[at] = 0;
@@ -150,7 +152,6 @@ class SeenSet {
   std::vector<uint64_t> slots_;
   std::vector<uint32_t> used_;
 };
-static_assert((2 * ReaderBudget::kThreadStates & (2 * ReaderBudget::kThreadStates - 1)) == 0);
 
 // What the last thread-list read left out.
 struct ListCut {
@@ -163,7 +164,7 @@ struct ListCut {
 }  // namespace
 
 struct StackReader::Impl {
-  Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader);
+  Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader, ReaderBudget limits);
 
   Status ReadThreads(std::optional<pid_t> stop_at);
   ThreadInfo ParseThread(uint64_t tstate, const uint8_t* data) const;
@@ -191,6 +192,7 @@ struct StackReader::Impl {
   Status SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out);
 
   PythonProcess process;
+  ReaderBudget budget;
   std::unique_ptr<MemoryReader> owned;
   ReaderStats stats;
   CountingMemory memory;
@@ -198,8 +200,8 @@ struct StackReader::Impl {
   std::optional<Error> layout_error;
   // Scratch, reused by every sample.
   std::vector<ThreadInfo> threads;
-  SeenSet seen;      // the thread states the last list read met
-  ListCut list_cut;  // what it left out
+  SeenSet seen{budget.thread_states};  // the thread states the last list read met
+  ListCut list_cut;                    // what it left out
   // The main thread's thread state: it lives as long as the process, so a sample of the main
   // thread (tid == pid) reads it alone, not the interpreter and thread lists (0: not known yet).
   uint64_t main_tstate = 0;
@@ -228,8 +230,12 @@ struct StackReader::Impl {
   std::vector<std::pair<uint64_t, pid_t>> pthread_tids;  // 3.8-3.10: pthread_t -> tid
 };
 
-StackReader::Impl::Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader)
-    : process(std::move(python)), owned(std::move(reader)), memory(*owned, stats.reads) {
+StackReader::Impl::Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader,
+                        ReaderBudget limits)
+    : process(std::move(python)),
+      budget(limits),
+      owned(std::move(reader)),
+      memory(*owned, stats.reads) {
   const Layout& l = process.layout;
   tstate_span.Add(l.tstate_next, 8);
   tstate_span.Add(l.tstate_thread_id, 8);
@@ -306,7 +312,7 @@ std::optional<uint64_t> StackReader::Impl::PthreadOf(pid_t tid) const {
 
 // Reads the thread lists of every interpreter into `threads`. With `stop_at`, stops at the thread
 // whose kernel tid it is: 3.11+ from the thread state; 3.8-3.10 through the pthread_t cached for
-// it. One budget for the whole process (ReaderBudget::kThreadStates thread states, kInterpreters
+// it. One budget for the whole process (budget.thread_states thread states, .interpreters
 // interpreters): past it the rest is left out and said in `list_cut`, not an error. Each thread
 // state is read once: one met again ends its list (a loop, or a list two interpreters share).
 Status StackReader::Impl::ReadThreads(std::optional<pid_t> stop_at) {
@@ -322,13 +328,13 @@ Status StackReader::Impl::ReadThreads(std::optional<pid_t> stop_at) {
                      "pid {}: Python has no interpreter (not started or finalized)", process.pid);
   }
   for (size_t n = 0; interp != 0; ++n) {
-    if (n >= ReaderBudget::kInterpreters) {
+    if (n >= budget.interpreters) {
       list_cut.interpreters = true;
       break;
     }
     TRY(auto tstate, ReadValue<uint64_t>(memory, interp + l.interp_tstate_head));
     while (tstate != 0) {
-      if (threads.size() >= ReaderBudget::kThreadStates) {
+      if (threads.size() >= budget.thread_states) {
         list_cut.states = true;
         return OkStatus();
       }
@@ -381,7 +387,7 @@ Result<const ThreadInfo*> StackReader::Impl::FindThread(pid_t tid) {
   if (list_cut.states) {
     return MakeError(ErrorCode::kNotFound,
                      "pid {}: no Python thread with tid {} in the first {} thread states",
-                     process.pid, tid, ReaderBudget::kThreadStates);
+                     process.pid, tid, budget.thread_states);
   }
   return MakeError(ErrorCode::kNotFound, "pid {}: no Python thread with tid {}", process.pid, tid);
 }
@@ -557,7 +563,7 @@ const std::string* StackReader::Impl::HoldTable(uint64_t address) {
     ++held.users;
     return &held.bytes;
   }
-  if (cache_bytes + table_bytes.size() > ReaderBudget::kCodeCacheBytes) return nullptr;
+  if (cache_bytes + table_bytes.size() > budget.code_cache_bytes) return nullptr;
   LineTableEntry& held = line_tables[address];
   held.bytes.assign(table_bytes);
   held.users = 1;
@@ -625,8 +631,8 @@ Status StackReader::Impl::ValidateCodes() {
   for (const FrameRef& ref : refs) codes.push_back(ref.code);
   std::sort(codes.begin(), codes.end());
   codes.erase(std::unique(codes.begin(), codes.end()), codes.end());
-  if (code_cache.size() + codes.size() > ReaderBudget::kCodeCacheEntries ||
-      cache_bytes > ReaderBudget::kCodeCacheBytes) {
+  if (code_cache.size() + codes.size() > budget.code_cache_entries ||
+      cache_bytes > budget.code_cache_bytes) {
     ClearCodeCache();
   }
   const uint64_t size = code_span.size();
@@ -719,13 +725,13 @@ Status StackReader::Impl::SampleThread(pid_t tid, size_t max_frames, ThreadStack
   stack.thread_id = thread->thread_id;
   stack.native_thread_id = tid;
   size_t name_bytes = 0;
-  return Walk(*thread, max_frames, ReaderBudget::kNameBytesPerWalk, stack, name_bytes);
+  return Walk(*thread, max_frames, budget.name_bytes_per_walk, stack, name_bytes);
 }
 
 namespace {
 
 // ProcessStacks::cut: what the budget left out, one line; empty when nothing.
-std::string CutText(const ListCut& list, size_t not_walked) {
+std::string CutText(const ReaderBudget& budget, const ListCut& list, size_t not_walked) {
   std::string out;
   auto add = [&out](std::string part) {
     if (!out.empty()) out += "; ";
@@ -733,11 +739,10 @@ std::string CutText(const ListCut& list, size_t not_walked) {
   };
   if (list.states) {
     add(fmt::format("the thread lists hold more than {} thread states: the rest are not read",
-                    ReaderBudget::kThreadStates));
+                    budget.thread_states));
   }
   if (list.interpreters) {
-    add(fmt::format("more than {} interpreters: the rest are not read",
-                    ReaderBudget::kInterpreters));
+    add(fmt::format("more than {} interpreters: the rest are not read", budget.interpreters));
   }
   if (list.repeated > 0) {
     add(
@@ -749,8 +754,8 @@ std::string CutText(const ListCut& list, size_t not_walked) {
     add(
         fmt::format("{} thread{} not walked: the budget of {} frames and {} MiB of names per "
                     "process (or of threads per sample) is spent",
-                    not_walked, not_walked == 1 ? "" : "s", ReaderBudget::kFramesPerProcess,
-                    ReaderBudget::kNameBytesPerProcess >> 20));
+                    not_walked, not_walked == 1 ? "" : "s", budget.frames_per_process,
+                    budget.name_bytes_per_process >> 20));
   }
   return out;
 }
@@ -762,8 +767,8 @@ std::string CutText(const ListCut& list, size_t not_walked) {
 Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out) {
   TRY_STATUS(ReadThreads(std::nullopt));
   size_t n = 0;  // threads of `out` filled (their storage is reused)
-  size_t frames_left = ReaderBudget::kFramesPerProcess;
-  size_t bytes_left = ReaderBudget::kNameBytesPerProcess;
+  size_t frames_left = budget.frames_per_process;
+  size_t bytes_left = budget.name_bytes_per_process;
   size_t not_walked = 0;
   if (!process.layout.tstate_native_thread_id) {
     for (ThreadInfo& thread : threads) thread.native_tid = NativeTid(thread.thread_id);
@@ -786,7 +791,7 @@ Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, P
     stack.native_thread_id = thread.native_tid;
     size_t name_bytes = 0;
     Status walked = Walk(thread, std::min(max_frames, frames_left),
-                         std::min(bytes_left, ReaderBudget::kNameBytesPerWalk), stack, name_bytes);
+                         std::min(bytes_left, budget.name_bytes_per_walk), stack, name_bytes);
     // Every frame read counts, a torn walk's too: what a forged chain costs is what it reads.
     frames_left -= std::min(frames_left, std::max(walk_steps, stack.frames.size()));
     bytes_left -= name_bytes;
@@ -798,14 +803,15 @@ Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, P
     stack.truncated = false;
   }
   out.threads.resize(n);
-  out.cut = CutText(list_cut, not_walked);
+  out.cut = CutText(budget, list_cut, not_walked);
   out.list_cut = list_cut.any();
   out.not_walked = not_walked;
   return OkStatus();
 }
 
-StackReader::StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory)
-    : impl_(std::make_unique<Impl>(std::move(process), std::move(memory))) {}
+StackReader::StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory,
+                         ReaderBudget budget)
+    : impl_(std::make_unique<Impl>(std::move(process), std::move(memory), budget)) {}
 StackReader::StackReader(StackReader&&) noexcept = default;
 StackReader& StackReader::operator=(StackReader&&) noexcept = default;
 StackReader::~StackReader() = default;
@@ -834,7 +840,7 @@ Status StackReader::SampleInto(pid_t tid, size_t max_frames, ThreadStack& stack)
 
 Result<ProcessStacks> StackReader::SampleAll(size_t max_frames) {
   ProcessStacks out;
-  TRY_STATUS(SampleAllInto(max_frames, ReaderBudget::kThreadStates, out));
+  TRY_STATUS(SampleAllInto(max_frames, impl_->budget.thread_states, out));
   return out;
 }
 
@@ -850,6 +856,7 @@ Status StackReader::SampleAllInto(size_t max_frames, size_t max_threads, Process
 }
 
 const ReaderStats& StackReader::stats() const { return impl_->stats; }
+const ReaderBudget& StackReader::budget() const { return impl_->budget; }
 size_t StackReader::code_cache_bytes() const { return impl_->cache_bytes; }
 pid_t StackReader::pid() const { return impl_->process.pid; }
 const PythonProcess& StackReader::process() const { return impl_->process; }

@@ -74,25 +74,27 @@ struct ReaderStats {
 
 /// What one StackReader may hold and read, whatever the target's memory says (the target is
 /// not trusted: a C extension's bug or a hostile script can forge its interpreter). Each bound
-/// is per process; README.md "Budgets" says what a forged interpreter gets.
+/// is per process; README.md "Budgets" says what a forged interpreter gets. The defaults are
+/// what the tool uses; tests and the fuzz harness may pass smaller ones.
 struct ReaderBudget {
   /// Thread states read per thread search or SampleAll, all interpreters together; a thread
   /// state met a second time (a list that loops, or one shared by two interpreters) ends its
   /// list and is not read again.
-  static constexpr size_t kThreadStates = 4096;
-  static constexpr size_t kInterpreters = 256;
-  /// Frames and bytes of frame names (file + function) one SampleAll returns, all threads
-  /// together: Dump of 4096 threads 4096 frames deep stays within this.
-  static constexpr size_t kFramesPerProcess = 65536;
-  static constexpr size_t kNameBytesPerProcess = size_t{16} << 20;
+  size_t thread_states = 4096;
+  size_t interpreters = 256;
+  /// Frames (every frame read counts, a torn walk's too) and bytes of frame names (file +
+  /// function) one SampleAll returns, all threads together: Dump of 4096 threads 4096 frames
+  /// deep stays within this.
+  size_t frames_per_process = 65536;
+  size_t name_bytes_per_process = size_t{16} << 20;
   /// Bytes of frame names one walk (one thread) returns: a deeper stack of long names is cut
   /// at its innermost frames, `truncated` set.
-  static constexpr size_t kNameBytesPerWalk = size_t{4} << 20;
+  size_t name_bytes_per_walk = size_t{4} << 20;
   /// The code cache: entries, and bytes of names and line tables held. Line tables are kept
   /// once per bytes object (code objects may share one: `code.replace(co_linetable=...)`); past
   /// the byte bound a code object's table is not kept but read again when its line is needed.
-  static constexpr size_t kCodeCacheEntries = 16384;
-  static constexpr size_t kCodeCacheBytes = size_t{16} << 20;
+  size_t code_cache_entries = 16384;
+  size_t code_cache_bytes = size_t{16} << 20;
 };
 
 /// Reads one process's Python stacks repeatedly and cheaply, never stopping it: FindPython once;
@@ -117,8 +119,9 @@ class StackReader {
 
   /// FindPython(pid) + ProcessMemory(pid). Errors as FindPython's.
   [[nodiscard]] static Result<StackReader> Open(pid_t pid);
-  /// Test seam: any address space (fakes under tests/support/pystack_fake_memory.h).
-  StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory);
+  /// Test seam: any address space (fakes under tests/support/pystack_fake_memory.h), any budget.
+  StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory,
+              ReaderBudget budget = {});
   StackReader(StackReader&&) noexcept;
   StackReader& operator=(StackReader&&) noexcept;
   ~StackReader();
@@ -130,7 +133,7 @@ class StackReader {
   /// Sample into `stack`, reusing its storage: a sampler that passes the same ThreadStack every
   /// time allocates nothing once its strings have grown (`frames` is left empty on an error).
   [[nodiscard]] Status SampleInto(pid_t tid, size_t max_frames, ThreadStack& stack);
-  /// Every thread of every interpreter, within ReaderBudget (what it left out is in `cut`). A
+  /// Every thread of every interpreter, within budget() (what it left out is in `cut`). A
   /// thread whose walk was torn carries the kIo error in ThreadStack::error (and counts in
   /// stats().torn); the call fails only when the thread list cannot be read, or the process is
   /// gone or unreadable.
@@ -140,8 +143,9 @@ class StackReader {
   [[nodiscard]] Status SampleAllInto(size_t max_frames, size_t max_threads, ProcessStacks& out);
 
   const ReaderStats& stats() const;
+  const ReaderBudget& budget() const;
   /// Bytes of names and line tables the code cache holds now: at most
-  /// ReaderBudget::kCodeCacheBytes, plus what one walk added past it.
+  /// ReaderBudget::code_cache_bytes, plus what one walk added past it.
   size_t code_cache_bytes() const;
   pid_t pid() const;
   const PythonProcess& process() const;

@@ -348,7 +348,7 @@ TEST(StackReader, RandomMemoryNeverCrashesOrHangs) {
       // is spent (~70,000 random reads): a few seeds.
       auto threads = seed < 4 ? reader.SampleAll() : Result<ProcessStacks>(ProcessStacks{});
       if (threads.ok()) {
-        EXPECT_LE(threads->threads.size(), ReaderBudget::kThreadStates);
+        EXPECT_LE(threads->threads.size(), ReaderBudget{}.thread_states);
       }
       auto stack = reader.Sample(1);
       if (!stack.ok()) {
@@ -482,7 +482,7 @@ TEST(StackReader, ThreadListThatLoopsIsReadOnce) {
 }
 
 // P01/P02: 256 interpreters of 4096 thread states each (1,048,576), each state pointing at a
-// real 200-deep stack. SampleAll reads at most ReaderBudget::kThreadStates states and returns
+// real 200-deep stack. SampleAll reads at most ReaderBudget{}.thread_states states and returns
 // at most kFramesPerProcess frames (before: every state read, 4096 x 200 frames per
 // interpreter); a search for a thread that is not there reads no more than the budget.
 TEST(StackReader, AMillionThreadStatesCostTheBudgetNotMore) {
@@ -494,8 +494,8 @@ TEST(StackReader, AMillionThreadStatesCostTheBudgetNotMore) {
     ASSERT_TRUE(all.ok()) << all.error().message;
     size_t frames = 0;
     for (const ThreadStack& t : all->threads) frames += t.frames.size();
-    EXPECT_LE(frames, ReaderBudget::kFramesPerProcess);
-    EXPECT_LE(all->threads.size(), ReaderBudget::kThreadStates);
+    EXPECT_LE(frames, ReaderBudget{}.frames_per_process);
+    EXPECT_LE(all->threads.size(), ReaderBudget{}.thread_states);
     EXPECT_TRUE(all->cut.starts_with("the thread lists hold more than 4096 thread states"))
         << all->cut;
     // 4096 thread states of 16 interpreters, the frames budget (3.8-3.10: a read per frame
@@ -599,7 +599,7 @@ TEST(StackReader, LineTablesPastTheCacheBudgetAreReadWhenNeeded) {
         EXPECT_EQ(stack->frames[i].line, static_cast<int>(100 * i + i % 7)) << i;
       }
     }
-    EXPECT_LE(reader.code_cache_bytes(), ReaderBudget::kCodeCacheBytes + kTable);
+    EXPECT_LE(reader.code_cache_bytes(), ReaderBudget{}.code_cache_bytes + kTable);
   }
 }
 
@@ -615,7 +615,7 @@ TEST(StackReader, LongNamesAreCutAtTheWalksByteBudget) {
   auto stack = reader.Sample(getpid(), StackReader::kMaxFrames);
   ASSERT_TRUE(stack.ok()) << stack.error().message;
   EXPECT_TRUE(stack->truncated);
-  EXPECT_EQ(stack->frames.size(), ReaderBudget::kNameBytesPerWalk / 4001);
+  EXPECT_EQ(stack->frames.size(), ReaderBudget{}.name_bytes_per_walk / 4001);
 }
 
 TEST(StackReader, ImplausibleLayoutIsUnsupported) {

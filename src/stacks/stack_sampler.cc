@@ -20,7 +20,7 @@ constexpr int64_t kTargetsEveryNs = 100'000'000;  // `run` drains the rings ever
 // A process whose samples keep failing (no thread found, every read torn: a forged or corrupt
 // interpreter, issue 40 P02): after kBackOffAfter failures in a row each wait doubles, up to a
 // second; after kDropAfter it is dropped with a note. At 50 Hz that is ~5 s and 12 reads of at
-// most the reader's budget (ReaderBudget::kThreadStates thread states) each.
+// most the reader's budget (ReaderBudget::thread_states, 4096 thread states) each.
 constexpr int kBackOffAfter = 3;
 constexpr int kDropAfter = 12;
 constexpr int64_t kMaxBackOffNs = kNsPerSec;

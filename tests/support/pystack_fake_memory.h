@@ -390,7 +390,7 @@ struct ForgedLists {
   size_t states = 1;        ///< thread states in each interpreter's list
   bool shared = false;      ///< every interpreter names the first one's list
   /// The last thread state of each list links back to this one of the list (a loop).
-  std::optional<size_t> loop_to;
+  std::optional<size_t> loop_to = std::nullopt;
   uint64_t frame = 0;  ///< every thread state's frame (or cframe) field: e.g. a real thread's
   uint64_t chunk = 0;  ///< and its datastack_chunk (3.11+)
   int64_t first_tid = 1'000'000;  ///< native_thread_id of the first state, + 1 for each next
@@ -443,15 +443,14 @@ class ForgedMemory final : public MemoryReader {
     }
     uint64_t stride() const { return (end - begin + 63) & ~uint64_t{63}; }
   };
-  // A struct's bytes from its first used field on, `stride` long.
-  std::vector<uint8_t> InterpBytes(size_t k) const {
-    std::vector<uint8_t> b(interp_.stride(), 0);
+  // A struct's bytes from its first used field on, `stride` long (at most kMaxStride).
+  static constexpr uint64_t kMaxStride = 4096;
+  using Bytes = std::array<uint8_t, kMaxStride>;
+  void InterpBytes(size_t k, Bytes& b) const {
     Put(b, interp_, layout_.interp_next, k + 1 < lists_.interpreters ? Interp(k + 1) : 0);
     Put(b, interp_, layout_.interp_tstate_head, State(lists_.shared ? 0 : k * lists_.states));
-    return b;
   }
-  std::vector<uint8_t> StateBytes(size_t j) const {
-    std::vector<uint8_t> b(state_.stride(), 0);
+  void StateBytes(size_t j, Bytes& b) const {
     const size_t list = j / lists_.states, i = j % lists_.states;
     uint64_t next = 0;
     if (i + 1 < lists_.states) {
@@ -466,9 +465,8 @@ class ForgedMemory final : public MemoryReader {
       Put(b, state_, *layout_.tstate_native_thread_id, static_cast<uint64_t>(lists_.first_tid) + j);
     if (layout_.tstate_datastack_chunk)
       Put(b, state_, *layout_.tstate_datastack_chunk, lists_.chunk);
-    return b;
   }
-  static void Put(std::vector<uint8_t>& b, const Fields& f, uint64_t offset, uint64_t value) {
+  static void Put(Bytes& b, const Fields& f, uint64_t offset, uint64_t value) {
     std::memcpy(b.data() + (offset - f.begin), &value, 8);
   }
   Status ReadStructs(uint64_t address, uint8_t* out, size_t size) const {
@@ -482,8 +480,14 @@ class ForgedMemory final : public MemoryReader {
     const uint64_t stride = in_interps ? interp_.stride() : state_.stride();
     const size_t index = static_cast<size_t>((address - base) / stride);
     const uint64_t offset = (address - base) % stride;
-    if (offset + size > stride) return MakeError(ErrorCode::kIo, "pid 1: unmapped {:#x}", address);
-    std::vector<uint8_t> bytes = in_interps ? InterpBytes(index) : StateBytes(index);
+    if (stride > kMaxStride || offset + size > stride)
+      return MakeError(ErrorCode::kIo, "pid 1: unmapped {:#x}", address);
+    Bytes bytes{};
+    if (in_interps) {
+      InterpBytes(index, bytes);
+    } else {
+      StateBytes(index, bytes);
+    }
     std::memcpy(out, bytes.data() + offset, size);
     return OkStatus();
   }
