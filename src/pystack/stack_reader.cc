@@ -135,7 +135,7 @@ class SeenSet {
     for (uint32_t at : used_) slots_[at] = 0;
     used_.clear();
   }
-  // False when `address` (non-zero) was inserted before. At most kThreadStates insertions.
+  // False when `address` (non-zero) was inserted before. At most `capacity` insertions.
   bool Insert(uint64_t address) {
     const size_t mask = slots_.size() - 1;
     size_t at = static_cast<size_t>(((address >> 3) * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
@@ -370,7 +370,7 @@ Result<const ThreadInfo*> StackReader::Impl::FindThread(pid_t tid) {
     }
     main_tstate = 0;
   }
-  TRY_STATUS(ReadThreads(tid));  // at most kThreadStates reads: a forged list costs no more
+  TRY_STATUS(ReadThreads(tid));  // at most budget.thread_states reads: a forged list costs no more
   if (!threads.empty() && threads.back().native_tid == tid) {
     if (tid == process.pid) main_tstate = threads.back().tstate;
     return &threads.back();

@@ -483,7 +483,7 @@ TEST(StackReader, ThreadListThatLoopsIsReadOnce) {
 
 // P01/P02: 256 interpreters of 4096 thread states each (1,048,576), each state pointing at a
 // real 200-deep stack. SampleAll reads at most ReaderBudget{}.thread_states states and returns
-// at most kFramesPerProcess frames (before: every state read, 4096 x 200 frames per
+// at most frames_per_process frames (before: every state read, 4096 x 200 frames per
 // interpreter); a search for a thread that is not there reads no more than the budget.
 TEST(StackReader, AMillionThreadStatesCostTheBudgetNotMore) {
   for (const Layout& layout : AllLayouts()) {
