@@ -343,12 +343,13 @@ TEST(StackReader, RandomMemoryNeverCrashesOrHangs) {
   for (const Layout& layout : AllLayouts()) {
     PythonProcess process = testing::MakeProcess(1, layout, 0x10000);
     for (uint64_t seed = 0; seed < 20; ++seed) {
-      StackReader reader(process, std::make_unique<testing::RandomMemory>(seed));
-      // Any outcome but a crash or a hang. SampleAll walks threads until the process budget
-      // is spent (~70,000 random reads): a few seeds.
-      auto threads = seed < 4 ? reader.SampleAll() : Result<ProcessStacks>(ProcessStacks{});
+      // Any outcome but a crash or a hang. SampleAll walks threads until the process budget is
+      // spent: a smaller one than the tool's (~70,000 random reads a call) keeps this quick.
+      const ReaderBudget budget{.thread_states = 512, .frames_per_process = 2048};
+      StackReader reader(process, std::make_unique<testing::RandomMemory>(seed), budget);
+      auto threads = reader.SampleAll();
       if (threads.ok()) {
-        EXPECT_LE(threads->threads.size(), ReaderBudget{}.thread_states);
+        EXPECT_LE(threads->threads.size(), budget.thread_states);
       }
       auto stack = reader.Sample(1);
       if (!stack.ok()) {
@@ -566,10 +567,11 @@ TEST(StackReader, CodeObjectsSharingOneLineTableHoldItOnce) {
   }
 }
 
-// 18 code objects with a 1 MiB line table each: the cache keeps what its byte budget holds and
-// reads the others again when a line is wanted; every line is still right.
+// 18 code objects with a 64 KiB line table each and a cache of 512 KiB: the cache keeps what its
+// byte budget holds and reads the others again when a line is wanted; every line is still right.
 TEST(StackReader, LineTablesPastTheCacheBudgetAreReadWhenNeeded) {
-  constexpr size_t kTable = size_t{1} << 20;
+  constexpr size_t kTable = size_t{64} << 10;
+  const ReaderBudget budget{.code_cache_bytes = size_t{512} << 10};
   for (const Layout& layout : AllLayouts()) {
     SCOPED_TRACE(Name(layout));
     FakePython python(layout, getpid());
@@ -580,7 +582,7 @@ TEST(StackReader, LineTablesPastTheCacheBudgetAreReadWhenNeeded) {
     python.AddThread(getpid(), frames);
     FakeImage image = python.Build();
     FakeMemory memory = image.Memory();
-    StackReader reader(image.process, memory.Share());
+    StackReader reader(image.process, memory.Share(), budget);
     for (int32_t unit : {0, 1, 1}) {  // a new instruction, then the same one again
       for (size_t i = 0; i < frames.size(); ++i) {
         const uint64_t frame = image.frames[0][i];
@@ -599,7 +601,7 @@ TEST(StackReader, LineTablesPastTheCacheBudgetAreReadWhenNeeded) {
         EXPECT_EQ(stack->frames[i].line, static_cast<int>(100 * i + i % 7)) << i;
       }
     }
-    EXPECT_LE(reader.code_cache_bytes(), ReaderBudget{}.code_cache_bytes + kTable);
+    EXPECT_LE(reader.code_cache_bytes(), budget.code_cache_bytes + kTable);
   }
 }
 

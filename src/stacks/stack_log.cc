@@ -83,10 +83,12 @@ const StackProcess* StackLog::Process(int32_t pid) const {
   return nullptr;
 }
 
-Result<StackLogWriter> StackLogWriter::Open(const std::string& path, int main_hz, int worker_hz) {
+Result<StackLogWriter> StackLogWriter::Open(const std::string& path, int main_hz, int worker_hz,
+                                            size_t max_interned) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return MakeError(ErrorCode::kIo, "{}: cannot create: {}", path, std::strerror(errno));
   StackLogWriter writer(fd, path);
+  writer.max_interned_ = std::min({max_interned, kMaxFrames, kMaxStacks});
   writer.buffer_ = fmt::format(R"({{"stallscope_stacks":{},"hz":{},"worker_hz":{}}})"
                                "\n",
                                kStacksVersion, main_hz, worker_hz);
@@ -98,6 +100,7 @@ StackLogWriter::StackLogWriter(int fd, std::string path)
 
 StackLogWriter::StackLogWriter(StackLogWriter&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
+      max_interned_(other.max_interned_),
       path_(std::move(other.path_)),
       buffer_(std::move(other.buffer_)),
       interner_(std::move(other.interner_)),
@@ -133,7 +136,7 @@ bool StackLogWriter::AddSample(int64_t t_ns, int32_t pid, int32_t tid,
   for (const FrameView& f : frames) {
     auto it = in.frames.find(f);
     if (it == in.frames.end()) {
-      if (in.owned.size() >= kMaxFrames) return false;
+      if (in.owned.size() >= max_interned_) return false;
       const auto id = static_cast<uint32_t>(in.owned.size());
       StackFrame& owned = in.owned.emplace_back(
           StackFrame{std::string(f.file), std::string(f.function), f.line, text ? text(f) : ""});
@@ -145,7 +148,7 @@ bool StackLogWriter::AddSample(int64_t t_ns, int32_t pid, int32_t tid,
   }
   auto it = in.stacks.find(in.ids);
   if (it == in.stacks.end()) {
-    if (in.stacks.size() >= kMaxStacks) return false;
+    if (in.stacks.size() >= max_interned_) return false;
     it = in.stacks.emplace(in.ids, static_cast<uint32_t>(in.stacks.size())).first;
     buffer_ += fmt::format(R"({{"stack":{},"frames":[{}]}})"
                            "\n",

@@ -119,9 +119,10 @@ class StackLogWriter {
   static constexpr size_t kMaxStacks = 65536;
 
   /// Creates (or truncates, as events.bin: the run directory is stallscope's) `path` and buffers
-  /// the header line. Errors name the file.
+  /// the header line. Errors name the file. `max_interned`: the bound on frames and on stacks
+  /// (kMaxFrames; tests pass smaller).
   [[nodiscard]] static Result<StackLogWriter> Open(const std::string& path, int main_hz,
-                                                   int worker_hz);
+                                                   int worker_hz, size_t max_interned = kMaxFrames);
   StackLogWriter(StackLogWriter&& other) noexcept;
   StackLogWriter& operator=(StackLogWriter&&) = delete;
   ~StackLogWriter();
@@ -131,7 +132,8 @@ class StackLogWriter {
   using TextOf = std::function<std::string(const FrameView&)>;
   /// Interns `frames` (innermost first) and buffers a sample of them. Allocates only for frames
   /// and stacks seen for the first time (and `text` is asked only then). False (and nothing
-  /// written) when a new frame or stack would pass kMaxFrames/kMaxStacks: the caller counts it.
+  /// written) when a new frame or stack would pass the bound (kMaxFrames, kMaxStacks, or Open's
+  /// `max_interned`): the caller counts it.
   bool AddSample(int64_t t_ns, int32_t pid, int32_t tid, std::span<const FrameView> frames,
                  const TextOf& text = {});
   /// The same with whole frames (their `text` as given).
@@ -148,6 +150,7 @@ class StackLogWriter {
   StackLogWriter(int fd, std::string path);
   void AppendFrameLine(uint32_t id, const StackFrame& frame);
   int fd_ = -1;
+  size_t max_interned_ = kMaxFrames;
   std::string path_;
   std::string buffer_;
   std::unique_ptr<Interner> interner_;

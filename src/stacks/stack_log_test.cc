@@ -173,25 +173,27 @@ TEST(StackLog, ADamagedFrameLineCostsOnlyTheSamplesThatNameIt) {
   EXPECT_EQ(log.unresolved, 3);  // stack 0 and its two samples
 }
 
-// The writer holds at most kMaxFrames frames and kMaxStacks stacks for the run: a sample that
-// needs more is not written (the caller counts it), and the file stays readable.
+// The writer holds at most kMaxFrames frames and kMaxStacks stacks for the run (here a bound of
+// 1000): a sample that needs more is not written (the caller counts it), and the file stays
+// readable.
 TEST(StackLog, TheWriterHoldsAtMostItsBoundOfFrames) {
+  constexpr size_t kBound = 1000;
   testing::TempDir dir;
   const std::string path = dir.Sub(kStacksFile);
-  auto w = StackLogWriter::Open(path, 50, 10);
+  auto w = StackLogWriter::Open(path, 50, 10, kBound);
   ASSERT_TRUE(w.ok());
   int64_t written = 0, dropped = 0;
-  for (size_t i = 0; i < StackLogWriter::kMaxFrames + 10; ++i) {
+  for (size_t i = 0; i < kBound + 10; ++i) {
     const FrameView frame{"gen.py", "f", static_cast<int>(i + 1)};
     (w->AddSample(static_cast<int64_t>(i), 42, 42, std::span(&frame, 1)) ? written : dropped)++;
   }
-  EXPECT_EQ(written, static_cast<int64_t>(StackLogWriter::kMaxFrames));
+  EXPECT_EQ(written, static_cast<int64_t>(kBound));
   EXPECT_EQ(dropped, 10);
-  EXPECT_EQ(w->frames_interned(), StackLogWriter::kMaxFrames);
+  EXPECT_EQ(w->frames_interned(), kBound);
   w->AddTotals(StackTotals{written, 0, 0, 0, 0, dropped});
   ASSERT_TRUE(w->Flush().ok());
   const StackLog log = ReadStackLog(dir.path().string());
-  EXPECT_EQ(log.samples.size(), StackLogWriter::kMaxFrames);
+  EXPECT_EQ(log.samples.size(), kBound);
   EXPECT_EQ(log.malformed, 0);
   ASSERT_EQ(log.warnings.size(), 1u);
   EXPECT_NE(log.warnings[0].find("10 samples not recorded"), std::string::npos);
