@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "base/file_read.h"
 #include "base/units.h"
@@ -368,10 +369,13 @@ bool StackSampler::Failed(Process& p, const Error& error, int64_t now) {
     if (exec == Exec::kNotPython) return Drop(p);
   }
   if (p.failures >= kDropAfter) {
-    Note(p.target, fmt::format("pid {}: {} reads in a row failed over {:.1f} s (last: {}); not "
-                               "sampled after",
-                               p.target.pid, p.failures, NsToSeconds(now - p.first_failure_ns),
-                               error.message));
+    std::string_view last = error.message;  // without the "pid N: " the note starts with
+    if (const std::string pid = fmt::format("pid {}: ", p.target.pid); last.starts_with(pid))
+      last.remove_prefix(pid.size());
+    Note(p.target,
+         fmt::format("pid {}: {} reads in a row failed over {:.1f} s (last: {}); not "
+                     "sampled after",
+                     p.target.pid, p.failures, NsToSeconds(now - p.first_failure_ns), last));
     return Drop(p);
   }
   if (p.failures >= kBackOffAfter) {

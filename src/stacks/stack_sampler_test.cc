@@ -248,7 +248,8 @@ TEST(StackSampler, AProcessWhoseMainThreadIsNotFoundIsBackedOffThenDropped) {
       [&](const StackLog& l) { return Noted(l, target.pid(), "reads in a row failed"); });
   EXPECT_TRUE(
       Noted(log, target.pid(), fmt::format("pid {}: 12 reads in a row failed over", target.pid())));
-  EXPECT_TRUE(Noted(log, target.pid(), fmt::format("no Python thread with tid {}", target.pid())));
+  EXPECT_TRUE(
+      Noted(log, target.pid(), fmt::format("(last: no Python thread with tid {})", target.pid())));
   ASSERT_TRUE(log.totals);
   EXPECT_EQ(log.totals->failed, 12);
   EXPECT_EQ(log.totals->samples, 0);
