@@ -99,6 +99,10 @@ struct StackSampler::Refused {
   std::string exe;
   int tries = 0;
   bool final = false;  ///< noted: not tried again unless it execs
+  /// While tries are left: the note it gets if it never becomes a Python (written at the end
+  /// of the run when the tries did not run out: a short job's shell is named too).
+  StackTarget target;
+  std::string pending;
 };
 
 Result<std::unique_ptr<StackSampler>> StackSampler::Start(const std::string& path,
@@ -220,7 +224,7 @@ void StackSampler::Open(const StackTarget& t) {
     Refused* r = RefusedOf(t.pid);
     if (r == nullptr) {
       if (refused_.size() >= kMaxRefused) refused_.clear();
-      r = &refused_.emplace_back(Refused{t.pid, {}, 0, false});
+      r = &refused_.emplace_back(Refused{t.pid, {}, 0, false, t, {}});
     }
     const std::string exe = ExeOf(t.pid);
     if (exe != r->exe) r->tries = 0;  // exec'd since: tries afresh
@@ -229,6 +233,12 @@ void StackSampler::Open(const StackTarget& t) {
     const Error& error = reader.error();
     const bool exists = phase::ProcessExists(t.pid);
     const bool not_python = error.code == ErrorCode::kNotFound && exists;
+    // A child that is no Python (a shell, nvidia-smi) of a worker is no news.
+    r->target = t;
+    r->pending = not_python && !t.worker
+                     ? fmt::format("pid {} ({}): not a Python process ({})", t.pid,
+                                   EscapeControl(CommOf(t.pid)), exe.empty() ? "?" : exe)
+                     : std::string();
     if (not_python && r->tries < kOpenTries) return;  // may be starting: once more later
     if (r->final) return;
     r->final = true;
@@ -238,17 +248,17 @@ void StackSampler::Open(const StackTarget& t) {
       return;
     }
     if (not_python) {
-      // A child that is no Python (a shell, nvidia-smi) of a worker is no news.
-      if (!t.worker) {
-        Note(t, fmt::format("pid {} ({}): not a Python process ({})", t.pid,
-                            EscapeControl(CommOf(t.pid)), exe.empty() ? "?" : exe));
-      }
+      if (!r->pending.empty()) Note(t, std::move(r->pending));
+      r->pending.clear();
       return;
     }
     Note(t, error.message);
     return;
   }
-  if (Refused* r = RefusedOf(t.pid)) r->final = true;
+  if (Refused* r = RefusedOf(t.pid)) {
+    r->final = true;
+    r->pending.clear();
+  }
   processes_.push_back(
       std::make_unique<Process>(Process{t, std::move(reader).value(), ExeOf(t.pid)}));
   writer_.AddProcess(ProcessLine(*processes_.back()));
@@ -352,7 +362,7 @@ StackSampler::Exec StackSampler::CheckExec(Process& p) {
 // execs.
 bool StackSampler::Drop(Process& p) {
   if (refused_.size() >= kMaxRefused) refused_.clear();
-  refused_.push_back(Refused{p.target.pid, ExeOf(p.target.pid), kOpenTries, true});
+  refused_.push_back(Refused{p.target.pid, ExeOf(p.target.pid), kOpenTries, true, p.target, {}});
   return false;
 }
 
@@ -418,6 +428,9 @@ void StackSampler::Run() {
     next += period;
     if (next < clock.MonotonicNs()) next = clock.MonotonicNs();  // late: no burst to catch up
     clock.SleepUntil(next, stop_);
+  }
+  for (Refused& r : refused_) {  // no Python when last tried, and no tries left to find out
+    if (!r.final && !r.pending.empty()) Note(r.target, std::move(r.pending));
   }
   StackTotals end = totals();
   end.cpu_s = NsToSeconds(ReadClockNs(CLOCK_THREAD_CPUTIME_ID));
