@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/file_read.h"
 #include "base/json_fields.h"
@@ -206,22 +207,31 @@ namespace {
 struct FileIds {
   std::vector<uint32_t> frames;
   std::vector<uint32_t> stacks;
-  int64_t over_bound = 0;  // frame and stack lines past StackLog::kMaxFrames/kMaxStacks
+  size_t max_kept = StackLog::kMaxFrames;  // frames, and stacks, kept (ReadStackLog's bound)
+  int64_t over_bound = 0;                  // frame and stack lines past it
+  // Once the stacks' bound is met: the ids kept (at most kMaxStacks), so that a sample of a
+  // stack skipped is not held until Resolve (a file past the bound has many: 160 MB for 10 M).
+  std::unordered_set<uint32_t> kept_stacks;
 };
 
-bool ApplySampleLine(const json& j, StackLog& log) {
+bool ApplySampleLine(const json& j, StackLog& log, FileIds& ids) {
   if (j.size() != 4 || !j[0].is_number_integer() || !j[1].is_number_integer() ||
       !j[2].is_number_integer() || !j[3].is_number_unsigned() || j[3].get<uint64_t>() > UINT32_MAX)
     return false;
-  log.samples.push_back(StackSample{j[0].get<int64_t>(), j[1].get<int32_t>(), j[2].get<int32_t>(),
-                                    j[3].get<uint32_t>()});
+  const auto stack = j[3].get<uint32_t>();
+  if (!ids.kept_stacks.empty() && !ids.kept_stacks.contains(stack)) {
+    ++log.unresolved;  // its stack is past the bound (or not there at all)
+    return true;
+  }
+  log.samples.push_back(
+      StackSample{j[0].get<int64_t>(), j[1].get<int32_t>(), j[2].get<int32_t>(), stack});
   return true;
 }
 
 bool ApplyFrameLine(const json& j, StackLog& log, FileIds& ids) {
   const auto id = JsonOpt<uint32_t>(j, "frame");
   if (!id) return false;
-  if (log.frames.size() >= StackLog::kMaxFrames) {
+  if (log.frames.size() >= ids.max_kept) {
     ++ids.over_bound;
     return true;
   }
@@ -246,7 +256,8 @@ bool ApplyStackLine(const json& j, StackLog& log, FileIds& ids) {
     if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) return false;
     frames.push_back(v.get<uint32_t>());
   }
-  if (log.stacks.size() >= StackLog::kMaxStacks) {
+  if (log.stacks.size() >= ids.max_kept) {
+    if (ids.kept_stacks.empty()) ids.kept_stacks.insert(ids.stacks.begin(), ids.stacks.end());
     ++ids.over_bound;
     return true;
   }
@@ -286,7 +297,7 @@ bool ApplyEndLine(const json& j, StackLog& log) {
 }
 
 bool ApplyLine(const json& j, StackLog& log, FileIds& ids) {
-  if (j.is_array()) return ApplySampleLine(j, log);
+  if (j.is_array()) return ApplySampleLine(j, log, ids);
   if (!j.is_object()) return false;
   if (j.contains("frame")) return ApplyFrameLine(j, log, ids);
   if (j.contains("stack")) return ApplyStackLine(j, log, ids);
@@ -374,9 +385,10 @@ void Resolve(StackLog& log, FileIds& ids) {
 
 }  // namespace
 
-StackLog ReadStackLog(const std::string& run_dir) {
+StackLog ReadStackLog(const std::string& run_dir, size_t max_kept) {
   StackLog log;
   FileIds ids;
+  ids.max_kept = std::min({max_kept, StackLog::kMaxFrames, StackLog::kMaxStacks});
   const std::string path = run_dir + "/" + std::string(kStacksFile);
   bool torn_tail = false;
   auto counts = ForEachLine(path, [&](const TextLine& line) {
@@ -400,7 +412,7 @@ StackLog ReadStackLog(const std::string& run_dir) {
   if (ids.over_bound > 0) {
     log.warnings.push_back(
         fmt::format("{}: more than {} frames or {} stacks: {} lines skipped (and what names them)",
-                    path, StackLog::kMaxFrames, StackLog::kMaxStacks, ids.over_bound));
+                    path, ids.max_kept, ids.max_kept, ids.over_bound));
   }
   if (log.unresolved > 0) {
     log.warnings.push_back(

@@ -160,6 +160,8 @@ class StackLogWriter {
 /// Reads `<run_dir>/stacks.jsonl`. A missing file gives an empty log (no warning: a run without
 /// stack sampling). Damage is data: malformed lines are counted, a file cut mid-line keeps what
 /// precedes the cut, and a file that cannot be read is one warning naming it.
-[[nodiscard]] StackLog ReadStackLog(const std::string& run_dir);
+/// `max_kept`: the bound on frames and on stacks kept (StackLog::kMaxFrames; tests pass smaller).
+[[nodiscard]] StackLog ReadStackLog(const std::string& run_dir,
+                                    size_t max_kept = StackLog::kMaxFrames);
 
 }  // namespace stallscope::stacks

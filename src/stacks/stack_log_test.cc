@@ -1,5 +1,6 @@
 #include "stacks/stack_log.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -197,6 +198,35 @@ TEST(StackLog, TheWriterHoldsAtMostItsBoundOfFrames) {
   EXPECT_EQ(log.malformed, 0);
   ASSERT_EQ(log.warnings.size(), 1u);
   EXPECT_NE(log.warnings[0].find("10 samples not recorded"), std::string::npos);
+}
+
+// Issue 40 "decide": the reader keeps at most its bound of frames and stacks (here 100); the
+// lines past it are skipped with a warning, and so are the samples naming them, as they are
+// read (a file of 10 M frames then costs diagnose what one at the bound does).
+TEST(StackLog, TheReaderKeepsAtMostItsBoundOfFramesAndStacks) {
+  testing::TempDir dir;
+  {
+    std::ofstream out(dir.Sub(kStacksFile));
+    out << R"({"stallscope_stacks":1,"hz":50,"worker_hz":10})"
+        << "\n";
+    for (int i = 0; i < 150; ++i) {
+      out << fmt::format(R"({{"frame":{},"file":"g.py","function":"f","line":{}}})", i, i + 1)
+          << "\n"
+          << fmt::format(R"({{"stack":{},"frames":[{}]}})", i, i) << "\n"
+          << fmt::format("[{},42,42,{}]", i, i) << "\n";
+    }
+  }
+  const StackLog log = ReadStackLog(dir.path().string(), 100);
+  EXPECT_EQ(log.frames.size(), 100u);
+  EXPECT_EQ(log.stacks.size(), 100u);
+  ASSERT_EQ(log.samples.size(), 100u);
+  EXPECT_EQ(log.samples.back().t_ns, 99);
+  EXPECT_EQ(log.malformed, 0);
+  EXPECT_EQ(log.unresolved, 50);  // the samples of the 50 stacks past the bound
+  ASSERT_EQ(log.warnings.size(), 2u);
+  EXPECT_NE(log.warnings[0].find("more than 100 frames or 100 stacks: 100 lines skipped"),
+            std::string::npos)
+      << log.warnings[0];
 }
 
 TEST(IsStallscopeFile, ThePackageWhereverItIsInstalled) {
