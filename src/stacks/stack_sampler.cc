@@ -236,8 +236,8 @@ void StackSampler::Open(const StackTarget& t) {
     // A child that is no Python (a shell, nvidia-smi) of a worker is no news.
     r->target = t;
     r->pending = not_python && !t.worker
-                     ? fmt::format("pid {} ({}): not a Python process ({})", t.pid,
-                                   EscapeControl(CommOf(t.pid)), exe.empty() ? "?" : exe)
+                     ? fmt::format("pid {} ({}): not a Python process ({})", t.pid, CommOf(t.pid),
+                                   exe.empty() ? "?" : exe)
                      : std::string();
     if (not_python && r->tries < kOpenTries) return;  // may be starting: once more later
     if (r->final) return;
