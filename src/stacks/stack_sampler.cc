@@ -371,7 +371,11 @@ bool StackSampler::Failed(Process& p, const Error& error, int64_t now) {
   // read it, implausible offsets) does not change: the process is dropped.
   const ErrorCode code = error.code;
   if (code == ErrorCode::kNotFound && !phase::ProcessExists(p.target.pid)) return false;
-  if (code != ErrorCode::kNotFound && code != ErrorCode::kIo) return false;
+  if (code != ErrorCode::kNotFound && code != ErrorCode::kIo) {
+    // No right to read it any more (an exec of a setuid program), implausible offsets: said.
+    Note(p.target, fmt::format("{}; not sampled after", error.message));
+    return Drop(p);
+  }
   if (p.failures++ == 0) p.first_failure_ns = now;
   if (p.failures == kBackOffAfter || p.failures == kDropAfter) {
     const Exec exec = CheckExec(p);
