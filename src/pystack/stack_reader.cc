@@ -128,7 +128,7 @@ struct FrameRef {
 // allocation once made).
 class SeenSet {
  public:
-  explicit SeenSet(size_t capacity) : slots_(std::bit_ceil(2 * capacity + 2), 0) {
+  explicit SeenSet(size_t capacity) : slots_(std::bit_ceil(std::max<size_t>(2 * capacity, 2)), 0) {
     used_.reserve(capacity);
   }
   void Clear() {
