@@ -196,12 +196,13 @@ std::unordered_map<int32_t, int32_t> LoaderWorkerRanks(const stacks::StackLog& l
 }
 
 /// The folder the job's own files are shown relative to: the main script's (the outermost frame
-/// of the first rank's first sample in its own code: a process is sampled from its start, when
-/// the outermost frames are the interpreter's start-up), else the first process's working
-/// directory.
+/// of the first rank's first sample in its own code, or any process's when no rank has steps: a
+/// process is sampled from its start, when the outermost frames are the interpreter's start-up),
+/// else the first process's working directory.
 std::string CodeBase(const stacks::StackLog& log, const std::vector<StackRankWindow>& ranks) {
   for (const stacks::StackSample& s : log.samples) {
-    if (ranks.empty() || s.pid != ranks.front().pid || log.stacks[s.stack].empty()) continue;
+    // The first rank's; without ranks (a job that marks no steps) any process's.
+    if ((!ranks.empty() && s.pid != ranks.front().pid) || log.stacks[s.stack].empty()) continue;
     const std::string& file = log.frames[log.stacks[s.stack].back()].file;
     const size_t slash = file.rfind('/');
     if (file.starts_with('/') && slash != std::string::npos && !IsLibraryFile(file))
