@@ -5,18 +5,28 @@
 # sampling thread's own CPU time (the end line of stacks.jsonl), samples, µs per sample,
 # process_vm_readv calls per sample and the share of one core over the run's wall time.
 #   bench/stacks_cost.sh [BUILD_DIR] [DURATION_S] [HZ] [REPEAT]     PYTHON=/usr/bin/python3
+# THREADS=N starts N more Python threads in the job, each blocked 10 frames deep (a logging or
+# pin-memory thread); STACKS_THREADS=all runs `run --stacks-threads all` (issue 40).
 set -euo pipefail
 BUILD=${1:-build}
 DURATION=${2:-20}
 HZ=${3:-50}
 REPEAT=${4:-3}
 PYTHON=${PYTHON:-/usr/bin/python3}
+THREADS=${THREADS:-0}
+STACKS_THREADS=${STACKS_THREADS:-main}
 BIN=$BUILD/stallscope
 [[ -x "$BIN" ]] || { echo "$BIN: not built (make build)" >&2; exit 1; }
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/stallscope-stacks-cost-XXXXXX")
 trap 'rm -rf "$DIR"' EXIT
 cat >"$DIR/job.py" <<PY
-import time, stallscope
+import threading, time, stallscope
+def waits(n):
+    if n == 0:
+        threading.Event().wait()
+    return waits(n - 1)
+for _ in range($THREADS):
+    threading.Thread(target=waits, args=(10,), daemon=True).start()
 def deep(n):
     if n == 0:
         x = 0
@@ -31,7 +41,7 @@ while time.monotonic() - t0 < $DURATION:
     stallscope.step()
 PY
 for i in $(seq "$REPEAT"); do
-  "$BIN" run --quiet --stacks "$HZ" --out "$DIR/run$i" -- "$PYTHON" "$DIR/job.py" >/dev/null 2>&1
+  "$BIN" run --quiet --stacks "$HZ" --stacks-threads "$STACKS_THREADS" --out "$DIR/run$i" -- "$PYTHON" "$DIR/job.py" >/dev/null 2>&1
   "$PYTHON" - "$DIR/run$i" <<'PY'
 import json, sys
 d = sys.argv[1]

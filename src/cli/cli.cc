@@ -200,6 +200,12 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
                    "(DataLoader workers at a fifth of it), without stopping the job")
       ->default_val(50)
       ->check(CLI::Range(1, 1000));
+  run_cmd
+      ->add_option("--stacks-threads", run.stacks_threads,
+                   "Which threads' stacks: main (each process's main thread), or all (every "
+                   "thread of the ranks' processes too, at a fifth of --stacks)")
+      ->default_val("main")
+      ->check(CLI::IsMember({"main", "all"}));
   run_cmd->add_flag("--no-stacks", run.no_stacks, "Do not sample Python stacks");
   run_cmd->add_option("command", run.command, kJobCommandHelp)->required();
   run_cmd->footer(

@@ -108,6 +108,8 @@ struct RunOptions {
   std::string serve;  ///< --serve ADDR: Prometheus metrics while the job runs ("" = none)
   /// --stacks HZ: the Python stacks of each rank's main thread (stacks.jsonl; workers at HZ/5).
   int stacks_hz = 50;
+  /// --stacks-threads: "main", or "all" (every thread of the ranks' processes at HZ/5).
+  std::string stacks_threads = "main";
   bool no_stacks = false;  ///< --no-stacks
   std::vector<std::string> command;
 };

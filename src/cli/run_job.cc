@@ -387,11 +387,27 @@ std::unique_ptr<stacks::StackSampler> StartStacks(const RunOptions& o,
   stacks::StackSamplerOptions options;
   options.main_hz = o.stacks_hz;
   options.worker_hz = std::max(1, o.stacks_hz / 5);
+  options.all_threads_hz = o.stacks_threads == "all" ? options.worker_hz : 0;
+  // Our own package and shim on the job's PYTHONPATH: their frames are never the job's line.
+  if (const std::string py = FindPythonDir(); !py.empty()) {
+    options.own_files = {py + "/stallscope/", py + "/sitecustomize.py"};
+  }
+  // The processes whose rings the session reads (the hooks ran in them), then every other
+  // process of the job's tree (the session's latest sample): a Python process without a
+  // training loop is sampled too, and one that is no Python is named with the reason.
   auto sampler = stacks::StackSampler::Start(
-      paths.dir + "/" + std::string(stacks::kStacksFile), options, [&session] {
+      paths.dir + "/" + std::string(stacks::kStacksFile), options,
+      [&session, latest = sample::Sample{}]() mutable {
         std::vector<stacks::StackTarget> targets;
         for (const phase::RingInfo& r : session.LiveRings())
-          targets.push_back({r.pid, r.rank, r.forked_from != 0, r.forked_from});
+          targets.push_back({r.pid, r.rank, r.forked_from != 0, r.forked_from, false});
+        if (session.CopyLatest(latest)) {
+          for (const host::ProcessSample& p : latest.processes) {
+            const bool ring = std::any_of(targets.begin(), targets.end(),
+                                          [&](const auto& t) { return t.pid == p.pid; });
+            if (!ring && p.state != 'Z') targets.push_back({p.pid, 0, false, p.ppid, true});
+          }
+        }
         return targets;
       });
   if (!sampler.ok()) {

@@ -189,15 +189,17 @@ std::unordered_map<int32_t, int32_t> LoaderWorkerRanks(const stacks::StackLog& l
 }
 
 /// The folder the job's own files are shown relative to: the main script's (the outermost frame
-/// of the first rank's samples), else the first process's working directory.
+/// of the first rank's first sample in its own code, or any process's when no rank has steps: a
+/// process is sampled from its start, when the outermost frames are the interpreter's start-up),
+/// else the first process's working directory.
 std::string CodeBase(const stacks::StackLog& log, const std::vector<StackRankWindow>& ranks) {
   for (const stacks::StackSample& s : log.samples) {
-    if (ranks.empty() || s.pid != ranks.front().pid || log.stacks[s.stack].empty()) continue;
+    // The first rank's; without ranks (a job that marks no steps) any process's.
+    if ((!ranks.empty() && s.pid != ranks.front().pid) || log.stacks[s.stack].empty()) continue;
     const std::string& file = log.frames[log.stacks[s.stack].back()].file;
     const size_t slash = file.rfind('/');
     if (file.starts_with('/') && slash != std::string::npos && !IsLibraryFile(file))
       return file.substr(0, slash);
-    break;
   }
   return log.processes.empty() ? std::string() : log.processes.front().cwd;
 }
@@ -258,13 +260,17 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
   }
   const std::unordered_map<int32_t, int32_t> workers = LoaderWorkerRanks(log, data.info);
   std::map<std::string, GroupTally, std::less<>> phases;
-  GroupTally worker_tally, gpu_idle;
+  GroupTally worker_tally, gpu_idle, threads, whole_run;
   for (const stacks::StackSample& s : log.samples) {
     const std::vector<uint32_t>& stack = log.stacks[s.stack];
     auto rank =
         std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.pid == s.pid; });
     if (rank != ranks.end()) {
       if (!rank->Holds(s.t_ns)) continue;
+      if (s.tid != s.pid) {  // another thread of the rank (--stacks-threads all): not its phases
+        CountSample(threads, stack, library);
+        continue;
+      }
       ++out.steady_samples;
       const std::string_view phase = PhaseAtTime(*rank->intervals, s.t_ns);
       auto in = phases.find(phase);  // no string made per sample
@@ -274,7 +280,11 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
       continue;
     }
     auto worker = workers.find(s.pid);
-    if (worker == workers.end()) continue;
+    if (worker == workers.end()) {
+      // No rank marked a step (a job without a training loop): where its Python was all along.
+      if (ranks.empty() && s.tid == s.pid) CountSample(whole_run, stack, library);
+      continue;
+    }
     auto parent = std::find_if(ranks.begin(), ranks.end(),
                                [&](const auto& r) { return r.rank == worker->second; });
     const bool steady = parent != ranks.end()
@@ -291,6 +301,8 @@ StackReport AttributeStacks(const rundir::RunData& data, const RunReport& report
   if (worker_tally.samples > 0)
     out.workers = MakeGroup("workers", worker_tally, log, library, base);
   if (gpu_idle.samples > 0) out.gpu_idle = MakeGroup("gpu_idle", gpu_idle, log, library, base);
+  if (threads.samples > 0) out.threads = MakeGroup("threads", threads, log, library, base);
+  if (whole_run.samples > 0) out.whole_run = MakeGroup("whole_run", whole_run, log, library, base);
   return out;
 }
 

@@ -56,7 +56,15 @@ struct StackReport {
   /// samples (no GPU, an old driver) or when a rank's GPU is not known (several GPUs and no
   /// process list naming the rank's pid).
   std::optional<StackGroup> gpu_idle;
-  std::vector<std::string> unreadable;  ///< processes that could not be read, one line each
+  /// The ranks' other threads (`run --stacks-threads all`: a pin-memory thread, a logging
+  /// thread), in the steady steps; empty without such samples.
+  std::optional<StackGroup> threads;
+  /// A job that marked no steps (no training loop): its processes' main threads over the whole
+  /// run (DataLoader workers apart); empty when some rank has steps.
+  std::optional<StackGroup> whole_run;
+  /// Processes not sampled, one line each with the reason (not Python, no rights, exited before
+  /// it was read, exec'd into something else, its reads kept failing).
+  std::vector<std::string> unreadable;
 };
 
 /// At most this many lines per group in the report.

@@ -204,6 +204,45 @@ TEST(StackAttribution, ARunWithoutStacksAddsNothing) {
   EXPECT_EQ(v.principal->evidence.size(), 1u);
 }
 
+// run --stacks-threads all: a rank's other threads are sampled too. Their samples are not the
+// main thread's phases; they are a group of their own.
+TEST(StackAttribution, OtherThreadsOfARankAreTheirOwnGroupNotItsPhases) {
+  StackRun run;
+  const RunAnalysis before = AnalyzeRun(run.data());
+  std::vector<stacks::StackSample> more;
+  for (const stacks::StackSample& s : run.data().stacks.samples) {
+    if (s.pid == kPid) more.push_back({s.t_ns, kPid, kPid + 50, 1});  // a logging thread
+  }
+  run.data().stacks.samples.insert(run.data().stacks.samples.end(), more.begin(), more.end());
+  const RunAnalysis a = AnalyzeRun(run.data());
+  EXPECT_EQ(a.report.stacks.steady_samples, before.report.stacks.steady_samples);
+  ASSERT_EQ(a.report.stacks.phases.size(), before.report.stacks.phases.size());
+  EXPECT_EQ(a.report.stacks.phases[0].samples, before.report.stacks.phases[0].samples);
+  ASSERT_TRUE(a.report.stacks.threads);
+  EXPECT_EQ(a.report.stacks.threads->samples, before.report.stacks.steady_samples);
+  EXPECT_EQ(a.report.stacks.threads->lines.at(0).where, "train.py:143");
+  EXPECT_FALSE(before.report.stacks.threads);
+}
+
+// Issue 40 "also found": a job that marks no steps (no training loop) had no word in its report
+// about where its Python was. Its main threads' samples are one group over the whole run.
+TEST(StackAttribution, AJobWithoutStepsGetsItsWholeRun) {
+  StackRun run;
+  run.data().events.events.clear();  // no phases, no steps
+  const RunAnalysis a = AnalyzeRun(run.data());
+  const StackReport& s = a.report.stacks;
+  ASSERT_TRUE(s.present);
+  EXPECT_TRUE(s.phases.empty());
+  ASSERT_TRUE(s.whole_run);
+  EXPECT_EQ(s.whole_run->samples, 40 * 20);
+  ASSERT_EQ(s.whole_run->lines.size(), 3u);  // 8, 8 and 4 of 20 samples per step
+  EXPECT_EQ(s.whole_run->lines[0].samples, 40 * 8);
+  EXPECT_EQ(s.whole_run->lines[1].samples, 40 * 8);
+  EXPECT_EQ(s.whole_run->lines[2].where, "train.py:143");
+  EXPECT_TRUE(s.whole_run->lines[0].where == "model.py:10" ||
+              s.whole_run->lines[1].where == "model.py:10");
+}
+
 TEST(StackAttribution, LibraryFilesAndShortPaths) {
   EXPECT_TRUE(IsLibraryFile("/usr/lib/python3.11/threading.py"));
   EXPECT_TRUE(IsLibraryFile("/v/lib/python3.12/site-packages/torch/nn/modules/module.py"));

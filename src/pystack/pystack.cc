@@ -140,7 +140,7 @@ Result<PythonProcess> FindPython(pid_t pid) {
   return process;
 }
 
-Result<std::vector<ThreadStack>> Dump(pid_t pid) {
+Result<ProcessStacks> Dump(pid_t pid) {
   TRY(auto reader, StackReader::Open(pid));
   return reader.SampleAll(StackReader::kMaxFrames);
 }

@@ -21,8 +21,8 @@ namespace stallscope::pystack {
 [[nodiscard]] Result<PythonProcess> FindPython(pid_t pid);
 
 /// Every thread's stack (StackReader::Open + SampleAll, every frame up to
-/// StackReader::kMaxFrames): `py-spy dump` without stopping the target.
-[[nodiscard]] Result<std::vector<ThreadStack>> Dump(pid_t pid);
+/// StackReader::kMaxFrames, within ReaderBudget): `py-spy dump` without stopping the target.
+[[nodiscard]] Result<ProcessStacks> Dump(pid_t pid);
 
 /// Reads a str object (compact ASCII or compact UCS1/2/4) as UTF-8; at most `max_chars`. With
 /// `type` (&PyUnicode_Type), an object of another type is an error. Errors: kParse for an

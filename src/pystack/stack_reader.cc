@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <string_view>
@@ -17,8 +18,7 @@ namespace stallscope::pystack {
 namespace {
 
 // Loop guards and size bounds: a torn read must end in an error, never in a hang or a huge copy.
-constexpr size_t kMaxThreads = 4096;
-constexpr size_t kMaxInterpreters = 256;
+// The per-process budgets (thread states, frames, cache bytes) are ReaderBudget's.
 // Steps along one frame chain, shim frames included, before it counts as garbage.
 constexpr size_t kMaxFrameSteps = 2 * StackReader::kMaxFrames;
 constexpr uint64_t kMaxLineTableBytes = 1 << 20;
@@ -27,8 +27,6 @@ constexpr uint64_t kMaxSpanBytes = 1024;
 // 3.11+: how much of a _PyStackChunk one read may copy. CPython allocates chunks of
 // _PY_DATA_STACK_CHUNK_SIZE (16 KiB, Python/pystate.c push_chunk) unless one frame needs more.
 constexpr uint64_t kMaxWindowBytes = 64 << 10;
-// Past this many cached code objects the cache starts afresh (a process that keeps compiling).
-constexpr size_t kMaxCodeCacheEntries = 16384;
 constexpr size_t kMaxPthreadCacheEntries = 4096;
 // Threads whose last frame chain is kept, and batch fetches of it tried per walk.
 constexpr size_t kMaxChains = 1024;
@@ -93,11 +91,19 @@ struct CodeKey {
   bool operator==(const CodeKey&) const = default;
 };
 
+// A line table held once for every cached code object that names its bytes object.
+struct LineTableEntry {
+  std::string bytes;
+  int64_t users = 0;  // cache entries holding it
+};
+
 struct CodeEntry {
   CodeKey key;
   std::string file;
   std::string function;
-  std::string table;  // the line table's bytes
+  // The line table's bytes (a node of Impl::line_tables, stable while held), or null when the
+  // cache's byte budget was spent: then read again whenever a new instruction's line is wanted.
+  const std::string* table = nullptr;
   // The last lookup: a thread that sits in one place asks for the same line again and again.
   uint64_t last_unit = UINT64_MAX;
   std::optional<int> last_line;
@@ -117,33 +123,76 @@ struct FrameRef {
   uint64_t unit = 0;
 };
 
+// The thread states one thread-list read has met: each is read once. Open addressing in a table
+// of a power of two at least twice the budget, reset by clearing only the slots used (no
+// allocation once made).
+class SeenSet {
+ public:
+  explicit SeenSet(size_t capacity) : slots_(std::bit_ceil(std::max<size_t>(2 * capacity, 2)), 0) {
+    used_.reserve(capacity);
+  }
+  void Clear() {
+    for (uint32_t at : used_) slots_[at] = 0;
+    used_.clear();
+  }
+  // False when `address` (non-zero) was inserted before. At most `capacity` insertions.
+  bool Insert(uint64_t address) {
+    const size_t mask = slots_.size() - 1;
+    size_t at = static_cast<size_t>(((address >> 3) * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+    while (slots_[at] != 0) {
+      if (slots_[at] == address) return false;
+      at = (at + 1) & mask;
+    }
+    slots_[at] = address;
+    used_.push_back(static_cast<uint32_t>(at));
+    return true;
+  }
+
+ private:
+  std::vector<uint64_t> slots_;
+  std::vector<uint32_t> used_;
+};
+
+// What the last thread-list read left out.
+struct ListCut {
+  bool states = false;        // the thread-state budget was spent
+  bool interpreters = false;  // the interpreter list went on past its budget
+  size_t repeated = 0;        // lists ended at a thread state met before
+  bool any() const { return states || interpreters || repeated > 0; }
+};
+
 }  // namespace
 
 struct StackReader::Impl {
-  Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader);
+  Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader, ReaderBudget limits);
 
   Status ReadThreads(std::optional<pid_t> stop_at);
   ThreadInfo ParseThread(uint64_t tstate, const uint8_t* data) const;
   std::optional<pid_t> NativeTid(uint64_t pthread);
   std::optional<uint64_t> PthreadOf(pid_t tid) const;
   Result<const ThreadInfo*> FindThread(pid_t tid);
-  Status Walk(const ThreadInfo& thread, size_t max_frames, ThreadStack& stack);
+  Status Walk(const ThreadInfo& thread, size_t max_frames, size_t max_name_bytes,
+              ThreadStack& stack, size_t& name_bytes);
   Result<uint64_t> InnermostFrame(const ThreadInfo& thread);
   Status CollectFrames(const ThreadInfo& thread, size_t max_frames, bool& truncated);
   Result<const uint8_t*> FrameBytes(uint64_t frame, uint64_t& chunk,
                                     const std::vector<uint64_t>& last_chain);
   const uint8_t* Prefetched(uint64_t frame);
   Result<bool> Prefetch(uint64_t frame, const std::vector<uint64_t>& last_chain);
-  Status ResolveCodes();
+  Status ValidateCodes();
   Result<CodeEntry*> CodeFor(uint64_t code, const CodeKey& key);
-  Result<CodeEntry> LoadCode(const CodeKey& key);
-  Result<std::string> ReadBytesObject(uint64_t address);
-  std::optional<int> LineOf(CodeEntry& entry, uint64_t unit) const;
+  Status LoadCode(CodeEntry& entry);
+  Status ReadBytesObject(uint64_t address, std::string& out);
+  const std::string* HoldTable(uint64_t address);
+  void Release(CodeEntry& entry);
+  void ClearCodeCache();
+  Result<std::optional<int>> LineOf(CodeEntry& entry, uint64_t unit);
   Error Classify(Error error);
   Status SampleThread(pid_t tid, size_t max_frames, ThreadStack& stack);
-  Result<std::vector<ThreadStack>> SampleThreads(size_t max_frames);
+  Status SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out);
 
   PythonProcess process;
+  ReaderBudget budget;
   std::unique_ptr<MemoryReader> owned;
   ReaderStats stats;
   CountingMemory memory;
@@ -151,6 +200,8 @@ struct StackReader::Impl {
   std::optional<Error> layout_error;
   // Scratch, reused by every sample.
   std::vector<ThreadInfo> threads;
+  SeenSet seen{budget.thread_states};  // the thread states the last list read met
+  ListCut list_cut;                    // what it left out
   // The main thread's thread state: it lives as long as the process, so a sample of the main
   // thread (tid == pid) reads it alone, not the interpreter and thread lists (0: not known yet).
   uint64_t main_tstate = 0;
@@ -162,19 +213,29 @@ struct StackReader::Impl {
   // still are, so one batch fetches them (3.8-3.10 frame objects, generators' frames).
   std::unordered_map<uint64_t, std::vector<uint64_t>> chains;
   std::vector<uint64_t> walk_chain;  // this walk's frame addresses
+  size_t walk_steps = 0;             // frames this walk read, shim frames included
   std::vector<uint64_t> prefetched;  // frames whose frame_span bytes are in prefetch_bytes
   std::vector<uint8_t> prefetch_bytes;
   size_t prefetch_next = 0;  // where in `prefetched` the chain is expected next
   int prefetches = 0;
   std::vector<uint64_t> codes;      // the distinct code objects of one walk, sorted
-  std::vector<CodeEntry*> entries;  // their cache entries, parallel to `codes`
+  std::vector<CodeKey> keys;        // what each holds now, parallel to `codes`
+  std::vector<CodeEntry*> entries;  // their cache entries, parallel: found as the walk needs them
   std::vector<ReadRequest> requests;
   std::unordered_map<uint64_t, CodeEntry> code_cache;
+  // Line tables by their bytes object's address, shared by the code objects naming it.
+  std::unordered_map<uint64_t, LineTableEntry> line_tables;
+  size_t cache_bytes = 0;   // names in code_cache + bytes in line_tables
+  std::string table_bytes;  // a line table read now (a miss, or one the cache does not hold)
   std::vector<std::pair<uint64_t, pid_t>> pthread_tids;  // 3.8-3.10: pthread_t -> tid
 };
 
-StackReader::Impl::Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader)
-    : process(std::move(python)), owned(std::move(reader)), memory(*owned, stats.reads) {
+StackReader::Impl::Impl(PythonProcess python, std::unique_ptr<MemoryReader> reader,
+                        ReaderBudget limits)
+    : process(std::move(python)),
+      budget(limits),
+      owned(std::move(reader)),
+      memory(*owned, stats.reads) {
   const Layout& l = process.layout;
   tstate_span.Add(l.tstate_next, 8);
   tstate_span.Add(l.tstate_thread_id, 8);
@@ -249,11 +310,16 @@ std::optional<uint64_t> StackReader::Impl::PthreadOf(pid_t tid) const {
   return std::nullopt;
 }
 
-// Reads the thread list into `threads`. With `stop_at`, stops at the thread whose kernel tid it
-// is: 3.11+ from the thread state; 3.8-3.10 through the pthread_t cached for it.
+// Reads the thread lists of every interpreter into `threads`. With `stop_at`, stops at the thread
+// whose kernel tid it is: 3.11+ from the thread state; 3.8-3.10 through the pthread_t cached for
+// it. One budget for the whole process (budget.thread_states thread states, .interpreters
+// interpreters): past it the rest is left out and said in `list_cut`, not an error. Each thread
+// state is read once: one met again ends its list (a loop, or a list two interpreters share).
 Status StackReader::Impl::ReadThreads(std::optional<pid_t> stop_at) {
   const Layout& l = process.layout;
   threads.clear();
+  seen.Clear();
+  list_cut = {};
   std::optional<uint64_t> want_pthread;
   if (stop_at && !l.tstate_native_thread_id) want_pthread = PthreadOf(*stop_at);
   TRY(auto interp, ReadValue<uint64_t>(memory, process.runtime_address + l.runtime_interp_head));
@@ -262,10 +328,20 @@ Status StackReader::Impl::ReadThreads(std::optional<pid_t> stop_at) {
                      "pid {}: Python has no interpreter (not started or finalized)", process.pid);
   }
   for (size_t n = 0; interp != 0; ++n) {
-    if (n >= kMaxInterpreters) return Invalid("interpreter list does not end");
+    if (n >= budget.interpreters) {
+      list_cut.interpreters = true;
+      break;
+    }
     TRY(auto tstate, ReadValue<uint64_t>(memory, interp + l.interp_tstate_head));
-    for (size_t t = 0; tstate != 0; ++t) {
-      if (t >= kMaxThreads) return Invalid("thread list does not end");
+    while (tstate != 0) {
+      if (threads.size() >= budget.thread_states) {
+        list_cut.states = true;
+        return OkStatus();
+      }
+      if (!seen.Insert(tstate)) {
+        ++list_cut.repeated;
+        break;
+      }
       TRY_STATUS(memory.Read(tstate + tstate_span.begin, tstate_bytes.data(), tstate_bytes.size()));
       threads.push_back(ParseThread(tstate, tstate_bytes.data()));
       ThreadInfo& thread = threads.back();
@@ -294,7 +370,7 @@ Result<const ThreadInfo*> StackReader::Impl::FindThread(pid_t tid) {
     }
     main_tstate = 0;
   }
-  TRY_STATUS(ReadThreads(tid));
+  TRY_STATUS(ReadThreads(tid));  // at most budget.thread_states reads: a forged list costs no more
   if (!threads.empty() && threads.back().native_tid == tid) {
     if (tid == process.pid) main_tstate = threads.back().tstate;
     return &threads.back();
@@ -307,6 +383,11 @@ Result<const ThreadInfo*> StackReader::Impl::FindThread(pid_t tid) {
       if (tid == process.pid) main_tstate = thread.tstate;
       return &thread;
     }
+  }
+  if (list_cut.states) {
+    return MakeError(ErrorCode::kNotFound,
+                     "pid {}: no Python thread with tid {} in the first {} thread states",
+                     process.pid, tid, budget.thread_states);
   }
   return MakeError(ErrorCode::kNotFound, "pid {}: no Python thread with tid {}", process.pid, tid);
 }
@@ -388,6 +469,7 @@ Status StackReader::Impl::CollectFrames(const ThreadInfo& thread, size_t max_fra
                                         bool& truncated) {
   const Layout& l = process.layout;
   refs.clear();
+  walk_steps = 0;
   window_valid = false;
   walk_chain.clear();
   prefetched.clear();
@@ -408,6 +490,7 @@ Status StackReader::Impl::CollectFrames(const ThreadInfo& thread, size_t max_fra
     }
     TRY(const uint8_t* data, FrameBytes(frame, chunk, last_chain));
     walk_chain.push_back(frame);
+    ++walk_steps;
     const auto back = FieldAt<uint64_t>(data, frame_span, l.frame_back);
     const auto code = FieldAt<uint64_t>(data, frame_span, l.frame_code);
     const uint8_t owner = l.frame_owner ? FieldAt<uint8_t>(data, frame_span, *l.frame_owner) : 0;
@@ -442,7 +525,8 @@ Status StackReader::Impl::CollectFrames(const ThreadInfo& thread, size_t max_fra
   return OkStatus();
 }
 
-Result<std::string> StackReader::Impl::ReadBytesObject(uint64_t address) {
+// The bytes of the bytes object at `address` into `out` (its storage reused).
+Status StackReader::Impl::ReadBytesObject(uint64_t address, std::string& out) {
   const Layout& l = process.layout;
   if (address == 0) return Invalid("null bytes object");
   Span span;
@@ -459,19 +543,60 @@ Result<std::string> StackReader::Impl::ReadBytesObject(uint64_t address) {
   if (size < 0 || static_cast<uint64_t>(size) > kMaxLineTableBytes) {
     return Invalid(fmt::format("bytes object of implausible size {}", size));
   }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (size > 0) TRY_STATUS(memory.Read(address + l.bytes_data, bytes.data(), bytes.size()));
-  return bytes;
+  out.resize(static_cast<size_t>(size));
+  if (size > 0) TRY_STATUS(memory.Read(address + l.bytes_data, out.data(), out.size()));
+  return OkStatus();
 }
 
-Result<CodeEntry> StackReader::Impl::LoadCode(const CodeKey& key) {
-  CodeEntry entry;
-  entry.key = key;
+// The cache's copy of the line table just read into `table_bytes` (the bytes object at
+// `address`), shared with the other code objects naming it; null when the cache's byte budget
+// has no room for it. Bytes objects do not change, so a copy that differs is a freed object's:
+// another was made at its address since, and the copy is replaced.
+const std::string* StackReader::Impl::HoldTable(uint64_t address) {
+  auto found = line_tables.find(address);
+  if (found != line_tables.end()) {
+    LineTableEntry& held = found->second;
+    if (held.bytes != table_bytes) {
+      cache_bytes = cache_bytes - held.bytes.size() + table_bytes.size();
+      held.bytes.assign(table_bytes);
+    }
+    ++held.users;
+    return &held.bytes;
+  }
+  if (cache_bytes + table_bytes.size() > budget.code_cache_bytes) return nullptr;
+  LineTableEntry& held = line_tables[address];
+  held.bytes.assign(table_bytes);
+  held.users = 1;
+  cache_bytes += held.bytes.size();
+  return &held.bytes;
+}
+
+// Forgets what `entry` holds (it is being replaced): its names' bytes, its use of a line table.
+void StackReader::Impl::Release(CodeEntry& entry) {
+  cache_bytes -= entry.file.size() + entry.function.size();
+  if (entry.table == nullptr) return;
+  auto found = line_tables.find(entry.key.linetable);
+  if (found != line_tables.end() && --found->second.users == 0) {
+    cache_bytes -= found->second.bytes.size();
+    line_tables.erase(found);
+  }
+  entry.table = nullptr;
+}
+
+void StackReader::Impl::ClearCodeCache() {
+  code_cache.clear();
+  line_tables.clear();
+  cache_bytes = 0;
+}
+
+Status StackReader::Impl::LoadCode(CodeEntry& entry) {
+  const CodeKey& key = entry.key;
   TRY(entry.file, ReadPyString(memory, process.layout, key.filename, 4096, process.str_type));
   uint64_t name = process.layout.code_qualname ? key.qualname : key.name;
   TRY(entry.function, ReadPyString(memory, process.layout, name, 4096, process.str_type));
-  TRY(entry.table, ReadBytesObject(key.linetable));
-  return entry;
+  TRY_STATUS(ReadBytesObject(key.linetable, table_bytes));
+  entry.table = HoldTable(key.linetable);  // last: nothing fails after it holds the table
+  return OkStatus();
 }
 
 Result<CodeEntry*> StackReader::Impl::CodeFor(uint64_t code, const CodeKey& key) {
@@ -484,23 +609,32 @@ Result<CodeEntry*> StackReader::Impl::CodeFor(uint64_t code, const CodeKey& key)
     return &found->second;
   }
   ++stats.code_cache_misses;
-  TRY(CodeEntry entry, LoadCode(key));
+  CodeEntry entry;
+  entry.key = key;
+  TRY_STATUS(LoadCode(entry));
+  cache_bytes += entry.file.size() + entry.function.size();
   if (found != code_cache.end()) {
+    Release(found->second);
     found->second = std::move(entry);
     return &found->second;
   }
   return &code_cache.emplace(code, std::move(entry)).first->second;
 }
 
-// One batch of reads revalidates every distinct code object of the walk (`refs`) against the
-// cache; the ones not cached, or changed, are read whole.
-Status StackReader::Impl::ResolveCodes() {
+// One batch of reads gets what every distinct code object of the walk (`refs`) holds now
+// (`keys`); the walk then checks each against the cache as it needs it (Walk: innermost first,
+// so a walk cut by its byte budget reads no code object past the cut). The cache starts afresh
+// when this walk could take it past its entries or it is past its bytes (ReaderBudget).
+Status StackReader::Impl::ValidateCodes() {
   const Layout& l = process.layout;
   codes.clear();
   for (const FrameRef& ref : refs) codes.push_back(ref.code);
   std::sort(codes.begin(), codes.end());
   codes.erase(std::unique(codes.begin(), codes.end()), codes.end());
-  if (code_cache.size() + codes.size() > kMaxCodeCacheEntries) code_cache.clear();
+  if (code_cache.size() + codes.size() > budget.code_cache_entries ||
+      cache_bytes > budget.code_cache_bytes) {
+    ClearCodeCache();
+  }
   const uint64_t size = code_span.size();
   code_bytes.resize(codes.size() * size);
   for (size_t first = 0; first < codes.size(); first += MemoryReader::kMaxBatch) {
@@ -510,44 +644,64 @@ Status StackReader::Impl::ResolveCodes() {
     }
     TRY_STATUS(memory.ReadMany(requests));
   }
-  entries.resize(codes.size());
+  keys.resize(codes.size());
+  entries.assign(codes.size(), nullptr);
   for (size_t i = 0; i < codes.size(); ++i) {
     const uint8_t* data = code_bytes.data() + i * size;
-    CodeKey key;
+    CodeKey& key = keys[i];
     key.type = FieldAt<uint64_t>(data, code_span, l.object_type);
     key.filename = FieldAt<uint64_t>(data, code_span, l.code_filename);
     key.name = FieldAt<uint64_t>(data, code_span, l.code_name);
-    if (l.code_qualname) key.qualname = FieldAt<uint64_t>(data, code_span, *l.code_qualname);
+    key.qualname = l.code_qualname ? FieldAt<uint64_t>(data, code_span, *l.code_qualname) : 0;
     key.linetable = FieldAt<uint64_t>(data, code_span, l.code_linetable);
     key.first_line = FieldAt<int32_t>(data, code_span, l.code_firstlineno);
-    TRY(entries[i], CodeFor(codes[i], key));
   }
   return OkStatus();
 }
 
-std::optional<int> StackReader::Impl::LineOf(CodeEntry& entry, uint64_t unit) const {
-  if (entry.last_unit != unit) {
-    entry.last_line =
-        LineForInstruction(process.layout.line_table, entry.table, entry.key.first_line, unit);
-    entry.last_unit = unit;
+Result<std::optional<int>> StackReader::Impl::LineOf(CodeEntry& entry, uint64_t unit) {
+  if (entry.last_unit == unit) return entry.last_line;
+  std::string_view table;
+  if (entry.table != nullptr) {
+    table = *entry.table;
+  } else {
+    TRY_STATUS(ReadBytesObject(entry.key.linetable, table_bytes));  // not held: over the budget
+    table = table_bytes;
   }
+  entry.last_line =
+      LineForInstruction(process.layout.line_table, table, entry.key.first_line, unit);
+  entry.last_unit = unit;
   return entry.last_line;
 }
 
-Status StackReader::Impl::Walk(const ThreadInfo& thread, size_t max_frames, ThreadStack& stack) {
+// The frames of `thread` into `stack`, at most `max_frames` and `max_name_bytes` of names (file
+// + function): past either, the innermost frames are kept and `truncated` set. `name_bytes`:
+// the bytes of names returned.
+Status StackReader::Impl::Walk(const ThreadInfo& thread, size_t max_frames, size_t max_name_bytes,
+                               ThreadStack& stack, size_t& name_bytes) {
+  name_bytes = 0;
   TRY_STATUS(CollectFrames(thread, std::min(max_frames, kMaxFrames), stack.truncated));
-  TRY_STATUS(ResolveCodes());
+  TRY_STATUS(ValidateCodes());
   // Frames already in `stack` are overwritten in place (their strings keep their storage).
   size_t n = 0;
   for (const FrameRef& ref : refs) {
     size_t index =
         static_cast<size_t>(std::lower_bound(codes.begin(), codes.end(), ref.code) - codes.begin());
+    if (entries[index] == nullptr) {
+      TRY(entries[index], CodeFor(codes[index], keys[index]));
+    }
     CodeEntry& entry = *entries[index];
+    const size_t size = entry.file.size() + entry.function.size();
+    if (size > max_name_bytes - name_bytes) {
+      stack.truncated = true;
+      break;
+    }
+    name_bytes += size;
     if (n == stack.frames.size()) stack.frames.emplace_back();
     Frame& frame = stack.frames[n++];
     frame.file.assign(entry.file);
     frame.function.assign(entry.function);
-    frame.line = LineOf(entry, ref.unit);
+    TRY(frame.line, LineOf(entry, ref.unit));
   }
   stack.frames.resize(n);
   return OkStatus();
@@ -570,19 +724,77 @@ Status StackReader::Impl::SampleThread(pid_t tid, size_t max_frames, ThreadStack
   TRY(const ThreadInfo* thread, FindThread(tid));
   stack.thread_id = thread->thread_id;
   stack.native_thread_id = tid;
-  return Walk(*thread, max_frames, stack);
+  size_t name_bytes = 0;
+  return Walk(*thread, max_frames, budget.name_bytes_per_walk, stack, name_bytes);
 }
 
-Result<std::vector<ThreadStack>> StackReader::Impl::SampleThreads(size_t max_frames) {
+namespace {
+
+// ProcessStacks::cut: what the budget left out, one line; empty when nothing.
+std::string CutText(const ReaderBudget& budget, const ListCut& list, size_t not_walked) {
+  std::string out;
+  auto add = [&out](std::string part) {
+    if (!out.empty()) out += "; ";
+    out += part;
+  };
+  if (list.states) {
+    add(fmt::format("the thread lists hold more than {} thread states: the rest are not read",
+                    budget.thread_states));
+  }
+  if (list.interpreters) {
+    add(fmt::format("more than {} interpreters: the rest are not read", budget.interpreters));
+  }
+  if (list.repeated > 0) {
+    add(
+        fmt::format("{} thread list{} met a thread state already read (a list that loops, or "
+                    "one shared by interpreters): read once",
+                    list.repeated, list.repeated == 1 ? "" : "s"));
+  }
+  if (not_walked > 0) {
+    add(
+        fmt::format("{} thread{} not walked: the budget of {} frames and {} MiB of names per "
+                    "process (or of threads per sample) is spent",
+                    not_walked, not_walked == 1 ? "" : "s", budget.frames_per_process,
+                    budget.name_bytes_per_process >> 20));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Every thread read, the main thread (tid == pid) walked first, within the process's budget of
+// frames and name bytes: threads past it are left out of the result (counted in `cut`).
+Status StackReader::Impl::SampleThreads(size_t max_frames, size_t max_threads, ProcessStacks& out) {
   TRY_STATUS(ReadThreads(std::nullopt));
-  std::vector<ThreadStack> stacks;
-  stacks.reserve(threads.size());
-  for (ThreadInfo& thread : threads) {
-    if (!process.layout.tstate_native_thread_id) thread.native_tid = NativeTid(thread.thread_id);
-    ThreadStack& stack = stacks.emplace_back();
+  size_t n = 0;  // threads of `out` filled (their storage is reused)
+  size_t frames_left = budget.frames_per_process;
+  size_t bytes_left = budget.name_bytes_per_process;
+  size_t not_walked = 0;
+  if (!process.layout.tstate_native_thread_id) {
+    for (ThreadInfo& thread : threads) thread.native_tid = NativeTid(thread.thread_id);
+  }
+  // The main thread first (its stack is the one a budget must not cut), the others in order;
+  // a rotation, not a partition: nothing allocated.
+  auto main_thread = std::find_if(threads.begin(), threads.end(),
+                                  [&](const ThreadInfo& t) { return t.native_tid == process.pid; });
+  if (main_thread != threads.end()) std::rotate(threads.begin(), main_thread, main_thread + 1);
+  for (const ThreadInfo& thread : threads) {
+    if (frames_left == 0 || bytes_left == 0 || n == max_threads) {
+      ++not_walked;
+      continue;
+    }
+    if (n == out.threads.size()) out.threads.emplace_back();
+    ThreadStack& stack = out.threads[n++];
+    stack.truncated = false;
+    stack.error.reset();
     stack.thread_id = thread.thread_id;
     stack.native_thread_id = thread.native_tid;
-    Status walked = Walk(thread, max_frames, stack);
+    size_t name_bytes = 0;
+    Status walked = Walk(thread, std::min(max_frames, frames_left),
+                         std::min(bytes_left, budget.name_bytes_per_walk), stack, name_bytes);
+    // Every frame read counts, a torn walk's too: what a forged chain costs is what it reads.
+    frames_left -= std::min(frames_left, std::max(walk_steps, stack.frames.size()));
+    bytes_left -= name_bytes;
     if (walked.ok()) continue;
     Error error = walked.take_error();
     if (error.code == ErrorCode::kNotFound || error.code == ErrorCode::kPermission) return error;
@@ -590,11 +802,16 @@ Result<std::vector<ThreadStack>> StackReader::Impl::SampleThreads(size_t max_fra
     stack.frames.clear();
     stack.truncated = false;
   }
-  return stacks;
+  out.threads.resize(n);
+  out.cut = CutText(budget, list_cut, not_walked);
+  out.list_cut = list_cut.any();
+  out.not_walked = not_walked;
+  return OkStatus();
 }
 
-StackReader::StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory)
-    : impl_(std::make_unique<Impl>(std::move(process), std::move(memory))) {}
+StackReader::StackReader(PythonProcess process, std::unique_ptr<MemoryReader> memory,
+                         ReaderBudget budget)
+    : impl_(std::make_unique<Impl>(std::move(process), std::move(memory), budget)) {}
 StackReader::StackReader(StackReader&&) noexcept = default;
 StackReader& StackReader::operator=(StackReader&&) noexcept = default;
 StackReader::~StackReader() = default;
@@ -621,15 +838,26 @@ Status StackReader::SampleInto(pid_t tid, size_t max_frames, ThreadStack& stack)
   return OkStatus();
 }
 
-Result<std::vector<ThreadStack>> StackReader::SampleAll(size_t max_frames) {
+Result<ProcessStacks> StackReader::SampleAll(size_t max_frames) {
+  ProcessStacks out;
+  TRY_STATUS(SampleAllInto(max_frames, impl_->budget.thread_states, out));
+  return out;
+}
+
+Status StackReader::SampleAllInto(size_t max_frames, size_t max_threads, ProcessStacks& out) {
   if (impl_->layout_error) return *impl_->layout_error;
-  auto stacks = impl_->SampleThreads(max_frames);
-  if (!stacks.ok()) return impl_->Classify(stacks.take_error());
+  Status sampled = impl_->SampleThreads(max_frames, max_threads, out);
+  if (!sampled.ok()) {
+    out.threads.clear();
+    return impl_->Classify(sampled.take_error());
+  }
   ++impl_->stats.samples;
-  return stacks;
+  return OkStatus();
 }
 
 const ReaderStats& StackReader::stats() const { return impl_->stats; }
+const ReaderBudget& StackReader::budget() const { return impl_->budget; }
+size_t StackReader::code_cache_bytes() const { return impl_->cache_bytes; }
 pid_t StackReader::pid() const { return impl_->process.pid; }
 const PythonProcess& StackReader::process() const { return impl_->process; }
 

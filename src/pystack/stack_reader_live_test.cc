@@ -263,7 +263,8 @@ TEST_P(Interpreter, SecondThreadByNativeId) {
   EXPECT_EQ(main_thread.frames[0].function, "<module>");
   auto all = reader->SampleAll();
   ASSERT_TRUE(all.ok()) << all.error().message;
-  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->threads.size(), 2u);
+  EXPECT_EQ(all->cut, "");
 }
 
 // A forked child's stack, read by the child's pid.

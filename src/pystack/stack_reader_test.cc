@@ -1,6 +1,7 @@
 #include "pystack/stack_reader.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -244,9 +245,9 @@ TEST(StackReader, SecondThreadByItsTid) {
     }
     auto all = reader.SampleAll();
     ASSERT_TRUE(all.ok()) << all.error().message;
-    ASSERT_EQ(all->size(), 2u);
-    EXPECT_EQ((*all)[0].native_thread_id, getpid());
-    EXPECT_EQ((*all)[1].native_thread_id, second_tid);
+    ASSERT_EQ(all->threads.size(), 2u);
+    EXPECT_EQ(all->threads[0].native_thread_id, getpid());
+    EXPECT_EQ(all->threads[1].native_thread_id, second_tid);
     auto none = reader.Sample(12345678);
     ASSERT_FALSE(none.ok());
     EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
@@ -342,10 +343,13 @@ TEST(StackReader, RandomMemoryNeverCrashesOrHangs) {
   for (const Layout& layout : AllLayouts()) {
     PythonProcess process = testing::MakeProcess(1, layout, 0x10000);
     for (uint64_t seed = 0; seed < 20; ++seed) {
-      StackReader reader(process, std::make_unique<testing::RandomMemory>(seed));
-      auto threads = reader.SampleAll();  // any outcome but a crash or a hang
+      // Any outcome but a crash or a hang. SampleAll walks threads until the process budget is
+      // spent: a smaller one than the tool's (~70,000 random reads a call) keeps this quick.
+      const ReaderBudget budget{.thread_states = 512, .frames_per_process = 2048};
+      StackReader reader(process, std::make_unique<testing::RandomMemory>(seed), budget);
+      auto threads = reader.SampleAll();
       if (threads.ok()) {
-        EXPECT_LE(threads->size(), 4096u);
+        EXPECT_LE(threads->threads.size(), budget.thread_states);
       }
       auto stack = reader.Sample(1);
       if (!stack.ok()) {
@@ -376,7 +380,7 @@ std::vector<ThreadStack> WalkChain(const std::vector<uint64_t>& frames, uint64_t
   StackReader reader(process, std::move(memory));
   auto threads = reader.SampleAll();
   EXPECT_TRUE(threads.ok()) << threads.error().message;
-  return threads.ok() ? *threads : std::vector<ThreadStack>{};
+  return threads.ok() ? threads->threads : std::vector<ThreadStack>{};
 }
 
 TEST(StackReader, FrameCyclesAreTornReads) {
@@ -410,6 +414,210 @@ TEST(StackReader, GoneProcessIsNotFoundNotTorn) {
   EXPECT_EQ(stack.error().message, "pid 1: no such process");
   EXPECT_EQ(reader.stats().torn, 0);
   EXPECT_EQ(reader.stats().samples, 0);
+}
+
+// --- Issue 40: the job is untrusted input (forged interpreters, shared line tables) ---
+
+uint64_t Word(const FakeMemory& memory, uint64_t address) {
+  uint64_t value = 0;
+  EXPECT_TRUE(memory.Read(address, &value, 8).ok());
+  return value;
+}
+
+// A real main thread `depth` frames deep, and a reader whose runtime names `lists` (forged by
+// ForgedMemory) instead of the real interpreter: every forged thread state points at the real
+// thread's frames, as probe P01 forges them with ctypes.
+struct Forged {
+  Forged(const Layout& layout, testing::ForgedLists lists, size_t depth)
+      : python(layout, getpid()) {
+    size_t code = python.AddCode("/app/forge.py", "rec", "rec", 10, 1);
+    python.AddThread(getpid(), std::vector<FakeFrame>(depth, FakeFrame{code, 0}));
+    image = python.Build();
+    FakeMemory real = image.Memory();
+    lists.frame = Word(real, image.tstates[0] + layout.tstate_frame);
+    if (layout.tstate_datastack_chunk)
+      lists.chunk = Word(real, image.tstates[0] + *layout.tstate_datastack_chunk);
+    auto memory = std::make_unique<testing::ForgedMemory>(real.Share(), layout, lists);
+    memory->Set(image.process.runtime_address + layout.runtime_interp_head, memory->Interp(0));
+    forged = memory.get();
+    reader = std::make_unique<StackReader>(image.process, std::move(memory));
+  }
+  FakePython python;
+  FakeImage image;
+  testing::ForgedMemory* forged = nullptr;
+  std::unique_ptr<StackReader> reader;
+};
+
+// P01: 64 forged interpreters all name one list of 100 thread states. Each thread state is read
+// once (before: 64 x 100 threads, each walked), and the cut says why.
+TEST(StackReader, ForgedInterpretersSharingOneThreadListAreReadOnce) {
+  for (const Layout& layout : AllLayouts()) {
+    SCOPED_TRACE(Name(layout));
+    Forged fake(layout, {.interpreters = 64, .states = 100, .shared = true}, 3);
+    auto all = fake.reader->SampleAll(StackReader::kMaxFrames);
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    EXPECT_EQ(all->threads.size(), 100u);
+    EXPECT_NE(all->cut.find("63 thread lists met a thread state already read"), std::string::npos)
+        << all->cut;
+    if (layout.tstate_native_thread_id) {
+      ASSERT_FALSE(all->threads.empty());
+      EXPECT_EQ(all->threads[0].frames.size(), 3u);
+      EXPECT_EQ(all->threads[0].frames[0].function, "rec");
+    }
+  }
+}
+
+// A thread list whose last state links back into it: read once (before: 4096 thread states,
+// then "thread list does not end" and no stack at all).
+TEST(StackReader, ThreadListThatLoopsIsReadOnce) {
+  for (const Layout& layout : AllLayouts()) {
+    SCOPED_TRACE(Name(layout));
+    Forged fake(layout, {.states = 10, .loop_to = 3}, 2);
+    auto all = fake.reader->SampleAll();
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    EXPECT_EQ(all->threads.size(), 10u);
+    EXPECT_EQ(all->cut,
+              "1 thread list met a thread state already read (a list that loops, or one shared "
+              "by interpreters): read once");
+  }
+}
+
+// P01/P02: 256 interpreters of 4096 thread states each (1,048,576), each state pointing at a
+// real 200-deep stack. SampleAll reads at most ReaderBudget{}.thread_states states and returns
+// at most frames_per_process frames (before: every state read, 4096 x 200 frames per
+// interpreter); a search for a thread that is not there reads no more than the budget.
+TEST(StackReader, AMillionThreadStatesCostTheBudgetNotMore) {
+  for (const Layout& layout : AllLayouts()) {
+    SCOPED_TRACE(Name(layout));
+    Forged fake(layout, {.interpreters = 256, .states = 4096}, 200);
+    StackReader& reader = *fake.reader;
+    auto all = reader.SampleAll(StackReader::kMaxFrames);
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    size_t frames = 0;
+    for (const ThreadStack& t : all->threads) frames += t.frames.size();
+    EXPECT_LE(frames, ReaderBudget{}.frames_per_process);
+    EXPECT_LE(all->threads.size(), ReaderBudget{}.thread_states);
+    EXPECT_TRUE(all->cut.starts_with("the thread lists hold more than 4096 thread states"))
+        << all->cut;
+    // 4096 thread states of 16 interpreters, the frames budget (3.8-3.10: a read per frame
+    // object; 3.11+: one per chunk) and a code batch per walk.
+    EXPECT_LT(reader.stats().reads, 4096 + 2 * 16 + 65536 + 2 * 4096);
+    const int64_t before = reader.stats().reads;
+    auto none = reader.Sample(getpid());  // the main thread's tid is in no forged state
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
+    EXPECT_EQ(none.error().message,
+              fmt::format("pid {}: no Python thread with tid {} in the first 4096 thread states",
+                          getpid(), getpid()));
+    EXPECT_LE(reader.stats().reads - before, 4096 + 2 * 16 + 1);
+  }
+}
+
+// The main thread is walked first, wherever it is in the list (CPython puts new threads at the
+// head, so the main thread is last): a budget spent by other threads never cuts it.
+TEST(StackReader, SampleAllWalksTheMainThreadFirst) {
+  for (const Layout& layout : AllLayouts()) {
+    if (!layout.tstate_native_thread_id) continue;  // 3.8-3.10: tids through real pthreads
+    SCOPED_TRACE(Name(layout));
+    FakePython python(layout, getpid());
+    size_t code = python.AddCode("t.py", "f", "f", 1, 0);
+    python.AddThread(getpid() + 1, {{code, 0}});
+    python.AddThread(getpid() + 2, {{code, 0}});
+    python.AddThread(getpid(), {{code, 0}, {code, 0}});
+    FakeImage image = python.Build();
+    StackReader reader(image.process, image.Memory().Share());
+    auto all = reader.SampleAll();
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    ASSERT_EQ(all->threads.size(), 3u);
+    EXPECT_EQ(all->threads[0].native_thread_id, getpid());
+    EXPECT_EQ(all->threads[0].frames.size(), 2u);
+    EXPECT_EQ(all->threads[1].native_thread_id, getpid() + 1);
+    EXPECT_EQ(all->threads[2].native_thread_id, getpid() + 2);
+  }
+}
+
+// glibc's count of bytes the heap has handed out (0 under ASan, which keeps its own heap).
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+// P03: 64 code objects naming one 1 MiB line table (`code.replace(co_linetable=big)`): the cache
+// holds it once (before: a copy per code object, 64 MiB).
+TEST(StackReader, CodeObjectsSharingOneLineTableHoldItOnce) {
+  constexpr size_t kTable = size_t{1} << 20;
+  for (const Layout& layout : AllLayouts()) {
+    SCOPED_TRACE(Name(layout));
+    FakePython python(layout, getpid());
+    python.ShareLineTables();
+    std::vector<FakeFrame> frames;
+    for (int i = 0; i < 64; ++i) {
+      frames.push_back({python.AddCode("lt.py", fmt::format("g{}", i), fmt::format("g{}", i),
+                                       100 + i, 2, kTable)});
+    }
+    python.AddThread(getpid(), frames);
+    FakeImage image = python.Build();
+    StackReader reader(image.process, image.Memory().Share());
+    const size_t heap = HeapInUse();
+    for (int round = 0; round < 2; ++round) {
+      auto stack = reader.Sample(getpid(), StackReader::kMaxFrames);
+      ASSERT_TRUE(stack.ok()) << stack.error().message;
+      ASSERT_EQ(stack->frames.size(), 64u);
+      EXPECT_EQ(stack->frames[5].line, 105 + 2);  // the shared table: +2 from each first line
+    }
+    EXPECT_LT(reader.code_cache_bytes(), kTable + 64 * 16);
+    EXPECT_LT(HeapInUse() - std::min(heap, HeapInUse()), 4 * kTable);
+  }
+}
+
+// 18 code objects with a 64 KiB line table each and a cache of 512 KiB: the cache keeps what its
+// byte budget holds and reads the others again when a line is wanted; every line is still right.
+TEST(StackReader, LineTablesPastTheCacheBudgetAreReadWhenNeeded) {
+  constexpr size_t kTable = size_t{64} << 10;
+  const ReaderBudget budget{.code_cache_bytes = size_t{512} << 10};
+  for (const Layout& layout : AllLayouts()) {
+    SCOPED_TRACE(Name(layout));
+    FakePython python(layout, getpid());
+    std::vector<FakeFrame> frames;
+    for (int i = 0; i < 18; ++i) {
+      frames.push_back({python.AddCode("lt.py", "g", "g", 100 * i, i % 7, kTable)});
+    }
+    python.AddThread(getpid(), frames);
+    FakeImage image = python.Build();
+    FakeMemory memory = image.Memory();
+    StackReader reader(image.process, memory.Share(), budget);
+    for (int32_t unit : {0, 1, 1}) {  // a new instruction, then the same one again
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const uint64_t frame = image.frames[0][i];
+        if (layout.frame_model == FrameModel::kFrameObject) {
+          const int32_t lasti = layout.minor >= 10 ? unit : 2 * unit;
+          memory.Write(frame + layout.frame_instr, &lasti, 4);
+        } else {
+          memory.Write64(frame + layout.frame_instr,
+                         image.codes[i] + layout.code_adaptive + 2 * static_cast<uint64_t>(unit));
+        }
+      }
+      auto stack = reader.Sample(getpid(), StackReader::kMaxFrames);
+      ASSERT_TRUE(stack.ok()) << stack.error().message;
+      ASSERT_EQ(stack->frames.size(), 18u);
+      for (size_t i = 0; i < 18; ++i) {
+        EXPECT_EQ(stack->frames[i].line, static_cast<int>(100 * i + i % 7)) << i;
+      }
+    }
+    EXPECT_LE(reader.code_cache_bytes(), budget.code_cache_bytes + kTable);
+  }
+}
+
+// Names of 4,000 bytes 4,096 frames deep (16 MB of names): one walk returns at most
+// kNameBytesPerWalk of them, the innermost frames, and says it was cut.
+TEST(StackReader, LongNamesAreCutAtTheWalksByteBudget) {
+  const Layout layout = *BuiltinLayout(11);
+  FakePython python(layout, getpid());
+  size_t code = python.AddCode(std::string(4000, 'f'), "g", "g", 1, 0);
+  python.AddThread(getpid(), std::vector<FakeFrame>(4096, FakeFrame{code, 0}));
+  FakeImage image = python.Build();
+  StackReader reader(image.process, image.Memory().Share());
+  auto stack = reader.Sample(getpid(), StackReader::kMaxFrames);
+  ASSERT_TRUE(stack.ok()) << stack.error().message;
+  EXPECT_TRUE(stack->truncated);
+  EXPECT_EQ(stack->frames.size(), ReaderBudget{}.name_bytes_per_walk / 4001);
 }
 
 TEST(StackReader, ImplausibleLayoutIsUnsupported) {

@@ -9,7 +9,8 @@
 namespace stallscope::report {
 namespace {
 
-constexpr size_t kLinesShown = 3;  // per group in report.txt (report.json has kMaxStackLines)
+constexpr size_t kLinesShown = 3;       // per group in report.txt (report.json has kMaxStackLines)
+constexpr size_t kUnreadableShown = 8;  // "not sampled" lines in report.txt
 
 std::string GroupLabel(const diagnose::StackGroup& g) {
   return fmt::format("{} ({})", g.name, g.samples);
@@ -53,24 +54,39 @@ void WriteGroupJson(JsonWriter& w, const diagnose::StackGroup& g) {
 
 std::string RenderStacksText(const diagnose::StackReport& s) {
   if (!s.present) return {};
-  std::string out = fmt::format(
-      "Stacks  where the Python was in the steady steps: the main thread by phase ({} samples at "
-      "{} Hz){}{}\n",
-      s.steady_samples, s.main_hz,
-      s.workers ? fmt::format(", DataLoader workers ({} at {} Hz)", s.workers->samples, s.worker_hz)
-                : std::string(),
+  const std::string torn =
       s.torn > 0 ? fmt::format("; {} torn read{} dropped", s.torn, s.torn == 1 ? "" : "s")
-                 : std::string());
+                 : std::string();
+  std::string out =
+      s.whole_run && s.phases.empty()
+          ? fmt::format(
+                "Stacks  where the Python was: the job marked no steps, so each main thread "
+                "over the whole run ({} samples){}\n",
+                s.whole_run->samples, torn)
+          : fmt::format(
+                "Stacks  where the Python was in the steady steps: the main thread by phase "
+                "({} samples at {} Hz){}{}\n",
+                s.steady_samples, s.main_hz,
+                s.workers ? fmt::format(", DataLoader workers ({} at {} Hz)", s.workers->samples,
+                                        s.worker_hz)
+                          : std::string(),
+                torn);
   size_t width = 0;
   for (const diagnose::StackGroup& g : s.phases) width = std::max(width, GroupLabel(g).size());
-  for (const auto* g : {&s.workers, &s.gpu_idle}) {
+  for (const auto* g : {&s.workers, &s.gpu_idle, &s.threads, &s.whole_run}) {
     if (*g) width = std::max(width, GroupLabel(**g).size());
   }
   for (const diagnose::StackGroup& g : s.phases) out += GroupLines(g, width);
-  if (s.workers) out += GroupLines(*s.workers, width);
-  if (s.gpu_idle) out += GroupLines(*s.gpu_idle, width);
-  for (const std::string& u : s.unreadable)
-    out += fmt::format("  not sampled: {}\n", EscapeControl(u));
+  for (const auto* g : {&s.workers, &s.gpu_idle, &s.threads, &s.whole_run}) {
+    if (*g) out += GroupLines(**g, width);
+  }
+  // A job that starts many helpers (a shell, nvidia-smi) names each once in report.json.
+  for (size_t i = 0; i < s.unreadable.size() && i < kUnreadableShown; ++i)
+    out += fmt::format("  not sampled: {}\n", EscapeControl(s.unreadable[i]));
+  if (s.unreadable.size() > kUnreadableShown) {
+    out += fmt::format("  not sampled: {} more processes (report.json stacks.unreadable)\n",
+                       s.unreadable.size() - kUnreadableShown);
+  }
   return out;
 }
 
@@ -98,6 +114,12 @@ void WriteStacksJson(JsonWriter& w, const diagnose::StackReport& s) {
     } else {
       w.Null();
     }
+  }
+  // Only when there are such samples (issue 40; the keys of earlier reports are unchanged).
+  for (const auto& [key, group] : {std::pair{"threads", &s.threads}, {"whole_run", &s.whole_run}}) {
+    if (!*group) continue;
+    w.Key(key);
+    WriteGroupJson(w, **group);
   }
   w.FieldArray("unreadable", s.unreadable).EndObject();
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -75,6 +76,53 @@ TEST(StacksRender, JsonHasEveryFieldAndNullWithoutSamples) {
   WriteStacksJson(w2, {});
   w2.EndObject();
   EXPECT_TRUE(nlohmann::json::parse(none).at("stacks").is_null());
+}
+
+// Issue 40: a job that marked no steps shows where its Python was over the whole run; a job's
+// other threads (--stacks-threads all) are a group; many processes not sampled are one line past
+// the first few (report.json has each).
+TEST(StacksRender, WholeRunThreadsAndManyProcessesNotSampled) {
+  diagnose::StackReport s = Example();
+  s.phases.clear();
+  s.steady_samples = 0;
+  s.torn = 0;
+  s.whole_run = diagnose::StackGroup{"whole_run", 90, {diagnose::StackLine{}}};
+  s.whole_run->lines[0].where = "job.py:3";
+  s.whole_run->lines[0].share = 1;
+  s.threads = diagnose::StackGroup{"threads", 10, {s.whole_run->lines[0]}};
+  s.threads->lines[0].where = "log.py:9";
+  for (int pid = 8; pid < 18; ++pid) s.unreadable.push_back(fmt::format("pid {}: gone", pid));
+  const std::string text = RenderStacksText(s);
+  EXPECT_EQ(text,
+            "Stacks  where the Python was: the job marked no steps, so each main thread over the "
+            "whole run (90 samples)\n"
+            "  threads (10)   100%  log.py:9\n"
+            "  whole_run (90) 100%  job.py:3\n"
+            "  not sampled: pid 7: may not read\n"
+            "  not sampled: pid 8: gone\n"
+            "  not sampled: pid 9: gone\n"
+            "  not sampled: pid 10: gone\n"
+            "  not sampled: pid 11: gone\n"
+            "  not sampled: pid 12: gone\n"
+            "  not sampled: pid 13: gone\n"
+            "  not sampled: pid 14: gone\n"
+            "  not sampled: 3 more processes (report.json stacks.unreadable)\n");
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject();
+  WriteStacksJson(w, s);
+  w.EndObject();
+  const auto j = nlohmann::json::parse(out).at("stacks");
+  EXPECT_EQ(j.at("whole_run").at("samples"), 90);
+  EXPECT_EQ(j.at("threads").at("lines")[0].at("where"), "log.py:9");
+  EXPECT_EQ(j.at("unreadable").size(), 11u);
+  // Absent groups of the new kinds leave no key (reports of runs without them are unchanged).
+  std::string plain;
+  JsonWriter w2(plain);
+  w2.BeginObject();
+  WriteStacksJson(w2, Example());
+  w2.EndObject();
+  EXPECT_FALSE(nlohmann::json::parse(plain).at("stacks").contains("whole_run"));
 }
 
 }  // namespace

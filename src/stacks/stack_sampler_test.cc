@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +190,184 @@ TEST(StackSampler, AProcessThatExitsIsDroppedAndTheRestGoOn) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE((*sampler)->Stop().ok());
   EXPECT_GE((*sampler)->totals().samples, before + 50);
+}
+
+// --- Issue 40: the job is untrusted input ---
+
+// Runs a sampler over `targets` until `done(log)` holds for what it wrote (the file is flushed
+// once a second; at most 60 s), then stops it and returns the whole log.
+template <typename Done>
+StackLog SampleUntil(const fs::path& dir, std::vector<StackTarget> targets,
+                     StackSamplerOptions options, Done done) {
+  auto sampler = StackSampler::Start((dir / kStacksFile).string(), std::move(options),
+                                     [targets] { return targets; });
+  EXPECT_TRUE(sampler.ok()) << sampler.error().message;
+  if (!sampler.ok()) return {};
+  bool met = false;
+  for (int i = 0; i < 1200 && !met; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    met = done(ReadStackLog(dir.string()));
+  }
+  EXPECT_TRUE(met) << "not seen in 60 s: " << testing::Slurp(dir / kStacksFile).substr(0, 4000);
+  EXPECT_TRUE((*sampler)->Stop().ok());
+  return ReadStackLog(dir.string());
+}
+
+bool Noted(const StackLog& log, int32_t pid, std::string_view what) {
+  return std::any_of(log.processes.begin(), log.processes.end(), [&](const StackProcess& p) {
+    return p.pid == pid && p.error.find(what) != std::string::npos;
+  });
+}
+
+bool SampledIn(const StackLog& log, std::string_view function) {
+  for (const StackSample& s : log.samples) {
+    for (uint32_t id : log.stacks[s.stack]) {
+      if (log.frames[id].function == function) return true;
+    }
+  }
+  return false;
+}
+
+// P02: a job that hides its main thread's tid (ctypes: PyThreadState.native_thread_id, 3.11)
+// made every 50 Hz sample search the whole thread list, for the whole run. After kBackOffAfter
+// failures the sampler waits longer each time, and after 12 it drops the process with a note:
+// 12 failed reads in all, whatever the run's length.
+TEST(StackSampler, AProcessWhoseMainThreadIsNotFoundIsBackedOffThenDropped) {
+  testing::TempDir dir;
+  PythonTarget target("/usr/bin/python3", dir.path(),
+                      "import ctypes, time\n"
+                      "ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p\n"
+                      "ts = ctypes.pythonapi.PyThreadState_Get()\n"
+                      "ctypes.c_int64.from_address(ts + 160).value = 0  # 3.11 native_thread_id\n"
+                      "print('ready', flush=True)\n"
+                      "while True:\n"
+                      "    time.sleep(0.05)\n");
+  ASSERT_TRUE(target.ready());
+  const StackLog log = SampleUntil(
+      dir.path(), {Target(target.pid())}, At100Hz(),
+      [&](const StackLog& l) { return Noted(l, target.pid(), "reads in a row failed"); });
+  EXPECT_TRUE(
+      Noted(log, target.pid(), fmt::format("pid {}: 12 reads in a row failed over", target.pid())));
+  EXPECT_TRUE(
+      Noted(log, target.pid(), fmt::format("(last: no Python thread with tid {})", target.pid())));
+  ASSERT_TRUE(log.totals);
+  EXPECT_EQ(log.totals->failed, 12);
+  EXPECT_EQ(log.totals->samples, 0);
+}
+
+// P05: a job that exec()s into another CPython was read with the old layout and addresses for
+// the rest of the run (every sample torn). The exec is noticed and the new interpreter read.
+TEST(StackSampler, AProcessThatExecsIntoAnotherPythonIsReadAgain) {
+  std::string other;
+  for (const char* v : {"3.12.1", "3.8.18", "3.10.13", "3.13.0"}) {
+    const std::string python = fmt::format("{}/.pyenv/versions/{}/bin/python{}", getenv("HOME"), v,
+                                           std::string(v).substr(0, std::string(v).rfind('.')));
+    if (access(python.c_str(), X_OK) == 0) {
+      other = python;
+      break;
+    }
+  }
+  if (other.empty()) GTEST_SKIP() << "no pyenv 3.12, 3.8, 3.10 or 3.13 to exec into";
+  testing::TempDir dir;
+  std::ofstream(dir.Sub("after.py")) << "def after_exec_hot_loop():\n"
+                                        "    while True:\n"
+                                        "        sum(i for i in range(1000))\n"
+                                        "after_exec_hot_loop()\n";
+  PythonTarget target("/usr/bin/python3", dir.path(),
+                      fmt::format("import os, time\n"
+                                  "print('ready', flush=True)\n"
+                                  "def before_exec():\n"
+                                  "    while not os.path.exists('go'):\n"
+                                  "        time.sleep(0.01)\n"
+                                  "before_exec()\n"
+                                  "os.execv('{0}', ['{0}', 'after.py'])\n",
+                                  other));
+  ASSERT_TRUE(target.ready());
+  const StackLog log =
+      SampleUntil(dir.path(), {Target(target.pid())}, At100Hz(), [&](const StackLog& l) {
+        if (SampledIn(l, "before_exec")) std::ofstream(dir.Sub("go")) << "";
+        return SampledIn(l, "after_exec_hot_loop");
+      });
+  const auto again = std::find_if(log.processes.begin(), log.processes.end(),
+                                  [](const StackProcess& p) { return p.exec; });
+  ASSERT_NE(again, log.processes.end());
+  EXPECT_EQ(again->pid, target.pid());
+  EXPECT_EQ(again->binary.find("/usr/bin/"), std::string::npos) << again->binary;
+}
+
+// ... and one that exec()s into something that is no Python is noted and dropped.
+TEST(StackSampler, AnExecIntoSomethingElseIsNotedAndDropped) {
+  testing::TempDir dir;
+  PythonTarget target("/usr/bin/python3", dir.path(),
+                      "import os, time\n"
+                      "print('ready', flush=True)\n"
+                      "def before_exec():\n"
+                      "    while not os.path.exists('go'):\n"
+                      "        time.sleep(0.01)\n"
+                      "before_exec()\n"
+                      "os.execv('/bin/sleep', ['sleep', '60'])\n");
+  ASSERT_TRUE(target.ready());
+  const StackLog log =
+      SampleUntil(dir.path(), {Target(target.pid())}, At100Hz(), [&](const StackLog& l) {
+        if (SampledIn(l, "before_exec")) std::ofstream(dir.Sub("go")) << "";
+        return Noted(l, target.pid(), "exec'd into");
+      });
+  EXPECT_TRUE(Noted(log, target.pid(), "sleep: not a Python process; not sampled after"));
+}
+
+// P06: stallscope's own hooks (its package's auto.py step wrapper, the shim on PYTHONPATH) were
+// reported as the job's line. Their frames are in no stack written.
+TEST(StackSampler, StallscopesOwnFramesAreInNoStack) {
+  testing::TempDir dir;
+  fs::create_directories(dir.path() / "stallscope");
+  std::ofstream(dir.path() / "stallscope" / "__init__.py") << "";
+  std::ofstream(dir.path() / "stallscope" / "auto.py") << "def wrap(f):\n"
+                                                          "    return f()\n";
+  std::ofstream(dir.Sub("shim.py")) << "def call(f):\n"
+                                       "    return f()\n";
+  PythonTarget target("/usr/bin/python3", dir.path(),
+                      "import sys\n"
+                      "sys.path.insert(0, '.')\n"
+                      "import shim, stallscope.auto\n"
+                      "def job_line():\n"
+                      "    return sum(i for i in range(1000))\n"
+                      "print('ready', flush=True)\n"
+                      "while True:\n"
+                      "    shim.call(lambda: stallscope.auto.wrap(job_line))\n");
+  ASSERT_TRUE(target.ready());
+  StackSamplerOptions options = At100Hz();
+  options.own_files = {(fs::canonical(dir.path()) / "shim.py").string()};
+  const StackLog log = SampleUntil(dir.path(), {Target(target.pid())}, options,
+                                   [&](const StackLog& l) { return l.samples.size() >= 100; });
+  EXPECT_TRUE(SampledIn(log, "job_line"));
+  for (const StackFrame& f : log.frames) {
+    EXPECT_EQ(f.file.find("stallscope/"), std::string::npos) << f.file;
+    EXPECT_EQ(f.file.find("shim.py"), std::string::npos) << f.file;
+  }
+}
+
+// "Also found": a job's process without hooks (no ring: no training loop) is sampled too, at
+// the workers' rate; one that is no Python is named with the reason.
+TEST(StackSampler, TheJobsOtherProcessesAreSampledOrNamed) {
+  testing::TempDir dir;
+  PythonTarget plain("/usr/bin/python3", dir.path(), kSpinScript);
+  ASSERT_TRUE(plain.ready());
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  StackTarget a = Target(plain.pid()), b = Target(sleeper);
+  a.other = b.other = true;
+  const StackLog log = SampleUntil(dir.path(), {a, b}, At100Hz(), [&](const StackLog& l) {
+    return l.samples.size() >= 20 && Noted(l, sleeper, "not a Python process");
+  });
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+  EXPECT_TRUE(Noted(log, sleeper, fmt::format("pid {} (sleep): not a Python process", sleeper)));
+  ASSERT_NE(log.Process(plain.pid()), nullptr);
+  EXPECT_TRUE(log.Process(plain.pid())->other);
+  EXPECT_TRUE(SampledIn(log, "spin"));
 }
 
 }  // namespace

@@ -95,6 +95,11 @@ int LineOf(const std::string& script, const std::string& marker) {
   return -1;
 }
 
+/// " and pid N holds capabilities it lacks (CAP_SYS_PTRACE": the hint's part naming what it lacks.
+std::string fmt_pid_holds(pid_t pid) {
+  return " and pid " + std::to_string(pid) + " holds capabilities it lacks (CAP_SYS_PTRACE";
+}
+
 /// A running target and what it said when ready.
 struct Target {
   pid_t pid = -1;
@@ -330,6 +335,125 @@ TEST_F(DumpE2e, ProcessWeMayNotReadSaysWhy) {
   EXPECT_NE(o.out.find("may not read its memory: "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("CAP_SYS_PTRACE"), std::string::npos) << o.out;
   EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << o.out;
+}
+
+// Issue 40: as root, the hint says what is actually missing instead of advising sudo. Here root
+// without CAP_SYS_PTRACE (dropped from the bounding set, as a container does) reads a process
+// that holds it.
+TEST_F(DumpE2e, AsRootWithoutThePtraceCapabilityTheHintSaysSoNotSudo) {
+  if (geteuid() != 0 || !fs::exists("/usr/bin/setpriv") || !fs::exists("/usr/bin/python3")) {
+    GTEST_SKIP() << "needs root and setpriv";
+  }
+  const Target t = Start("/usr/bin/python3");
+  ASSERT_GT(t.child, 0);
+  const fs::path out = dir_.path() / "nocap";
+  fs::create_directories(out);
+  const Output o = stallscope::testing::RunProcess(
+      {"/usr/bin/setpriv", "--bounding-set=-sys_ptrace", STALLSCOPE_BIN, "dump",
+       std::to_string(t.pid), "--no-children"},
+      stallscope::testing::EnvironmentWithout({}), out, 60);
+  if (o.exit_code == 127 || o.err.find("setpriv") != std::string::npos) {
+    GTEST_SKIP() << "setpriv cannot drop the capability here: " << o.err;
+  }
+  EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+  EXPECT_NE(o.out.find("stallscope runs as root but without CAP_SYS_PTRACE"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find(fmt_pid_holds(t.pid)), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("sudo stallscope"), std::string::npos) << o.out;
+}
+
+// Issue 40 P01: a process whose interpreter list is forged (ctypes, Debian's 3.11: 64
+// interpreters naming one list of 4095 thread states, each at a real 200-deep stack) is read
+// within the per-process budget: each thread state once, at most 65,536 frames, and the cut said
+// (before: 64 x 4095 threads x 200 frames, std::bad_alloc at 3.8 GB).
+TEST_F(DumpE2e, AForgedInterpreterIsCutAndSaid) {
+  if (!fs::exists("/usr/bin/python3.11")) GTEST_SKIP() << "needs Debian's python3.11";
+  const std::string forge = dir_.Sub("forge.py");
+  std::ofstream(forge) << R"(import ctypes, sys, time, os
+u64 = lambda a: ctypes.c_uint64.from_address(a)
+RT = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+NI, NT, D = 64, 4095, 200
+keep = []
+def buf(n):
+    b = ctypes.create_string_buffer(n); keep.append(b); return ctypes.addressof(b)
+def install():
+    ts = ctypes.pythonapi.PyThreadState_Get(); tsz = 320; base = buf(NT * tsz)
+    for i in range(NT):
+        a = base + i * tsz
+        u64(a + 8).value = a + tsz if i + 1 < NT else 0
+        u64(a + 152).value = 1000 + i
+        u64(a + 160).value = 2**31 - 2 - i
+        u64(a + 56).value = u64(ts + 56).value
+        u64(a + 296).value = u64(ts + 296).value
+    ib = buf(NI * 64)
+    for k in range(NI):
+        u64(ib + k * 64).value = ib + (k + 1) * 64 if k + 1 < NI else 0
+        u64(ib + k * 64 + 16).value = base
+    u64(RT + 40).value = ib
+def rec(n):
+    if n == 0:
+        install(); print("ready 0 0", flush=True); time.sleep(600); return
+    rec(n - 1)
+sys.setrecursionlimit(D + 100); rec(D)
+)";
+  const pid_t pid = stallscope::testing::Spawn({"/usr/bin/python3.11", forge},
+                                               stallscope::testing::EnvironmentWithout({}),
+                                               dir_.Sub("forge.out"), dir_.Sub("forge.err"));
+  started_.push_back(pid);
+  for (int i = 0; i < 9000 && stallscope::testing::Slurp(dir_.Sub("forge.out")).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(stallscope::testing::Slurp(dir_.Sub("forge.out")), "")
+      << stallscope::testing::Slurp(dir_.Sub("forge.err"));
+  const Output o = Dump({"--no-children", std::to_string(pid)});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("  (cut: 63 thread lists met a thread state already read"),
+            std::string::npos)
+      << o.out.substr(0, 2000);
+  EXPECT_NE(o.out.find("threads not walked: the budget of 65536 frames"), std::string::npos)
+      << o.out.substr(0, 2000);
+  size_t threads = 0, frames = 0;
+  for (size_t at = 0; (at = o.out.find("\n  thread ", at)) != std::string::npos; ++at) ++threads;
+  for (size_t at = 0; (at = o.out.find(" (forge.py:", at)) != std::string::npos; ++at) ++frames;
+  EXPECT_GT(threads, 0U);
+  EXPECT_LE(threads, 4096U);
+  EXPECT_LE(frames, 65536U);
+}
+
+// Issue 40 P06: the frames of stallscope's own package are never shown as the job's: a run of
+// them is one line.
+TEST_F(DumpE2e, StallscopesOwnFramesAreOneLine) {
+  fs::create_directories(dir_.path() / "stallscope");
+  std::ofstream(dir_.path() / "stallscope" / "__init__.py") << "";
+  std::ofstream(dir_.path() / "stallscope" / "auto.py") << "def wrap(f):\n"
+                                                           "    return f()\n";
+  const std::string job = dir_.Sub("job.py");
+  std::ofstream(job) << "import os, sys, time\n"
+                        "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
+                        "import stallscope.auto\n"
+                        "def job_waits():\n"
+                        "    print('ready 0 0', flush=True)\n"
+                        "    time.sleep(600)\n"
+                        "stallscope.auto.wrap(job_waits)\n";
+  const pid_t pid = stallscope::testing::Spawn({"/usr/bin/python3", job},
+                                               stallscope::testing::EnvironmentWithout({}),
+                                               dir_.Sub("job.out"), dir_.Sub("job.err"));
+  started_.push_back(pid);
+  for (int i = 0; i < 9000 && stallscope::testing::Slurp(dir_.Sub("job.out")).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Output o = Dump({"--no-children", std::to_string(pid)});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("    job_waits (" + job + ":6)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("    (1 frame of stallscope's hooks)\n    <module> (" + job + ":7)"),
+            std::string::npos)
+      << o.out;
+  EXPECT_EQ(o.out.find("auto.py"), std::string::npos) << o.out;
+  const Output js = Dump({"--no-children", "--json", std::to_string(pid)});
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const json thread = json::parse(js.out)["processes"][0]["threads"][0];
+  EXPECT_EQ(thread["stallscope_frames"], 1);
+  for (const json& f : thread["frames"])
+    EXPECT_EQ(f["file"].get<std::string>().find("stallscope/"), std::string::npos) << f;
 }
 
 }  // namespace

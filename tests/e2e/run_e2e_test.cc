@@ -67,7 +67,8 @@ class RunE2e : public ::testing::Test {
   /// Tests that read phases from inside the job need the Python package built next to the binary.
   static bool NeedsHooks() {
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    return name != "NoAutoMeasuresNothingInsideTheJob" && name != "AJobWithoutTorchRunsUnchanged";
+    return name != "NoAutoMeasuresNothingInsideTheJob" && name != "AJobWithoutTorchRunsUnchanged" &&
+           name != "AJobWithoutATrainingLoopIsSampledAndAShellIsNamed";
   }
 
   /// Starts `stallscope ARGS` in the background; Wait() collects it.
@@ -359,6 +360,40 @@ TEST_F(RunE2e, AJobWithoutTorchRunsUnchanged) {
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "no NVIDIA GPU: libnvidia-ml.so.1 not found — GPU metrics unavailable\nerr\n");
   EXPECT_EQ(Report()["job"]["exit_code"], 4);
+}
+
+// Issue 40 "also found": a Python job with no DataLoader, module call or optimizer step (no ring:
+// the hooks record nothing) had no stack samples and no word why. Every process of the job is
+// sampled or named: the Python one is sampled (the report shows where it was over the whole
+// run), the shell that started it is named as no Python. The job ends once its own function is
+// in stacks.jsonl (flushed once a second): an event, not a time.
+TEST_F(RunE2e, AJobWithoutATrainingLoopIsSampledAndAShellIsNamed) {
+  std::ofstream(dir_ / "plain.py") << R"(import os, time
+path = os.path.join(os.environ["STALLSCOPE_RUN_DIR"], "stacks.jsonl")
+def crunch():
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        sum(i for i in range(20000))
+        with open(path) as f:
+            if '"function":"crunch"' in f.read():
+                return
+crunch()
+)";
+  auto r = Run({"run", "--out", RunDir(), "--quiet", "-i", "200ms", "--", "sh", "-c",
+                std::string(kPython) + " " + (dir_ / "plain.py").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json stacks = Report()["stacks"];
+  ASSERT_TRUE(stacks.is_object()) << Slurp(fs::path(RunDir()) / "stacks.jsonl");
+  ASSERT_TRUE(stacks.contains("whole_run")) << stacks.dump(1);
+  bool crunch = false;
+  for (const json& l : stacks["whole_run"]["lines"])  // crunch, or its generator expression
+    crunch |= l["function"].get<std::string>().starts_with("crunch") &&
+              l["where"].get<std::string>().starts_with("plain.py:");  // relative to its folder
+  EXPECT_TRUE(crunch) << stacks.dump(1);
+  bool shell = false;
+  for (const json& u : stacks["unreadable"])
+    shell |= u.get<std::string>().find("): not a Python process") != std::string::npos;
+  EXPECT_TRUE(shell) << stacks.dump(1);
 }
 
 }  // namespace

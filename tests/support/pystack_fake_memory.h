@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -157,13 +158,17 @@ class FakePython {
  public:
   explicit FakePython(Layout layout, pid_t pid = 1) : layout_(layout), pid_(pid) {}
 
-  /// A code object whose every instruction is at line first_line + line_delta (0..31).
+  /// A code object whose every instruction is at line first_line + line_delta (0..31); its line
+  /// table padded with entries that change nothing to at least `table_bytes` bytes.
   size_t AddCode(std::string file, std::string name, std::string qualname, int first_line,
-                 int line_delta) {
-    codes_.push_back(
-        {std::move(file), std::move(name), std::move(qualname), first_line, line_delta});
+                 int line_delta, size_t table_bytes = 0) {
+    codes_.push_back({std::move(file), std::move(name), std::move(qualname), first_line, line_delta,
+                      table_bytes});
     return codes_.size() - 1;
   }
+  /// Every code object added names the first one's line-table bytes object (as
+  /// `code.replace(co_linetable=shared)` does): the first one's line delta applies to all.
+  void ShareLineTables() { share_tables_ = true; }
   /// A thread with kernel tid `tid`; frames innermost first.
   void AddThread(pid_t tid, std::vector<FakeFrame> frames) {
     threads_.push_back({tid, std::move(frames)});
@@ -172,6 +177,7 @@ class FakePython {
   FakeImage Build() {
     FakeImage image;
     bytes_.clear();
+    shared_table_ = 0;
     const Layout& l = layout_;
     uint64_t runtime = FakeRuntimeAddress(l);
     if (l.minor >= 13) {
@@ -209,6 +215,7 @@ class FakePython {
     std::string file, name, qualname;
     int first_line = 0;
     int line_delta = 0;
+    size_t table_bytes = 0;
   };
   struct Thread {
     pid_t tid = 0;
@@ -253,16 +260,19 @@ class FakePython {
     std::memcpy(bytes_.data() + (at + l.bytes_data - kFakeBase), data.data(), data.size());
     return at;
   }
-  // A line table (in this layout's format) giving line first + delta to code units 0..63.
-  std::string LineTableFor(int delta) const {
+  // A line table (in this layout's format) giving line first + delta to code units 0..63, then
+  // entries that change nothing up to `pad_to` bytes.
+  std::string LineTableFor(int delta, size_t pad_to) const {
     std::string table;
     if (layout_.line_table == LineTable::kLnotab) {
       table = {'\0', static_cast<char>(delta)};
+      if (table.size() < pad_to) table.resize(pad_to + pad_to % 2, '\0');  // (+0 bytes, +0 lines)
     } else if (layout_.line_table == LineTable::kLinetable310) {
       table = {static_cast<char>(128), static_cast<char>(delta)};
+      if (table.size() < pad_to) table.resize(pad_to + pad_to % 2, '\0');  // (+0 bytes, +0 lines)
     } else {
       // 1CCCCLLL, code 13 (no columns), 8 code units, then the svarint line delta.
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < 8 || table.size() < pad_to; ++i) {
         table += static_cast<char>(0x80 | (13 << 3) | 7);
         table += static_cast<char>(i == 0 ? delta << 1 : 0);
       }
@@ -274,7 +284,9 @@ class FakePython {
     uint64_t filename = PlaceString(code.file);
     uint64_t name = PlaceString(code.name);
     uint64_t qualname = l.code_qualname ? PlaceString(code.qualname) : 0;
-    uint64_t table = PlaceBytes(LineTableFor(code.line_delta));
+    if (!share_tables_ || shared_table_ == 0)
+      shared_table_ = PlaceBytes(LineTableFor(code.line_delta, code.table_bytes));
+    uint64_t table = shared_table_;
     uint64_t qual_offset = l.code_qualname.value_or(l.code_name);
     uint64_t at = PlaceStruct({{l.object_type, 8},
                                {l.code_filename, 8},
@@ -364,9 +376,127 @@ class FakePython {
 
   Layout layout_;
   pid_t pid_;
+  bool share_tables_ = false;
+  uint64_t shared_table_ = 0;  // the last line table placed
   std::vector<Code> codes_;
   std::vector<Thread> threads_;
   std::vector<uint8_t> bytes_;
+};
+
+/// The shape of a forged interpreter list (what a job that corrupts its interpreter, by a C
+/// extension's bug or on purpose with ctypes, can make): ForgedMemory synthesizes it.
+struct ForgedLists {
+  size_t interpreters = 1;  ///< interpreters in the list
+  size_t states = 1;        ///< thread states in each interpreter's list
+  bool shared = false;      ///< every interpreter names the first one's list
+  /// The last thread state of each list links back to this one of the list (a loop).
+  std::optional<size_t> loop_to = std::nullopt;
+  uint64_t frame = 0;  ///< every thread state's frame (or cframe) field: e.g. a real thread's
+  uint64_t chunk = 0;  ///< and its datastack_chunk (3.11+)
+  int64_t first_tid = 1'000'000;  ///< native_thread_id of the first state, + 1 for each next
+};
+
+/// An address space whose interpreter and thread-state structs at kForgedInterps and
+/// kForgedStates are computed on read from a ForgedLists (a million thread states cost no
+/// memory), over another address space for everything else; `Set` overrides single words (the
+/// runtime's interpreter head: `Set(runtime + layout.runtime_interp_head, kForgedInterps)`).
+class ForgedMemory final : public MemoryReader {
+ public:
+  static constexpr uint64_t kForgedInterps = 0x10'0000'0000;
+  static constexpr uint64_t kForgedStates = 0x20'0000'0000;
+
+  ForgedMemory(std::unique_ptr<MemoryReader> real, const Layout& layout, ForgedLists lists)
+      : real_(std::move(real)), lists_(lists) {
+    interp_.Add(layout.interp_next);
+    interp_.Add(layout.interp_tstate_head);
+    state_.Add(layout.tstate_next);
+    state_.Add(layout.tstate_thread_id);
+    state_.Add(layout.tstate_frame);
+    if (layout.tstate_native_thread_id) state_.Add(*layout.tstate_native_thread_id);
+    if (layout.tstate_datastack_chunk) state_.Add(*layout.tstate_datastack_chunk);
+    layout_ = layout;
+  }
+  void Set(uint64_t address, uint64_t value) { words_[address] = value; }
+  /// Where interpreter `k` and thread state `j` (k * states + i) are.
+  uint64_t Interp(size_t k) const { return kForgedInterps + k * interp_.stride() - interp_.begin; }
+  uint64_t State(size_t j) const { return kForgedStates + j * state_.stride() - state_.begin; }
+
+  [[nodiscard]] Status Read(uint64_t address, void* out, size_t size) const override {
+    auto* bytes = static_cast<uint8_t*>(out);
+    Status read = ReadStructs(address, bytes, size);
+    if (!read.ok()) return read;
+    for (const auto& [at, value] : words_) {
+      for (size_t i = 0; i < 8; ++i) {
+        if (at + i >= address && at + i < address + size)
+          bytes[at + i - address] = static_cast<uint8_t>(value >> (8 * i));
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  struct Fields {
+    uint64_t begin = UINT64_MAX, end = 0;
+    void Add(uint64_t offset) {
+      begin = std::min(begin, offset);
+      end = std::max(end, offset + 8);
+    }
+    uint64_t stride() const { return (end - begin + 63) & ~uint64_t{63}; }
+  };
+  // A struct's bytes from its first used field on, `stride` long (at most kMaxStride).
+  static constexpr uint64_t kMaxStride = 4096;
+  using Bytes = std::array<uint8_t, kMaxStride>;
+  void InterpBytes(size_t k, Bytes& b) const {
+    Put(b, interp_, layout_.interp_next, k + 1 < lists_.interpreters ? Interp(k + 1) : 0);
+    Put(b, interp_, layout_.interp_tstate_head, State(lists_.shared ? 0 : k * lists_.states));
+  }
+  void StateBytes(size_t j, Bytes& b) const {
+    const size_t list = j / lists_.states, i = j % lists_.states;
+    uint64_t next = 0;
+    if (i + 1 < lists_.states) {
+      next = State(j + 1);
+    } else if (lists_.loop_to) {
+      next = State(list * lists_.states + *lists_.loop_to % lists_.states);
+    }
+    Put(b, state_, layout_.tstate_next, next);
+    Put(b, state_, layout_.tstate_thread_id, 0);  // no pthread: 3.8-3.10 find no tid
+    Put(b, state_, layout_.tstate_frame, lists_.frame);
+    if (layout_.tstate_native_thread_id)
+      Put(b, state_, *layout_.tstate_native_thread_id, static_cast<uint64_t>(lists_.first_tid) + j);
+    if (layout_.tstate_datastack_chunk)
+      Put(b, state_, *layout_.tstate_datastack_chunk, lists_.chunk);
+  }
+  static void Put(Bytes& b, const Fields& f, uint64_t offset, uint64_t value) {
+    std::memcpy(b.data() + (offset - f.begin), &value, 8);
+  }
+  Status ReadStructs(uint64_t address, uint8_t* out, size_t size) const {
+    const uint64_t interps_end = kForgedInterps + lists_.interpreters * interp_.stride();
+    const uint64_t states_end =
+        kForgedStates + lists_.interpreters * lists_.states * state_.stride();
+    const bool in_interps = address >= kForgedInterps && address < interps_end;
+    const bool in_states = address >= kForgedStates && address < states_end;
+    if (!in_interps && !in_states) return real_->Read(address, out, size);
+    const uint64_t base = in_interps ? kForgedInterps : kForgedStates;
+    const uint64_t stride = in_interps ? interp_.stride() : state_.stride();
+    const size_t index = static_cast<size_t>((address - base) / stride);
+    const uint64_t offset = (address - base) % stride;
+    if (stride > kMaxStride || offset + size > stride)
+      return MakeError(ErrorCode::kIo, "pid 1: unmapped {:#x}", address);
+    Bytes bytes{};
+    if (in_interps) {
+      InterpBytes(index, bytes);
+    } else {
+      StateBytes(index, bytes);
+    }
+    std::memcpy(out, bytes.data() + offset, size);
+    return OkStatus();
+  }
+
+  std::unique_ptr<MemoryReader> real_;
+  ForgedLists lists_;
+  Layout layout_;
+  Fields interp_, state_;
+  std::map<uint64_t, uint64_t> words_;
 };
 
 /// Every layout: the built-in 3.8-3.12 and 3.13 from the measured _Py_DebugOffsets.

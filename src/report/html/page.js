@@ -343,7 +343,8 @@
   // Where the job's Python was in each phase (report.json "stacks"): a table per phase.
   function stacks() {
     var st = data.stacks;
-    if (!st || (!st.phases.length && !st.workers && !st.gpu_idle)) return;
+    if (!st || (!st.phases.length && !st.workers && !st.gpu_idle && !st.threads && !st.whole_run &&
+                !st.unreadable.length)) return;
     var s = section('Python: where the main thread was');
     s.appendChild(el('p', 'note', st.steady_samples + ' samples of the ranks\u2019 main threads in ' +
       'the steady steps at ' + st.main_hz + ' Hz' + (st.torn ? ', ' + st.torn + ' torn reads dropped' : '') +
@@ -351,7 +352,11 @@
     var groups = st.phases.slice();
     if (st.workers) groups.push(st.workers);
     if (st.gpu_idle) groups.push(st.gpu_idle);
-    var titles = { workers: 'DataLoader workers', gpu_idle: 'while the GPU was idle' };
+    if (st.threads) groups.push(st.threads);
+    if (st.whole_run) groups.push(st.whole_run);
+    var titles = { workers: 'DataLoader workers', gpu_idle: 'while the GPU was idle',
+                   threads: 'the ranks\u2019 other threads',
+                   whole_run: 'the whole run (the job marked no steps)' };
     groups.forEach(function (g) {
       s.appendChild(el('h3', null, (titles[g.name] || g.name) + ' (' + g.samples + ' samples)'));
       table(s, ['share', 'line', 'function', 'code', 'in'], g.lines.map(function (l) {
